@@ -1,0 +1,252 @@
+"""Kafka offsets as Spark checkpoint state: pure functions, no client.
+
+The source's state is what Spark writes to its offset log before any task of
+a batch runs, in the same JSON shape as Spark's built-in Kafka source:
+``{"topic": {"0": 42, "1": 17}}``. Offsets are positions, not counts:
+transaction markers and aborted records leave gaps, so an end offset is
+"read everything below this position", never "read this many records".
+
+Keys are written in a fixed order (topics sorted, partitions numerically),
+because Spark decides whether a trigger has new data by comparing offset
+JSON, and a replayed batch must plan exactly the same ranges.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from eoskit.connectors.options import OptionError
+
+#: Sentinels of Spark's ``startingOffsets`` / ``endingOffsets`` JSON.
+LATEST = -1
+EARLIEST = -2
+
+TopicPartition = tuple[str, int]
+PartitionOffsets = dict[TopicPartition, int]
+
+
+@dataclass(frozen=True, order=True)
+class OffsetRange:
+    """Records of one topic-partition in ``[start, end)``, read by one task."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+    @property
+    def size(self) -> int:
+        return max(0, self.end - self.start)
+
+
+@dataclass(frozen=True)
+class DataLoss:
+    """Offsets a query expected to read that the broker no longer has."""
+
+    topic: str
+    partition: int
+    message: str
+
+
+def to_json_dict(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
+    """Spark's offset JSON shape, in a fixed order (topics sorted, partitions numerically)."""
+    result: dict[str, dict[str, int]] = {}
+    for topic, partition in sorted(offsets):
+        result.setdefault(topic, {})[str(partition)] = int(offsets[(topic, partition)])
+    return result
+
+
+def to_json(offsets: Mapping[TopicPartition, int]) -> str:
+    return json.dumps(to_json_dict(offsets), separators=(",", ":"))
+
+
+def from_json_dict(data: object, what: str = "offsets") -> PartitionOffsets:
+    """Read Spark's offset JSON shape back, refusing anything else by name."""
+    if not isinstance(data, Mapping):
+        raise OptionError(f"{what}: expected a JSON object of topics, got {data!r}")
+    offsets: PartitionOffsets = {}
+    for topic, partitions in data.items():
+        if not isinstance(partitions, Mapping):
+            raise OptionError(
+                f"{what}: topic {topic!r} must map partition numbers to offsets, "
+                f"got {partitions!r}"
+            )
+        for partition, offset in partitions.items():
+            try:
+                number = int(partition)
+            except (TypeError, ValueError):
+                raise OptionError(
+                    f"{what}: partition {partition!r} of topic {topic!r} is not a number"
+                ) from None
+            if isinstance(offset, bool) or not isinstance(offset, int):
+                raise OptionError(
+                    f"{what}: offset of {topic}-{partition} must be a whole number, "
+                    f"got {offset!r}"
+                )
+            offsets[(str(topic), number)] = offset
+    return offsets
+
+
+def parse_offsets_option(text: str, option: str) -> str | PartitionOffsets:
+    """``earliest``, ``latest`` or a per-partition JSON object (-2 earliest, -1 latest)."""
+    stripped = text.strip()
+    if stripped.lower() in ("earliest", "latest"):
+        return stripped.lower()
+    try:
+        data = json.loads(stripped)
+    except json.JSONDecodeError as exc:
+        raise OptionError(
+            f"option '{option}' is neither earliest, latest nor valid JSON "
+            f"({exc.msg} at character {exc.pos}): {text!r}"
+        ) from None
+    offsets = from_json_dict(data, what=f"option '{option}'")
+    for (topic, partition), offset in offsets.items():
+        if offset < EARLIEST:
+            raise OptionError(
+                f"option '{option}': offset {offset} of {topic}-{partition} is invalid "
+                f"(use -2 for earliest, -1 for latest, or a position >= 0)"
+            )
+    return offsets
+
+
+def resolve_spec(
+    spec: str | PartitionOffsets,
+    partitions: Iterable[TopicPartition],
+    earliest: Mapping[TopicPartition, int],
+    latest: Mapping[TopicPartition, int],
+    option: str,
+    default_for_unlisted: str,
+) -> PartitionOffsets:
+    """Turn ``earliest``/``latest``/JSON into concrete positions for ``partitions``.
+
+    A JSON spec that names a partition the topic does not have is refused:
+    it is almost always a typo, and silently ignoring it would read nothing.
+    """
+    partitions = sorted(partitions)
+    if isinstance(spec, str):
+        chosen = earliest if spec == "earliest" else latest
+        return {tp: chosen[tp] for tp in partitions}
+    unknown = sorted(set(spec) - set(partitions))
+    if unknown:
+        names = ", ".join(f"{t}-{p}" for t, p in unknown)
+        raise OptionError(f"option '{option}' names partitions that do not exist: {names}")
+    resolved: PartitionOffsets = {}
+    for tp in partitions:
+        offset = spec.get(tp)
+        if offset is None:
+            offset = EARLIEST if default_for_unlisted == "earliest" else LATEST
+        if offset == EARLIEST:
+            resolved[tp] = earliest[tp]
+        elif offset == LATEST:
+            resolved[tp] = latest[tp]
+        else:
+            resolved[tp] = offset
+    return resolved
+
+
+def rate_limit(
+    start: Mapping[TopicPartition, int],
+    latest: Mapping[TopicPartition, int],
+    max_offsets: int | None,
+) -> PartitionOffsets:
+    """End offsets that advance at most ``max_offsets`` positions in all, shared in
+    proportion to each partition's backlog (as Spark's built-in source does).
+
+    Partitions missing from ``start`` are new and start at 0 for the
+    proportion; the caller resolves their real start.
+    """
+    end = dict(latest)
+    if max_offsets is None:
+        return end
+    backlog = {tp: max(0, latest[tp] - start.get(tp, 0)) for tp in latest}
+    total = sum(backlog.values())
+    if total <= max_offsets:
+        return end
+    for tp, size in backlog.items():
+        if size == 0:
+            continue
+        begin = start.get(tp, 0)
+        share = max_offsets * (size / total)
+        step = math.ceil(share) if share < 1 else math.floor(share)
+        end[tp] = min(latest[tp], begin + step)
+    return end
+
+
+def plan_ranges(
+    start: Mapping[TopicPartition, int],
+    end: Mapping[TopicPartition, int],
+    earliest: Mapping[TopicPartition, int],
+) -> tuple[list[OffsetRange], list[DataLoss]]:
+    """The ranges one batch reads, and any data loss found while planning.
+
+    - a partition present at the end but not the start is new: read it from
+      its earliest offset (a new partition whose earliest is not 0 lost data);
+    - a partition present at the start but gone at the end was deleted;
+    - a start below the earliest offset lost records to retention or deletion;
+    - an end below the start means the partition was recreated or truncated.
+    What to do with a loss (fail or skip) is the caller's choice.
+    """
+    ranges: list[OffsetRange] = []
+    losses: list[DataLoss] = []
+    for tp in sorted(set(start) - set(end)):
+        losses.append(
+            DataLoss(tp[0], tp[1], f"partition {tp[0]}-{tp[1]} was deleted; "
+                     f"records from offset {start[tp]} on may have been missed")
+        )
+    for tp in sorted(end):
+        topic, partition = tp
+        low = earliest.get(tp, 0)
+        if tp in start:
+            begin = start[tp]
+        else:
+            begin = low
+            if low != 0:
+                losses.append(
+                    DataLoss(topic, partition, f"new partition {topic}-{partition} starts at "
+                             f"offset {low}; records 0 to {low - 1} were deleted before "
+                             f"the query saw them")
+                )
+        stop = end[tp]
+        if stop < begin:
+            losses.append(
+                DataLoss(topic, partition, f"partition {topic}-{partition} offset went back "
+                         f"from {begin} to {stop} (topic recreated or truncated); "
+                         f"some data may have been missed")
+            )
+            begin = min(low, stop)
+        elif begin < low:
+            losses.append(
+                DataLoss(topic, partition, f"offsets {begin} to {low - 1} of "
+                         f"{topic}-{partition} are no longer on the broker "
+                         f"(retention or deletion); they were not read")
+            )
+            begin = low
+        if stop > begin:
+            ranges.append(OffsetRange(topic, partition, begin, stop))
+    return ranges, losses
+
+
+def split_ranges(ranges: list[OffsetRange], min_partitions: int | None) -> list[OffsetRange]:
+    """Split large ranges so that there are at least ``min_partitions`` tasks.
+
+    Ranges are split in proportion to their size, like Spark's ``minPartitions``;
+    without the option every topic-partition range is one task.
+    """
+    if not min_partitions or len(ranges) >= min_partitions:
+        return list(ranges)
+    total = sum(r.size for r in ranges)
+    if total == 0:
+        return list(ranges)
+    result: list[OffsetRange] = []
+    for r in ranges:
+        parts = max(1, round(min_partitions * r.size / total))
+        parts = min(parts, r.size)
+        step = r.size / parts
+        bounds = [r.start + math.floor(i * step) for i in range(parts)] + [r.end]
+        for lo, hi in zip(bounds, bounds[1:]):
+            if hi > lo:
+                result.append(OffsetRange(r.topic, r.partition, lo, hi))
+    return result

@@ -1,0 +1,37 @@
+"""The Kafka source as a ``Pipeline`` component."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pyspark.sql import DataFrame, SparkSession
+
+from eoskit.connectors.kafka.settings import KafkaSourceSettings
+from eoskit.connectors.kafka.source import SHORT_NAME, KafkaDataSource
+
+
+@dataclass
+class KafkaSource:
+    """``eoskit-kafka`` with its options; checked when the pipeline is built.
+
+    ``options`` take Spark's names (``subscribe``, ``startingOffsets``,
+    ``maxOffsetsPerTrigger``, ``kafka.*``...), exactly as with
+    ``spark.readStream.format("eoskit-kafka").options(**options)``.
+    """
+
+    bootstrap_servers: str
+    options: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.options = {k: str(v) for k, v in self.options.items()}
+        KafkaSourceSettings.parse(self.all_options())
+
+    def all_options(self) -> dict[str, str]:
+        return {"kafka.bootstrap.servers": self.bootstrap_servers, **self.options}
+
+    def read_stream(self, spark: SparkSession) -> DataFrame:
+        spark.dataSource.register(KafkaDataSource)
+        return spark.readStream.format(SHORT_NAME).options(**self.all_options()).load()
+
+    def describe(self) -> str:
+        return f"{SHORT_NAME} ({KafkaSourceSettings.parse(self.all_options()).subscription.describe()})"

@@ -1,0 +1,206 @@
+"""Reading one offset range into Arrow record batches, on an executor.
+
+Consumers are kept per Python worker and reused by every task that worker
+runs: connecting, authenticating and fetching metadata cost more than
+reading a small micro-batch. A consumer is only ever assigned, never
+subscribed, and never commits: the offsets are Spark's checkpoint state.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pyarrow as pa
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from eoskit.connectors.kafka.client import consumer_config
+from eoskit.connectors.kafka.offsets import OffsetRange
+from eoskit.connectors.kafka.schema import HEADER_ARROW_TYPE, arrow_schema
+
+log = logging.getLogger(__name__)
+
+#: Records per Arrow batch handed to Spark: big enough to amortise the
+#: per-batch cost, small enough to keep a task's memory flat.
+ARROW_BATCH_ROWS = 32_768
+_POLL_BATCH = 10_000
+_POLL_WAIT_S = 0.5
+# confluent-kafka's timestamp types, mapped to Spark's timestampType column.
+_TIMESTAMP_TYPE = {0: -1, 1: 0, 2: 1}
+
+
+class DataLossError(RuntimeError):
+    """Offsets planned for a task are gone from the broker (failOnDataLoss=true)."""
+
+
+class ReadTimeout(TimeoutError):
+    """Records known to exist did not arrive within kafkaConsumer.pollTimeoutMs."""
+
+
+_consumers: dict[str, Consumer] = {}
+
+
+def _cached_consumer(kafka_settings: Mapping[str, str]) -> tuple[str, Consumer]:
+    key = json.dumps(sorted(kafka_settings.items()))
+    consumer = _consumers.get(key)
+    if consumer is None:
+        consumer = Consumer(consumer_config(kafka_settings))
+        _consumers[key] = consumer
+    return key, consumer
+
+
+def _drop_consumer(key: str) -> None:
+    consumer = _consumers.pop(key, None)
+    if consumer is not None:
+        try:
+            consumer.close()
+        except Exception:  # noqa: BLE001 - closing a broken consumer must not mask the cause
+            log.debug("closing a failed consumer raised", exc_info=True)
+
+
+@atexit.register
+def _close_all() -> None:
+    for key in list(_consumers):
+        _drop_consumer(key)
+
+
+class _Columns:
+    """Column lists for one Arrow batch."""
+
+    def __init__(self, include_headers: bool) -> None:
+        self.include_headers = include_headers
+        self.keys: list[bytes | None] = []
+        self.values: list[bytes | None] = []
+        self.offsets: list[int] = []
+        self.timestamps: list[int | None] = []
+        self.timestamp_types: list[int] = []
+        self.headers: list[list[dict[str, Any]] | None] = []
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def add(self, message: Any) -> None:
+        self.keys.append(message.key())
+        self.values.append(message.value())
+        self.offsets.append(message.offset())
+        ts_type, ts_ms = message.timestamp()
+        self.timestamps.append(ts_ms * 1000 if ts_type != 0 else None)
+        self.timestamp_types.append(_TIMESTAMP_TYPE.get(ts_type, -1))
+        if self.include_headers:
+            headers = message.headers()
+            self.headers.append(
+                None if headers is None else [{"key": k, "value": v} for k, v in headers]
+            )
+
+    def to_batch(self, topic: str, partition: int, schema: pa.Schema) -> pa.RecordBatch:
+        n = len(self.offsets)
+        arrays = [
+            pa.array(self.keys, pa.binary()),
+            pa.array(self.values, pa.binary()),
+            pa.array([topic] * n, pa.string()),
+            pa.array([partition] * n, pa.int32()),
+            pa.array(self.offsets, pa.int64()),
+            pa.array(self.timestamps, pa.timestamp("us", tz="UTC")),
+            pa.array(self.timestamp_types, pa.int32()),
+        ]
+        if self.include_headers:
+            arrays.append(pa.array(self.headers, HEADER_ARROW_TYPE))
+        return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def read_range(
+    offset_range: OffsetRange,
+    kafka_settings: Mapping[str, str],
+    include_headers: bool,
+    poll_timeout_ms: int,
+    fail_on_data_loss: bool,
+) -> Iterator[pa.RecordBatch]:
+    """Every record of ``offset_range``, in offset order, as Arrow batches.
+
+    The range ends at a position, not a count: the loop stops when the
+    consumer's position reaches ``end``, which also steps over transaction
+    markers and aborted records that leave gaps below it.
+    """
+    topic, partition, end = offset_range.topic, offset_range.partition, offset_range.end
+    schema = arrow_schema(include_headers)
+    key, consumer = _cached_consumer(kafka_settings)
+    tp = TopicPartition(topic, partition, offset_range.start)
+    consumer.assign([tp])
+    finished = False
+    try:
+        columns = _Columns(include_headers)
+        deadline = time.monotonic() + poll_timeout_ms / 1000
+        position = offset_range.start
+        while position < end:
+            messages = consumer.consume(_POLL_BATCH, timeout=_POLL_WAIT_S)
+            for message in messages:
+                error = message.error()
+                if error is not None:
+                    position = _handle_error(error, consumer, offset_range, position,
+                                             fail_on_data_loss)
+                    continue
+                offset = message.offset()
+                if offset >= end:
+                    position = end
+                    break
+                columns.add(message)
+                position = offset + 1
+                deadline = time.monotonic() + poll_timeout_ms / 1000
+                if len(columns) >= ARROW_BATCH_ROWS:
+                    yield columns.to_batch(topic, partition, schema)
+                    columns = _Columns(include_headers)
+            if position < end:
+                # The consumer's own position steps over control records and
+                # aborted transactions that never reach the application.
+                current = consumer.position([TopicPartition(topic, partition)])[0].offset
+                if current >= 0 and current > position:
+                    position = current
+                    deadline = time.monotonic() + poll_timeout_ms / 1000
+            if position < end and time.monotonic() > deadline:
+                raise ReadTimeout(
+                    f"reading {topic}-{partition} [{offset_range.start}, {end}): no record "
+                    f"after offset {position} within kafkaConsumer.pollTimeoutMs="
+                    f"{poll_timeout_ms}; is the broker up and the offset still there?"
+                )
+        if len(columns):
+            yield columns.to_batch(topic, partition, schema)
+        finished = True
+    finally:
+        if finished:
+            consumer.unassign()
+        else:
+            # A consumer left mid-fetch may hold prefetched records of this
+            # range; a fresh one keeps the next task's read exact.
+            _drop_consumer(key)
+
+
+def _handle_error(
+    error: KafkaError,
+    consumer: Consumer,
+    offset_range: OffsetRange,
+    position: int,
+    fail_on_data_loss: bool,
+) -> int:
+    """Data loss skips ahead or fails by option; any other error fails the task."""
+    topic, partition = offset_range.topic, offset_range.partition
+    if error.code() == KafkaError._PARTITION_EOF:
+        return position
+    if error.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+        low, _high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
+        message = (
+            f"offsets {position} to {low - 1} of {topic}-{partition} are no longer on "
+            f"the broker (retention or deletion)"
+        )
+        if fail_on_data_loss or low <= position:
+            raise DataLossError(
+                message + "; set failOnDataLoss=false to skip lost data" if low > position
+                else f"reading {topic}-{partition} at offset {position} failed: {error.str()}"
+            )
+        log.warning("%s; skipped because failOnDataLoss=false", message)
+        consumer.assign([TopicPartition(topic, partition, low)])
+        return low
+    raise KafkaException(error)

@@ -1,0 +1,248 @@
+"""The ``eoskit-kafka`` data source: Spark's Kafka source, in Python, read_committed.
+
+Where each piece runs:
+- ``KafkaDataSource`` is built on the driver when ``load()`` is called; it
+  checks every option there, so a bad one fails before the query starts.
+- ``KafkaStreamReader`` lives in one long-lived Python process on the driver
+  for the life of the query: it plans offsets (the source's checkpoint
+  state, written by Spark to its offset log before any task runs).
+- ``read()`` runs in executor Python workers, one task per offset range.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from eoskit.connectors.kafka.client import KafkaMetadata
+from eoskit.connectors.kafka.offsets import (
+    DataLoss,
+    OffsetRange,
+    PartitionOffsets,
+    from_json_dict,
+    plan_ranges,
+    rate_limit,
+    resolve_spec,
+    split_ranges,
+    to_json_dict,
+)
+from eoskit.connectors.kafka.reader import DataLossError, read_range
+from eoskit.connectors.kafka.schema import spark_schema
+from eoskit.connectors.kafka.settings import KafkaSourceSettings
+
+log = logging.getLogger(__name__)
+
+SHORT_NAME = "eoskit-kafka"
+
+
+class KafkaInputPartition(InputPartition):
+    """One task's work: an offset range of one topic-partition."""
+
+    def __init__(self, offset_range: OffsetRange) -> None:
+        super().__init__(offset_range)
+        self.offset_range = offset_range
+
+
+class KafkaDataSource(DataSource):
+    """Spark's Kafka source options and columns; offsets in Spark's offset log."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        super().__init__(options)
+        self.settings = KafkaSourceSettings.parse(options)
+
+    @classmethod
+    def name(cls) -> str:
+        return SHORT_NAME
+
+    def schema(self) -> StructType:
+        # Spark asks for the schema when load() is called: the last moment to
+        # report an unreachable broker before a query starts.
+        KafkaMetadata(self.settings.kafka, timeout_s=15).topics()
+        return spark_schema(self.settings.include_headers)
+
+    def streamReader(self, schema: StructType) -> "KafkaStreamReader":
+        return KafkaStreamReader(self.settings)
+
+    def reader(self, schema: StructType) -> "KafkaBatchReader":
+        return KafkaBatchReader(self.settings)
+
+
+def _read(settings: KafkaSourceSettings, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    assert isinstance(partition, KafkaInputPartition)
+    return read_range(
+        partition.offset_range,
+        settings.kafka,
+        settings.include_headers,
+        settings.poll_timeout_ms,
+        settings.fail_on_data_loss,
+    )
+
+
+def _report(losses: list[DataLoss], settings: KafkaSourceSettings) -> None:
+    if not losses:
+        return
+    text = "; ".join(loss.message for loss in losses)
+    if settings.fail_on_data_loss:
+        raise DataLossError(
+            f"{text}. Set failOnDataLoss=false to skip lost offsets and go on."
+        )
+    for loss in losses:
+        log.warning("%s (skipped: failOnDataLoss=false)", loss.message)
+
+
+class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Plans micro-batches from the broker's last stable offsets."""
+
+    def __init__(self, settings: KafkaSourceSettings) -> None:
+        self.settings = settings
+        self._metadata: KafkaMetadata | None = None
+        self._available_now_target: PartitionOffsets | None = None
+        self._group_consumer = None
+
+    @property
+    def metadata(self) -> KafkaMetadata:
+        if self._metadata is None:
+            self._metadata = KafkaMetadata(self.settings.kafka)
+        return self._metadata
+
+    def _partitions(self) -> list[tuple[str, int]]:
+        return self.settings.subscription.select(self.metadata.topics())
+
+    def initialOffset(self) -> dict:
+        partitions = self._partitions()
+        spec = self.settings.starting_offsets or "latest"
+        starting = resolve_spec(
+            spec,
+            partitions,
+            self.metadata.earliest(partitions),
+            self.metadata.latest(partitions),
+            "startingOffsets",
+            default_for_unlisted="latest",
+        )
+        return to_json_dict(starting)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        limit = self.settings.max_offsets_per_trigger
+        return ReadMaxRows(limit) if limit else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        # Pin "all data present now": later records, and partitions created
+        # later, belong to the next run.
+        partitions = self._partitions()
+        self._available_now_target = self.metadata.latest(partitions)
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        start_offsets = from_json_dict(start, "checkpointed offsets")
+        partitions = self._partitions()
+        target = self._available_now_target
+        if target is not None:
+            partitions = [tp for tp in partitions if tp in target]
+        latest = self.metadata.latest(partitions)
+        if target is not None:
+            latest = {tp: min(offset, target[tp]) for tp, offset in latest.items()}
+        new = [tp for tp in partitions if tp not in start_offsets]
+        earliest_new = self.metadata.earliest(new)
+        base = {**earliest_new, **{tp: o for tp, o in start_offsets.items() if tp in latest}}
+        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        end = rate_limit(base, latest, max_rows)
+        if self.settings.fail_on_data_loss:
+            # Fail before Spark writes this batch to its offset log.
+            earliest = self.metadata.earliest(sorted(set(start_offsets) & set(end)))
+            _, losses = plan_ranges(start_offsets, end, {**earliest, **earliest_new})
+            _report(losses, self.settings)
+        return to_json_dict(end)
+
+    def reportLatestOffset(self) -> dict | None:
+        partitions = self._partitions()
+        return to_json_dict(self.metadata.latest(partitions))
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        start_offsets = from_json_dict(start, "checkpointed start offsets")
+        end_offsets = from_json_dict(end, "checkpointed end offsets")
+        if start_offsets == end_offsets:
+            return []
+        earliest = self.metadata.earliest(sorted(end_offsets))
+        ranges, losses = plan_ranges(start_offsets, end_offsets, earliest)
+        _report(losses, self.settings)
+        return [
+            KafkaInputPartition(r) for r in split_ranges(ranges, self.settings.min_partitions)
+        ]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _read(self.settings, partition)
+
+    def commit(self, end: dict) -> None:
+        group = self.settings.commit_group
+        if not group:
+            return
+        try:
+            self._commit_to_group(group, from_json_dict(end, "committed offsets"))
+        except Exception as exc:  # noqa: BLE001 - lag reporting must never fail the query
+            log.warning("committing offsets to consumer group %r failed: %s", group, exc)
+
+    def _commit_to_group(self, group: str, offsets: PartitionOffsets) -> None:
+        from confluent_kafka import Consumer, TopicPartition
+
+        from eoskit.connectors.kafka.client import consumer_config
+
+        if self._group_consumer is None:
+            config = consumer_config(self.settings.kafka)
+            config["group.id"] = group
+            self._group_consumer = Consumer(config)
+        self._group_consumer.commit(
+            offsets=[TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())],
+            asynchronous=False,
+        )
+
+    def stop(self) -> None:
+        if self._group_consumer is not None:
+            self._group_consumer.close()
+            self._group_consumer = None
+        if self._metadata is not None:
+            self._metadata.close()
+            self._metadata = None
+
+
+class KafkaBatchReader(DataSourceReader):
+    """``spark.read``: one bounded read from startingOffsets to endingOffsets."""
+
+    def __init__(self, settings: KafkaSourceSettings) -> None:
+        self.settings = settings
+
+    def partitions(self) -> Sequence[InputPartition]:
+        metadata = KafkaMetadata(self.settings.kafka)
+        try:
+            tps = self.settings.subscription.select(metadata.topics())
+            earliest = metadata.earliest(tps)
+            latest = metadata.latest(tps)
+        finally:
+            metadata.close()
+        start = resolve_spec(
+            self.settings.starting_offsets or "earliest", tps, earliest, latest,
+            "startingOffsets", default_for_unlisted="earliest",
+        )
+        end = resolve_spec(
+            self.settings.ending_offsets, tps, earliest, latest,
+            "endingOffsets", default_for_unlisted="latest",
+        )
+        ranges, losses = plan_ranges(start, end, earliest)
+        _report(losses, self.settings)
+        return [KafkaInputPartition(r) for r in split_ranges(ranges, self.settings.min_partitions)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _read(self.settings, partition)

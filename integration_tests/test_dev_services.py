@@ -1,0 +1,225 @@
+"""The dev services for real: the CLI starts Kafka, PostgreSQL and MariaDB,
+clients use them, and `down` leaves no process behind.
+
+The folder is under pytest's tmp dir, which (as root) the postgres user
+cannot enter, so this also covers the relocated PostgreSQL data dir.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+import pytest
+
+from eoskit.runtime.dev import LocalServices, MissingBinaryError
+from eoskit.runtime.dev.processes import group_members
+
+
+def dev(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run `eoskit dev ARGS` in a fresh interpreter, like a user's shell would."""
+    done = subprocess.run(
+        [sys.executable, "-m", "eoskit.runtime.dev", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if check:
+        assert done.returncode == 0, f"dev {args}: rc={done.returncode}\n{done.stdout}\n{done.stderr}"
+    return done
+
+
+def recorded(folder: Path) -> dict[str, dict]:
+    return json.loads((folder / "state.json").read_text())["services"]
+
+
+def processes_mentioning(folder: Path) -> list[str]:
+    """Command lines of live processes that mention ``folder`` (should be none after down)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if str(folder) in cmdline and state != "Z":
+            found.append(f"{entry.name}: {cmdline}")
+    return found
+
+
+@pytest.fixture
+def folder(tmp_path: Path):
+    folder = tmp_path / "dev"
+    try:
+        for service in LocalServices(folder).services:
+            service.check_installed()
+    except MissingBinaryError as exc:
+        pytest.skip(str(exc))
+    yield folder
+    dev("down", "--purge", "--dir", str(folder), check=False)  # whatever happened
+
+
+def check_clients(env: dict[str, str]) -> None:
+    import psycopg
+    import pymysql
+    import sqlalchemy
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    # Kafka: a record goes in and comes back out. The topic is created
+    # explicitly: records sent to a topic Tansu auto-creates stay invisible.
+    topic = f"dev-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": env["EOSKIT_KAFKA_BOOTSTRAP"]})
+    for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        future.result(30)
+    producer = Producer({"bootstrap.servers": env["EOSKIT_KAFKA_BOOTSTRAP"]})
+    producer.produce(topic, b"hello")
+    assert producer.flush(30) == 0
+    del producer
+    consumer = Consumer(
+        {"bootstrap.servers": env["EOSKIT_KAFKA_BOOTSTRAP"], "group.id": topic, "enable.auto.commit": False}
+    )
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    try:
+        message = None
+        for _ in range(60):
+            message = consumer.poll(0.5)
+            if message is not None and not message.error():
+                break
+        assert message is not None and message.value() == b"hello"
+    finally:
+        consumer.close()
+
+    # PostgreSQL: two-phase commit is enabled.
+    engine = sqlalchemy.create_engine(env["EOSKIT_POSTGRES_URL"])
+    try:
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql("SHOW max_prepared_transactions").scalar() == "64"
+            conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS t (x int)")
+            conn.commit()
+    finally:
+        engine.dispose()
+    url = sqlalchemy.make_url(env["EOSKIT_POSTGRES_URL"])
+    with psycopg.connect(
+        host=url.host, port=url.port, user=url.username, password=url.password, dbname=url.database, autocommit=True
+    ) as conn:
+        conn.execute("BEGIN")
+        conn.execute("INSERT INTO t VALUES (1)")
+        conn.execute("PREPARE TRANSACTION 'eoskit-dev-test'")
+        assert conn.execute("SELECT count(*) FROM pg_prepared_xacts").fetchone() == (1,)
+        conn.execute("COMMIT PREPARED 'eoskit-dev-test'")
+
+    # MariaDB: XA with recovery, as the eoskit user.
+    engine = sqlalchemy.create_engine(env["EOSKIT_MYSQL_URL"])
+    try:
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql("SELECT DATABASE()").scalar() == "eoskit"
+    finally:
+        engine.dispose()
+    url = sqlalchemy.make_url(env["EOSKIT_MYSQL_URL"])
+    conn = pymysql.connect(host=url.host, port=url.port, user=url.username, password=url.password, database=url.database)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("CREATE TABLE IF NOT EXISTS t (x int) ENGINE=InnoDB")
+            cur.execute("XA START 'eoskit-dev-test'")
+            cur.execute("INSERT INTO t VALUES (1)")
+            cur.execute("XA END 'eoskit-dev-test'")
+            cur.execute("XA PREPARE 'eoskit-dev-test'")
+            cur.execute("XA RECOVER")
+            assert any(row[3] == b"eoskit-dev-test" or row[3] == "eoskit-dev-test" for row in cur.fetchall())
+            cur.execute("XA COMMIT 'eoskit-dev-test'")
+    finally:
+        conn.close()
+
+
+def test_up_twice_status_env_connect_down(folder: Path):
+    where = ["--dir", str(folder)]
+    first = dev("up", *where)
+    assert "running on" in first.stdout and "eoskit" not in first.stdout.replace("eoskit dev env", "")
+    state = recorded(folder)
+    ports = {name: entry["port"] for name, entry in state.items()}
+    pids = {name: entry["pid"] for name, entry in state.items()}
+    assert set(pids) == {"kafka", "postgres", "mariadb"} and all(pids.values())
+    data_dir = Path(state["postgres"]["extra"]["data_dir"])
+    if os.geteuid() == 0:  # pytest's tmp dir is 0700: postgres' data must live elsewhere
+        assert data_dir.name.startswith("eoskit-postgres-") and data_dir.is_relative_to(tempfile.gettempdir())
+
+    dev("up", *where)  # harmless: the running services are reused
+    again = recorded(folder)
+    assert {n: e["port"] for n, e in again.items()} == ports
+    assert {n: e["pid"] for n, e in again.items()} == pids
+
+    status = dev("status", *where).stdout
+    for name, port in ports.items():
+        assert f"{name}" in status and f"127.0.0.1:{port}" in status
+
+    lines = dev("env", *where).stdout.splitlines()
+    env = {}
+    for line in lines:
+        assert line.startswith("export EOSKIT_")
+        name, _, value = line[len("export ") :].partition("=")
+        env[name] = value.strip("'")
+    assert env["EOSKIT_KAFKA_BOOTSTRAP"] == f"127.0.0.1:{ports['kafka']}"
+    assert env["EOSKIT_POSTGRES_URL"].endswith(f"@127.0.0.1:{ports['postgres']}/eoskit")
+    assert env["EOSKIT_MYSQL_URL"].endswith(f"@127.0.0.1:{ports['mariadb']}/eoskit")
+    # The in-process API agrees with what the CLI did.
+    assert LocalServices(folder).endpoints().as_env() == env
+
+    check_clients(env)
+
+    dev("down", *where)
+    for name, pid in pids.items():
+        assert group_members(pid) == [], f"{name} left processes in group {pid}"
+    assert processes_mentioning(folder) == []
+    stopped = dev("status", *where, check=False)
+    assert stopped.returncode == 1 and stopped.stdout.count("stopped") == 3
+    assert dev("env", *where, check=False).returncode == 1
+
+    dev("down", "--purge", *where)
+    assert not folder.exists() and not data_dir.exists()
+
+
+def run_pytest_session(folder: Path, workdir: Path) -> subprocess.CompletedProcess[str]:
+    """A separate pytest session whose tests use the plugin's fixtures."""
+    (workdir / "test_uses_services.py").write_text(
+        "import sqlalchemy\n"
+        "def test_services(kafka, postgres, mysql):\n"
+        "    assert kafka.startswith('127.0.0.1:')\n"
+        "    for url in (postgres, mysql):\n"
+        "        engine = sqlalchemy.create_engine(url)\n"
+        "        with engine.connect() as conn:\n"
+        "            assert conn.exec_driver_sql('SELECT 1').scalar() == 1\n"
+        "        engine.dispose()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EOSKIT_")}
+    env["EOSKIT_DEV_DIR"] = str(folder)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_uses_services.py"],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+
+def test_pytest_plugin_stops_only_what_its_session_started(folder: Path, tmp_path: Path):
+    session = run_pytest_session(folder, tmp_path)
+    assert session.returncode == 0, session.stdout + session.stderr
+    pids = {name: entry["pid"] for name, entry in recorded(folder).items()}
+    assert pids == {"kafka": None, "postgres": None, "mariadb": None}  # started and stopped by it
+
+    dev("up", "--dir", str(folder))
+    running = {name: entry["pid"] for name, entry in recorded(folder).items()}
+    session = run_pytest_session(folder, tmp_path)
+    assert session.returncode == 0, session.stdout + session.stderr
+    assert {name: entry["pid"] for name, entry in recorded(folder).items()} == running  # reused, left running
+    dev("down", "--dir", str(folder))
+    assert processes_mentioning(folder) == []

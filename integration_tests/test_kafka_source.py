@@ -1,0 +1,346 @@
+"""The eoskit-kafka source against a real broker, through Spark."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions
+
+
+def stream(spark, kafka, topic=None, **options):
+    reader = spark.readStream.format("eoskit-kafka").option("kafka.bootstrap.servers", kafka)
+    if topic is not None:
+        reader = reader.option("subscribe", topic)
+    options.setdefault("startingOffsets", "earliest")
+    return reader.options(**{k: str(v) for k, v in options.items()}).load()
+
+
+def run_available_now(df, path: Path, checkpoint: Path):
+    """Write everything available now to parquet (Spark's exactly-once file sink)."""
+    query = (
+        df.writeStream.format("parquet")
+        .option("path", str(path))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(300)
+    assert not query.isActive
+    assert query.exception() is None, query.exception()
+    return query
+
+
+def test_multi_partition_topic_read_exactly_once_across_batches_and_restart(
+    spark, kafka, new_topic, produce_to, numbered_records, tmp_path
+):
+    topic = new_topic(3)
+    produce_to(topic, numbered_records(3, 40))
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    first = run_available_now(stream(spark, kafka, topic, maxOffsetsPerTrigger=25), out, checkpoint)
+    assert len([p for p in first.recentProgress if p["numInputRows"]]) >= 120 // 25
+
+    produce_to(topic, numbered_records(3, 20, start=120))
+    run_available_now(stream(spark, kafka, topic, maxOffsetsPerTrigger=25), out, checkpoint)
+
+    rows = spark.read.parquet(str(out)).selectExpr("cast(value as string) v", "partition", "offset").collect()
+    values = sorted(int(r.v) for r in rows)
+    assert values == list(range(180))
+    assert len({(r.partition, r.offset) for r in rows}) == 180
+
+    # The offset log holds the source's offsets in Spark's format.
+    logs = sorted((p for p in (checkpoint / "offsets").iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
+    last = json.loads(logs[-1].read_text().splitlines()[-1])
+    assert last == {topic: {"0": 60, "1": 60, "2": 60}}
+
+
+def test_max_offsets_per_trigger_bounds_every_batch(
+    spark, kafka, new_topic, produce_to, numbered_records, tmp_path
+):
+    topic = new_topic(2)
+    produce_to(topic, numbered_records(2, 50))
+    query = run_available_now(
+        stream(spark, kafka, topic, maxOffsetsPerTrigger=30), tmp_path / "o", tmp_path / "c"
+    )
+    sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+    assert sum(sizes) == 100
+    assert max(sizes) <= 30
+    assert len(sizes) >= 4
+
+
+def _wait_for(predicate, timeout=90.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _memory_count(spark, table):
+    return spark.sql(f"select count(*) c from {table}").collect()[0].c
+
+
+def test_topic_matching_pattern_created_while_running_is_read(
+    spark, kafka, new_topic, produce_to, numbered_records, tmp_path
+):
+    prefix = f"pat{os.getpid()}{int(time.time())}"
+    first = new_topic(1, prefix=prefix)
+    produce_to(first, numbered_records(1, 5))
+    query = (
+        stream(spark, kafka, subscribePattern=f"{prefix}-.*")
+        .writeStream.format("memory").queryName("pattern_sink")
+        .option("checkpointLocation", str(tmp_path / "c"))
+        .trigger(processingTime="500 milliseconds").start()
+    )
+    try:
+        _wait_for(lambda: _memory_count(spark, "pattern_sink") == 5, what="first topic")
+        second = new_topic(2, prefix=prefix)
+        produce_to(second, numbered_records(2, 4, start=100))
+        _wait_for(lambda: _memory_count(spark, "pattern_sink") == 13, what="new topic's partitions")
+        topics = {r.topic for r in spark.sql("select distinct topic from pattern_sink").collect()}
+        assert topics == {first, second}
+    finally:
+        query.stop()
+
+
+def _broker_supports_create_partitions(kafka: str) -> str | None:
+    admin = AdminClient({"bootstrap.servers": kafka})
+    from confluent_kafka.admin import NewTopic
+
+    name = f"probe-{time.time_ns()}"
+    for f in admin.create_topics([NewTopic(name, 1, 1)]).values():
+        f.result(30)
+    try:
+        for f in admin.create_partitions([NewPartitions(name, 2)]).values():
+            f.result(30)
+    except Exception as exc:  # noqa: BLE001 - the probe reports any refusal as the reason
+        return str(exc)
+    return None
+
+
+def test_partition_added_to_subscribed_topic_while_running(
+    spark, kafka, new_topic, produce_to, numbered_records, tmp_path
+):
+    refusal = _broker_supports_create_partitions(kafka)
+    if refusal is not None:
+        pytest.skip(f"this broker cannot add partitions (CreatePartitions: {refusal}); "
+                    "runs against Apache Kafka (EOSKIT_SERVICES=docker)")
+    topic = new_topic(1)
+    produce_to(topic, numbered_records(1, 5))
+    query = (
+        stream(spark, kafka, topic).writeStream.format("memory").queryName("grow_sink")
+        .option("checkpointLocation", str(tmp_path / "c"))
+        .trigger(processingTime="500 milliseconds").start()
+    )
+    try:
+        _wait_for(lambda: _memory_count(spark, "grow_sink") == 5)
+        admin = AdminClient({"bootstrap.servers": kafka})
+        for f in admin.create_partitions([NewPartitions(topic, 3)]).values():
+            f.result(30)
+        produce_to(topic, {1: [(b"a", b"1")], 2: [(b"b", b"2")]})
+        _wait_for(lambda: _memory_count(spark, "grow_sink") == 7, what="new partitions")
+    finally:
+        query.stop()
+
+
+def test_open_transaction_is_not_read_until_it_commits(spark, kafka, new_topic, produce_to, tmp_path):
+    topic = new_topic(2)
+    produce_to(topic, {1: [(b"plain", b"p%d" % i) for i in range(5)]})
+    tx = Producer({"bootstrap.servers": kafka, "transactional.id": f"tx-{topic}"})
+    tx.init_transactions(30)
+    tx.begin_transaction()
+    for i in range(7):
+        tx.produce(topic, value=b"tx%d" % i, partition=0)
+    tx.flush(30)
+    query = (
+        stream(spark, kafka, topic).writeStream.format("memory").queryName("tx_sink")
+        .option("checkpointLocation", str(tmp_path / "c"))
+        .trigger(processingTime="500 milliseconds").start()
+    )
+    try:
+        _wait_for(lambda: _memory_count(spark, "tx_sink") == 5, what="plain records")
+        time.sleep(3)  # several more triggers: the open transaction must stay invisible
+        assert _memory_count(spark, "tx_sink") == 5
+        tx.commit_transaction(30)
+        _wait_for(lambda: _memory_count(spark, "tx_sink") == 12, what="committed transaction")
+        values = {r.v for r in spark.sql("select cast(value as string) v from tx_sink").collect()}
+        assert {f"tx{i}" for i in range(7)} <= values
+        # the commit marker leaves a gap: no record at the marker's offset
+        offsets = sorted(r.offset for r in spark.sql("select offset from tx_sink where partition = 0").collect())
+        assert offsets == list(range(7))
+    finally:
+        query.stop()
+
+
+def _recreate(kafka, topic, partitions):
+    from confluent_kafka.admin import NewTopic
+
+    admin = AdminClient({"bootstrap.servers": kafka})
+    for f in admin.delete_topics([topic]).values():
+        f.result(30)
+    _wait_for(lambda: topic not in admin.list_topics(timeout=10).topics, what="topic deletion")
+    for f in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        f.result(30)
+    _wait_for(lambda: topic in admin.list_topics(timeout=10).topics, what="topic creation")
+
+
+@pytest.mark.parametrize("fail_on_data_loss", [True, False])
+def test_deleted_offsets_fail_or_skip_by_option(
+    spark, kafka, new_topic, produce_to, numbered_records, tmp_path, fail_on_data_loss
+):
+    topic = new_topic(1)
+    produce_to(topic, numbered_records(1, 30))
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    run_available_now(stream(spark, kafka, topic), out, checkpoint)
+    # The topic is deleted and recreated: the checkpointed offset 30 no
+    # longer exists, and the new topic's records start again at 0.
+    _recreate(kafka, topic, 1)
+    produce_to(topic, numbered_records(1, 4, start=1000))
+    df = stream(spark, kafka, topic, failOnDataLoss=str(fail_on_data_loss).lower())
+    query = (
+        df.writeStream.format("parquet").option("path", str(out))
+        .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
+    )
+    if fail_on_data_loss:
+        with pytest.raises(Exception) as err:
+            query.awaitTermination(300)
+        assert "went back from 30 to 4" in str(err.value)
+        assert "failOnDataLoss=false" in str(err.value)
+        assert spark.read.parquet(str(out)).count() == 30
+    else:
+        query.awaitTermination(300)
+        assert query.exception() is None
+        values = sorted(int(r.v) for r in spark.read.parquet(str(out)).selectExpr("cast(value as string) v").collect())
+        assert values == list(range(30)) + [1000, 1001, 1002, 1003]
+
+
+def test_batch_read_between_offsets_with_headers(spark, kafka, new_topic, produce_to, numbered_records):
+    topic = new_topic(2)
+    produce_to(topic, numbered_records(2, 10), headers=[("source", b"test")])
+    df = (
+        spark.read.format("eoskit-kafka").option("kafka.bootstrap.servers", kafka)
+        .option("subscribe", topic).option("includeHeaders", "true")
+        .option("startingOffsets", json.dumps({topic: {"0": 2, "1": -2}}))
+        .option("endingOffsets", json.dumps({topic: {"0": 6, "1": -1}}))
+        .load()
+    )
+    assert df.columns == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers"]
+    rows = df.collect()
+    assert sorted((r.partition, r.offset) for r in rows) == [(0, o) for o in range(2, 6)] + [(1, o) for o in range(10)]
+    assert all(r.headers[0].key == "source" and bytes(r.headers[0].value) == b"test" for r in rows)
+    assert all(r.timestampType == 0 and r.timestamp is not None for r in rows)
+
+
+def test_min_partitions_splits_ranges_without_loss(spark, kafka, new_topic, produce_to, numbered_records):
+    topic = new_topic(1)
+    produce_to(topic, numbered_records(1, 100))
+    df = (spark.read.format("eoskit-kafka").option("kafka.bootstrap.servers", kafka)
+          .option("subscribe", topic).option("minPartitions", "4").load())
+    assert df.rdd.getNumPartitions() == 4
+    assert sorted(r.offset for r in df.select("offset").collect()) == list(range(100))
+
+
+def test_consumer_reused_across_ranges_in_one_worker(kafka, new_topic, produce_to, numbered_records):
+    from eoskit.connectors.kafka import reader
+    from eoskit.connectors.kafka.offsets import OffsetRange
+
+    topic = new_topic(2)
+    produce_to(topic, numbered_records(2, 10))
+    settings = {"bootstrap.servers": kafka}
+    before = dict(reader._consumers)
+    got = []
+    for partition in (0, 1, 0):
+        for batch in reader.read_range(OffsetRange(topic, partition, 0, 10), settings, False, 30_000, True):
+            got.append(batch.num_rows)
+    new = set(reader._consumers) - set(before)
+    assert len(new) == 1  # one consumer served all three ranges
+    assert got == [10, 10, 10]
+    reader._close_all()
+
+
+def test_source_commits_offsets_to_named_group_for_lag_tools(
+    spark, kafka, new_topic, produce_to, numbered_records, tmp_path
+):
+    topic = new_topic(2)
+    produce_to(topic, numbered_records(2, 6))
+    group = f"lag-{topic}"
+    query = (
+        stream(spark, kafka, topic, commitOffsetsToGroup=group)
+        .writeStream.format("memory").queryName("lag_sink")
+        .option("checkpointLocation", str(tmp_path / "c"))
+        .trigger(processingTime="500 milliseconds").start()
+    )
+    try:
+        _wait_for(lambda: _memory_count(spark, "lag_sink") == 12)
+        # Spark hands a source its committed offsets when it plans the next
+        # batch: one more record makes batch 0's offsets reach the group.
+        produce_to(topic, {0: [(b"k", b"more")]})
+        _wait_for(lambda: _memory_count(spark, "lag_sink") == 13)
+        consumer = Consumer({"bootstrap.servers": kafka, "group.id": group})
+
+        def committed():
+            tps = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
+            return [tp.offset for tp in consumer.committed(tps, timeout=30)]
+
+        try:
+            _wait_for(lambda: committed() == [6, 6], what="committed group offsets")
+        finally:
+            consumer.close()
+    finally:
+        query.stop()
+
+
+def test_unreachable_broker_is_named_before_the_query_starts(spark):
+    with pytest.raises(Exception) as err:
+        (spark.readStream.format("eoskit-kafka")
+         .option("kafka.bootstrap.servers", "127.0.0.1:1").option("subscribe", "x")
+         .option("kafka.socket.connection.setup.timeout.ms", "1000").load())
+    assert "cannot reach Kafka at kafka.bootstrap.servers='127.0.0.1:1'" in str(err.value)
+
+
+def test_unknown_option_fails_at_load(spark, kafka):
+    with pytest.raises(Exception) as err:
+        (spark.readStream.format("eoskit-kafka").option("kafka.bootstrap.servers", kafka)
+         .option("subscribe", "x").option("startingOffset", "earliest").load())
+    assert "unknown option 'startingoffset'" in str(err.value)
+    assert "Did you mean 'startingOffsets'" in str(err.value)
+
+
+DISCOVERY_SCRIPT = """
+import sys
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
+df = (spark.read.format("eoskit-kafka").option("kafka.bootstrap.servers", sys.argv[1])
+      .option("subscribe", sys.argv[2]).load())
+print("COUNT", df.count())
+"""
+
+
+@pytest.mark.parametrize("launcher", ["python", "spark-submit"])
+def test_spark_finds_the_source_without_registration(
+    kafka, new_topic, produce_to, numbered_records, tmp_path, launcher
+):
+    import pkgutil
+
+    if "pyspark_eoskit_kafka" not in {m.name for m in pkgutil.iter_modules()}:
+        pytest.skip("pyspark_eoskit_kafka is not on sys.path as a file: an editable install "
+                    "(pip install -e) hides it from Spark's pyspark_* discovery; "
+                    "install with `pip install .` to run this test")
+    topic = new_topic(1)
+    produce_to(topic, numbered_records(1, 3))
+    script = tmp_path / "discover.py"
+    script.write_text(DISCOVERY_SCRIPT)
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    if launcher == "python":
+        cmd = [sys.executable, str(script), kafka, topic]
+    else:
+        cmd = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[1]", str(script), kafka, topic]
+    result = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert "COUNT 3" in result.stdout, result.stderr[-3000:]

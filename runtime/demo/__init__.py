@@ -1,0 +1,1 @@
+"""``eoskit demo``: the README's end-to-end demo, on local services."""

@@ -1,0 +1,118 @@
+"""``eoskit dev up|down|status|env``: manage the dev services from a shell.
+
+:func:`register_cli` plugs into the top-level ``eoskit`` parser;
+``python -m eoskit.runtime.dev.cli`` runs the same commands standalone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .docker import STATE_FILE as DOCKER_STATE
+from .docker import DockerServices
+from .endpoints import render_env
+from .errors import DevServicesError
+from .local import DEFAULT_ROOT, LocalServices
+
+
+def _uses_docker(directory: str) -> bool:
+    """A folder whose last ``up`` was ``--docker`` is handled by DockerServices."""
+    return (Path(directory) / DOCKER_STATE).is_file()
+
+
+def _services(directory: str) -> LocalServices | DockerServices:
+    return DockerServices(directory, keep=True) if _uses_docker(directory) else LocalServices(directory)
+
+
+def _print_status(status: dict[str, str]) -> None:
+    width = max(len(name) for name in status)
+    for name, text in status.items():
+        print(f"{name:<{width}}  {text}")
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    """Start (or reuse) the services and say how to use them."""
+    services: LocalServices | DockerServices
+    services = DockerServices(args.dir, keep=True) if args.docker else LocalServices(args.dir)
+    services.up()
+    _print_status(services.status())
+    print(f'\nexport the endpoints with:  eval "$(eoskit dev env --dir {args.dir})"')
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    """Stop the services; ``--purge`` also deletes their data."""
+    if _uses_docker(args.dir):  # first: a purge deletes docker.json
+        DockerServices(args.dir, keep=True).down()
+    local = LocalServices(args.dir)
+    if args.purge:
+        local.purge()
+    else:
+        local.down()
+    print(f"stopped dev services in {args.dir}")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """Print each service's state; exit 0 only if all are running."""
+    status = _services(args.dir).status()
+    _print_status(status)
+    return 0 if all(text.startswith("running") for text in status.values()) else 1
+
+
+def cmd_env(args: argparse.Namespace) -> int:
+    """Print ``export`` lines (the only output that shows the passwords)."""
+    endpoints = _services(args.dir).endpoints()
+    if endpoints is None:
+        print(f"dev services in {args.dir} are not running; start them with: eoskit dev up --dir {args.dir}", file=sys.stderr)
+        return 1
+    sys.stdout.write(render_env(endpoints))
+    return 0
+
+
+def _guarded(handler: Any) -> Any:
+    """Turn expected failures into a message on stderr and exit code 1."""
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return int(handler(args))
+        except DevServicesError as exc:
+            print(f"eoskit dev {args.dev_command}: {exc}", file=sys.stderr)
+            return 1
+
+    run.__doc__ = handler.__doc__
+    return run
+
+
+def register_cli(subparsers: Any) -> None:
+    """Add the ``dev`` command to an ``argparse`` subparsers object."""
+    dev = subparsers.add_parser("dev", help="local Kafka/PostgreSQL/MariaDB for development and tests")
+    commands = dev.add_subparsers(dest="dev_command", metavar="{up,down,status,env}", required=True)
+    specs = [
+        ("up", cmd_up, "start the services (reusing running ones)"),
+        ("down", cmd_down, "stop every process the folder started"),
+        ("status", cmd_status, "show what runs where"),
+        ("env", cmd_env, "print export lines: eval \"$(eoskit dev env)\""),
+    ]
+    for name, handler, help_text in specs:
+        sub = commands.add_parser(name, help=help_text)
+        sub.add_argument("--dir", default=DEFAULT_ROOT, help=f"services folder (default {DEFAULT_ROOT})")
+        sub.set_defaults(func=_guarded(handler))
+    commands.choices["up"].add_argument("--docker", action="store_true", help="use Docker containers instead")
+    commands.choices["down"].add_argument("--purge", action="store_true", help="also delete the folder and all data")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Standalone entry: ``python -m eoskit.runtime.dev.cli dev up``."""
+    parser = argparse.ArgumentParser(prog="eoskit")
+    register_cli(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,233 @@
+"""The same services as containers, for machines with a Docker engine.
+
+Uses testcontainers: apache/kafka (single-node KRaft), postgres:16 with
+prepared transactions enabled, and mysql:8. The container ids and ports go
+to ``docker.json`` in the folder so that ``down`` and ``env`` work from a
+later process (the CLI), exactly like the local services' state file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from pathlib import Path
+from typing import Any
+
+from .endpoints import DATABASE, PASSWORD, USER, ServiceEndpoints, mysql_url, postgres_url
+from .errors import DevServicesError, ServiceStartError
+from .ports import pick_free_port
+
+STATE_FILE = "docker.json"
+KAFKA_IMAGE = "apache/kafka:3.9.1"
+POSTGRES_IMAGE = "postgres:16"
+MYSQL_IMAGE = "mysql:8"
+_NO_DOCKER = (
+    "Docker engine not reachable ({error}). Start Docker, or use the local services instead: "
+    "`eoskit dev up` without --docker (and unset EOSKIT_SERVICES)."
+)
+
+
+def _docker_client() -> Any:
+    """A connected Docker client, or a clear error when there is no engine."""
+    try:
+        import docker
+    except ImportError as exc:
+        raise DevServicesError("Docker services need testcontainers: pip install 'eoskit[test]'") from exc
+    try:
+        client = docker.from_env()
+        client.ping()
+    except Exception as exc:
+        raise DevServicesError(_NO_DOCKER.format(error=exc)) from exc
+    return client
+
+
+def _kafka_env(host_port: int) -> dict[str, str]:
+    """Single-node KRaft, advertised on the fixed host port so clients outside reach it."""
+    return {
+        "KAFKA_NODE_ID": "1",
+        "KAFKA_PROCESS_ROLES": "broker,controller",
+        "KAFKA_LISTENERS": "PLAINTEXT://:9092,CONTROLLER://:9093",
+        "KAFKA_ADVERTISED_LISTENERS": f"PLAINTEXT://127.0.0.1:{host_port}",
+        "KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER",
+        "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "KAFKA_CONTROLLER_QUORUM_VOTERS": "1@localhost:9093",
+        "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR": "1",
+        "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR": "1",
+        "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR": "1",
+        "KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
+    }
+
+
+class DockerServices:
+    """Kafka, PostgreSQL and MySQL in containers, with the local services' API.
+
+    ``keep=True`` (the CLI) disables the testcontainers reaper so containers
+    outlive the process that started them; otherwise they are also removed
+    when that process exits, even if ``down`` is never called.
+    """
+
+    def __init__(self, root: str | os.PathLike[str] = ".eoskit/dev", keep: bool = False, timeout: float = 120.0) -> None:
+        self.root = Path(root).absolute()
+        self.keep = keep
+        self.timeout = timeout
+
+    @property
+    def state_path(self) -> Path:
+        return self.root / STATE_FILE
+
+    def up(self) -> ServiceEndpoints:
+        """Start the containers unless this folder's are already running."""
+        client = _docker_client()
+        current = self.endpoints()
+        if current is not None and self._all_running(client):
+            return current
+        if self.keep:
+            from testcontainers.core.config import testcontainers_config
+
+            testcontainers_config.ryuk_disabled = True
+        started: dict[str, Any] = {}
+        try:
+            bootstrap = self._start_kafka(started)
+            pg_host, pg_port = self._start_postgres(started)
+            my_host, my_port = self._start_mysql(started)
+        except Exception as exc:
+            for container in started.values():
+                container.stop()
+            if isinstance(exc, DevServicesError):
+                raise
+            raise ServiceStartError(f"docker: starting containers failed: {exc}") from exc
+        state = {
+            "containers": {name: c.get_wrapped_container().id for name, c in started.items()},
+            "kafka_bootstrap": bootstrap,
+            "postgres": [pg_host, pg_port],
+            "mysql": [my_host, my_port],
+        }
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.state_path.write_text(json.dumps(state, indent=2) + "\n")
+        endpoints = self.endpoints()
+        assert endpoints is not None
+        return endpoints
+
+    def down(self) -> None:
+        """Remove this folder's containers (and their volumes)."""
+        state = self._state()
+        if state is None:
+            return
+        client = _docker_client()
+        import docker.errors
+
+        for container_id in state["containers"].values():
+            try:
+                client.containers.get(container_id).remove(force=True, v=True)
+            except docker.errors.NotFound:
+                pass
+        self.state_path.unlink(missing_ok=True)
+
+    def status(self) -> dict[str, str]:
+        """Service name -> "running on ..." / "stopped", as Docker sees it."""
+        state = self._state()
+        if state is None:
+            return {name: "stopped" for name in ("kafka", "postgres", "mysql")}
+        client = _docker_client()
+        result = {}
+        addresses = {
+            "kafka": state["kafka_bootstrap"],
+            "postgres": "{}:{}".format(*state["postgres"]),
+            "mysql": "{}:{}".format(*state["mysql"]),
+        }
+        for name, container_id in state["containers"].items():
+            running = self._is_running(client, container_id)
+            result[name] = f"running on {addresses[name]} (container {container_id[:12]})" if running else "stopped"
+        return result
+
+    def endpoints(self) -> ServiceEndpoints | None:
+        """Endpoints recorded by the last ``up`` of this folder, if any."""
+        state = self._state()
+        if state is None:
+            return None
+        return ServiceEndpoints(
+            kafka_bootstrap=state["kafka_bootstrap"],
+            postgres_url=postgres_url(*state["postgres"]),
+            mysql_url=mysql_url(*state["mysql"]),
+        )
+
+    # -- internals --------------------------------------------------------
+
+    def _state(self) -> dict[str, Any] | None:
+        try:
+            return json.loads(self.state_path.read_text())
+        except FileNotFoundError:
+            return None
+
+    def _all_running(self, client: Any) -> bool:
+        state = self._state() or {"containers": {}}
+        ids = state["containers"].values()
+        return bool(ids) and all(self._is_running(client, cid) for cid in ids)
+
+    @staticmethod
+    def _is_running(client: Any, container_id: str) -> bool:
+        import docker.errors
+
+        try:
+            return client.containers.get(container_id).status == "running"
+        except docker.errors.NotFound:
+            return False
+
+    def _start_kafka(self, started: dict[str, Any]) -> str:
+        from testcontainers.core.container import DockerContainer
+
+        from .kafka import list_topics
+
+        port = pick_free_port()
+        container = DockerContainer(KAFKA_IMAGE).with_bind_ports(9092, port)
+        for key, value in _kafka_env(port).items():
+            container.with_env(key, value)
+        started["kafka"] = container.start()
+        bootstrap = f"127.0.0.1:{port}"
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                list_topics(bootstrap)
+                return bootstrap
+            except Exception as exc:
+                if time.monotonic() > deadline:
+                    raise ServiceStartError(f"kafka container not ready after {self.timeout:.0f}s: {exc}") from exc
+                time.sleep(1)
+
+    def _start_postgres(self, started: dict[str, Any]) -> tuple[str, int]:
+        try:
+            from testcontainers.community.postgres import PostgresContainer
+        except ImportError:  # testcontainers < 4.14
+            from testcontainers.postgres import PostgresContainer
+
+        container = PostgresContainer(
+            POSTGRES_IMAGE, username=USER, password=PASSWORD, dbname=DATABASE, driver="psycopg"
+        ).with_command("-c max_prepared_transactions=64 -c max_connections=200")
+        started["postgres"] = container.start()
+        return container.get_container_host_ip(), int(container.get_exposed_port(5432))
+
+    def _start_mysql(self, started: dict[str, Any]) -> tuple[str, int]:
+        import pymysql
+
+        try:
+            from testcontainers.community.mysql import MySqlContainer
+        except ImportError:  # testcontainers < 4.14
+            from testcontainers.mysql import MySqlContainer
+
+        root_password = secrets.token_hex(16)
+        container = MySqlContainer(
+            MYSQL_IMAGE, username=USER, password=PASSWORD, dbname=DATABASE, root_password=root_password
+        )
+        started["mysql"] = container.start()
+        host, port = container.get_container_host_ip(), int(container.get_exposed_port(3306))
+        # Same rights as the local MariaDB user: tests create databases and run XA RECOVER.
+        conn = pymysql.connect(host=host, port=port, user="root", password=root_password, autocommit=True)
+        try:
+            with conn.cursor() as cur:
+                cur.execute("GRANT ALL PRIVILEGES ON *.* TO %s@'%%'", (USER,))
+                cur.execute("GRANT XA_RECOVER_ADMIN ON *.* TO %s@'%%'", (USER,))
+        finally:
+            conn.close()
+        return host, port

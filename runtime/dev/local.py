@@ -1,0 +1,193 @@
+"""Kafka, PostgreSQL and MariaDB as plain local processes under one folder.
+
+This is the default way to get the services eoskit's tests and examples need
+on a machine without Docker: no containers, no system services touched,
+everything (data, logs, state) under one folder that can be deleted.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+from .base import LocalService
+from .endpoints import HOST, ServiceEndpoints, make_endpoints
+from .errors import ServiceStartError
+from .kafka import KafkaService
+from .mariadb import MariaDBService
+from .ports import choose_port
+from .postgres import PostgresService, fallback_data_dir
+from .processes import ProcessRef, is_alive, start_process, stop_process, tail
+from .state import STATE_FILE, DevState, ServiceState, load_state, locked, save_state
+
+DEFAULT_ROOT = ".eoskit/dev"
+
+
+class LocalServices:
+    """Start, stop and inspect the local services of one folder.
+
+    All methods may be called from different processes (e.g. ``up`` from
+    the CLI, ``down`` from a later CLI call); the state file in the folder
+    ties them together and a lock file serialises them.
+    """
+
+    def __init__(self, root: str | os.PathLike[str] = DEFAULT_ROOT, timeout: float = 60.0) -> None:
+        self.root = Path(root).absolute()
+        self.timeout = timeout
+        self.services: list[LocalService] = [
+            KafkaService(self.root),
+            PostgresService(self.root),
+            MariaDBService(self.root),
+        ]
+
+    # -- public API -------------------------------------------------------
+
+    def up(self) -> ServiceEndpoints:
+        """Start whatever is not running; reuse what is. Returns the endpoints."""
+        for service in self.services:  # fail before starting anything
+            service.check_installed()
+        with locked(self.root):
+            state = load_state(self.root)
+            started: list[LocalService] = []
+            try:
+                for service in self.services:
+                    if self._ensure_running(service, state):
+                        started.append(service)
+            except BaseException:
+                # Leave nothing half-up behind a failed `up`.
+                for service in reversed(started):
+                    self._stop(service, state)
+                save_state(self.root, state)
+                raise
+            endpoints = self._endpoints(state)
+        if endpoints is None:  # a server died right after it was ready
+            raise ServiceStartError(f"a service stopped right after starting; see `eoskit dev status --dir {self.root}`")
+        return endpoints
+
+    def down(self) -> None:
+        """Stop every process this folder started (data is kept)."""
+        if not (self.root / STATE_FILE).is_file():
+            return  # nothing was ever started here; do not create the folder
+        with locked(self.root):
+            state = load_state(self.root)
+            for service in reversed(self.services):
+                self._stop(service, state)
+            save_state(self.root, state)
+
+    def purge(self) -> None:
+        """Stop everything and delete the folder, data included."""
+        self.down()
+        state = load_state(self.root)
+        recorded = state.service("postgres").extra.get("data_dir")
+        for data_dir in {Path(recorded) if recorded else None, fallback_data_dir(self.root)}:
+            if data_dir is not None and not data_dir.is_relative_to(self.root):
+                shutil.rmtree(data_dir, ignore_errors=True)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def status(self) -> dict[str, str]:
+        """Service name -> ``"running on ADDRESS (pid N)"`` or ``"stopped"``."""
+        state = load_state(self.root)
+        result: dict[str, str] = {}
+        for service in self.services:
+            entry = state.services.get(service.name)
+            if entry is not None and self._alive(entry):
+                result[service.name] = f"running on {service.describe(entry)} (pid {entry.pid})"
+            else:
+                result[service.name] = "stopped"
+        return result
+
+    def endpoints(self) -> ServiceEndpoints | None:
+        """Endpoints if all services are running, else None."""
+        return self._endpoints(load_state(self.root))
+
+    def pids(self) -> dict[str, int]:
+        """Pids (= process group ids) of running services, for checks and debugging."""
+        state = load_state(self.root)
+        return {
+            name: entry.pid
+            for name, entry in state.services.items()
+            if entry.pid is not None and self._alive(entry)
+        }
+
+    # -- internals --------------------------------------------------------
+
+    @staticmethod
+    def _alive(entry: ServiceState) -> bool:
+        return entry.pid is not None and is_alive(ProcessRef(entry.pid, entry.start_time))
+
+    def _endpoints(self, state: DevState) -> ServiceEndpoints | None:
+        ports: dict[str, int] = {}
+        for service in self.services:
+            entry = state.services.get(service.name)
+            if entry is None or not entry.port or not self._alive(entry):
+                return None
+            ports[service.name] = entry.port
+        return make_endpoints(ports["kafka"], ports["postgres"], ports["mariadb"], HOST)
+
+    def _ensure_running(self, service: LocalService, state: DevState) -> bool:
+        """Make ``service`` accept connections; True if it was started now."""
+        entry = state.service(service.name)
+        if self._alive(entry):
+            self._wait_ready(service, entry)
+            return False
+        taken = {e.port for name, e in state.services.items() if name != service.name and e.port}
+        entry.port = choose_port(entry.port, exclude=taken)
+        service.dir.mkdir(parents=True, exist_ok=True)
+        service.prepare(entry)
+        spec = service.launch(entry)
+        try:
+            ref = start_process(spec.argv, service.log_path, env=spec.env, cwd=spec.cwd, user=spec.user)
+        except OSError as exc:
+            raise ServiceStartError(f"{service.name}: could not start {spec.argv[0]}: {exc}") from exc
+        entry.pid, entry.start_time = ref.pid, ref.start_time
+        save_state(self.root, state)  # recorded at once, so `down` finds it even if we crash
+        try:
+            self._wait_ready(service, entry)
+            try:
+                service.bootstrap(entry)
+            except Exception as exc:
+                raise ServiceStartError(
+                    f"{service.name}: creating the eoskit database/user failed: {exc}; log: {service.log_path}"
+                ) from exc
+        except BaseException:
+            self._stop(service, state)
+            raise
+        return True
+
+    def _wait_ready(self, service: LocalService, entry: ServiceState) -> None:
+        """Poll the service's probe until it succeeds, the process dies, or time runs out."""
+        deadline = time.monotonic() + self.timeout
+        last_error: BaseException | None = None
+        while True:
+            if not self._alive(entry):
+                raise ServiceStartError(
+                    f"{service.name}: server exited while starting (port {entry.port}); "
+                    f"log: {service.log_path}\n{tail(service.log_path)}"
+                )
+            try:
+                service.probe(entry)
+            except Exception as exc:
+                last_error = exc
+            else:
+                # Another program on the same port could have answered the
+                # probe while ours failed to bind: make sure ours still runs.
+                if self._alive(entry):
+                    return
+                continue
+            if time.monotonic() >= deadline:
+                raise ServiceStartError(
+                    f"{service.name}: not accepting connections on {HOST}:{entry.port} after "
+                    f"{self.timeout:.0f}s (last error: {last_error}); log: {service.log_path}\n"
+                    f"{tail(service.log_path)}"
+                )
+            time.sleep(0.2)
+
+    def _stop(self, service: LocalService, state: DevState) -> None:
+        entry = state.services.get(service.name)
+        if entry is None or entry.pid is None:
+            return
+        stop_process(ProcessRef(entry.pid, entry.start_time), sig=service.stop_signal)
+        entry.pid = None
+        entry.start_time = None

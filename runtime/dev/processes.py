@@ -1,0 +1,223 @@
+"""Starting and stopping detached server processes.
+
+Servers are started in their own session (so they outlive the CLI call that
+started them, and so that the server and all of its children share one
+process group that ``down`` can sweep), with output appended to a log file.
+A pid alone is not trusted: the process start time is stored alongside it so
+that a recycled pid is never mistaken for, or killed as, one of ours.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+# Popen objects of processes started by this Python process. Keeping them
+# lets us reap our own children (a zombie still looks alive to kill(pid, 0))
+# and avoids "subprocess still running" ResourceWarnings.
+_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+
+
+@dataclass(frozen=True)
+class ProcessRef:
+    """A process identified by pid plus start time (clock ticks since boot)."""
+
+    pid: int
+    start_time: int | None
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """Fields of /proc/PID/stat after the command name, or None if gone."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name is in parentheses and may contain spaces or ')'.
+    return raw[raw.rindex(")") + 2 :].split()
+
+
+def process_start_time(pid: int) -> int | None:
+    """Start time of ``pid`` in clock ticks since boot (None without /proc)."""
+    fields = _stat_fields(pid)
+    return int(fields[19]) if fields else None
+
+
+def _reap(pid: int) -> None:
+    """Collect our own exited child so it stops counting as alive."""
+    proc = _CHILDREN.get(pid)
+    if proc is not None and proc.poll() is not None:
+        del _CHILDREN[pid]
+
+
+def is_alive(ref: ProcessRef) -> bool:
+    """True if the very process that ``ref`` names is still running."""
+    _reap(ref.pid)
+    if Path("/proc").is_dir():
+        fields = _stat_fields(ref.pid)
+        if fields is None or fields[0] in ("Z", "X"):
+            return False
+        return ref.start_time is None or int(fields[19]) == ref.start_time
+    try:
+        os.kill(ref.pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes in process group ``pgid``.
+
+    Orphaned zombies are skipped: this machine's init may not reap them, and
+    they hold no ports or files.
+    """
+    proc = Path("/proc")
+    if not proc.is_dir():
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return []
+        except PermissionError:
+            pass
+        return [pgid]
+    members = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        fields = _stat_fields(int(entry.name))
+        if fields and fields[0] not in ("Z", "X") and int(fields[2]) == pgid:
+            members.append(int(entry.name))
+    return members
+
+
+def start_process(
+    argv: Sequence[str],
+    log_path: Path,
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    user: str | None = None,
+) -> ProcessRef:
+    """Start ``argv`` detached, appending its output to ``log_path``.
+
+    ``user`` runs it as another system user (PostgreSQL refuses to run as
+    root); that needs root, which is exactly when it is used.
+    """
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} starting: {' '.join(argv)}\n".encode())
+        log.flush()
+        extra: dict[str, object] = {}
+        if user is not None:
+            extra = {"user": user, "group": _primary_group(user), "extra_groups": []}
+        proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=dict(env) if env is not None else None,
+            cwd=cwd,
+            start_new_session=True,
+            close_fds=True,
+            **extra,  # type: ignore[arg-type]
+        )
+    _CHILDREN[proc.pid] = proc
+    return ProcessRef(proc.pid, process_start_time(proc.pid))
+
+
+def run_logged(
+    argv: Sequence[str],
+    log_path: Path,
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    user: str | None = None,
+    timeout: float = 300.0,
+) -> int:
+    """Run a one-shot setup command (initdb, install-db) into the log; its exit code."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    extra: dict[str, object] = {}
+    if user is not None:
+        extra = {"user": user, "group": _primary_group(user), "extra_groups": []}
+    with open(log_path, "ab") as log:
+        log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} running: {' '.join(argv)}\n".encode())
+        log.flush()
+        done = subprocess.run(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=dict(env) if env is not None else None,
+            cwd=cwd,
+            timeout=timeout,
+            check=False,
+            **extra,  # type: ignore[arg-type]
+        )
+    return done.returncode
+
+
+def _primary_group(user: str) -> int:
+    """Group id to run as, since ``user=`` alone keeps root's groups."""
+    return pwd.getpwnam(user).pw_gid
+
+
+def stop_process(ref: ProcessRef, sig: int = signal.SIGTERM, timeout: float = 20.0) -> None:
+    """Stop a server and every process left in its group.
+
+    The leader first gets ``sig`` (its clean-shutdown signal); after
+    ``timeout`` the whole group is killed. A pid that now belongs to some
+    other process is left alone.
+    """
+    pid = ref.pid
+    if is_alive(ref):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+        _wait(lambda: not is_alive(ref), timeout)
+    else:
+        current = process_start_time(pid)
+        if current is not None and ref.start_time is not None and current != ref.start_time:
+            return  # the pid was recycled by an unrelated process: not our group
+    if group_members(pid):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        _wait(lambda: not group_members(pid), 10.0)
+    proc = _CHILDREN.pop(pid, None)
+    if proc is not None:
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def _wait(done: Callable[[], bool], timeout: float) -> bool:
+    """Poll ``done()`` until true or ``timeout`` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if done():
+            return True
+        time.sleep(0.05)
+    return done()
+
+
+def tail(path: Path, lines: int = 25) -> str:
+    """The last ``lines`` lines of a log file ('' if it does not exist)."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - 64 * 1024))
+            data = handle.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return "\n".join(data.splitlines()[-lines:])

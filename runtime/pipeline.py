@@ -1,0 +1,147 @@
+"""A job: a source, an optional transformation, a sink and a checkpoint interval.
+
+A ``Pipeline`` only describes the job; ``run`` starts it as one Spark
+Structured Streaming query whose checkpoint location holds every bit of
+state (source offsets in the offset log, sink progress in the commit log),
+so a restart with the same checkpoint directory continues where it stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol, TextIO
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
+
+from eoskit.runtime.progress import ProgressPrinter, RunSummary
+from eoskit.runtime.spark import get_session
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_POLL_S = 0.5
+
+
+class Source(Protocol):
+    def read_stream(self, spark: SparkSession) -> DataFrame: ...
+    def describe(self) -> str: ...
+
+
+class Sink(Protocol):
+    def write_stream(self, df: DataFrame) -> DataStreamWriter: ...
+    def describe(self) -> str: ...
+
+
+class PipelineFailed(RuntimeError):
+    """The streaming query stopped with an error; the message is Spark's cause."""
+
+
+@dataclass
+class Pipeline:
+    """Source -> transform -> sink, one micro-batch per checkpoint interval."""
+
+    name: str
+    source: Source
+    sink: Sink
+    transform: Callable[[DataFrame], DataFrame] | None = None
+    checkpoint_interval: str = "5 seconds"
+    spark_conf: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not _NAME.match(self.name):
+            raise ValueError(
+                f"Pipeline name {self.name!r} must be letters, digits and underscores "
+                "(it is the Spark query name, and the table name of a memory sink)"
+            )
+
+    def start(
+        self, spark: SparkSession, checkpoint_dir: str, until_caught_up: bool = False
+    ) -> StreamingQuery:
+        """Start the query; ``until_caught_up`` reads what exists now, then ends."""
+        df = self.source.read_stream(spark)
+        if self.transform is not None:
+            df = self.transform(df)
+        writer = self.sink.write_stream(df).queryName(self.name)
+        writer = writer.option("checkpointLocation", str(checkpoint_dir))
+        if until_caught_up:
+            writer = writer.trigger(availableNow=True)
+        else:
+            writer = writer.trigger(processingTime=self.checkpoint_interval)
+        return writer.start()
+
+    def run(
+        self,
+        checkpoint_dir: str | os.PathLike[str],
+        until_caught_up: bool = False,
+        spark: SparkSession | None = None,
+        out: TextIO | None = None,
+    ) -> RunSummary:
+        """Run until caught up, stopped by SIGINT/SIGTERM, or failed.
+
+        A stop request waits for the batch in flight to finish, so the job
+        ends at a batch boundary; a second signal stops at once (the batch
+        in flight is replayed from the offset log on the next start).
+        """
+        spark = spark or get_session(self.name, self.spark_conf)
+        printer = ProgressPrinter(self.name, out)
+        stop = _StopRequest()
+        query = self.start(spark, os.fspath(checkpoint_dir), until_caught_up)
+        with stop.installed():
+            while query.isActive:
+                for progress in query.recentProgress:
+                    printer.observe(progress)
+                if stop.requested and (stop.forced or not query.status["isTriggerActive"]):
+                    query.stop()
+                    break
+                time.sleep(_POLL_S)
+            query.awaitTermination()
+        for progress in query.recentProgress:
+            printer.observe(progress)
+        printer.summary.ended = time.monotonic()
+        error = query.exception()
+        if error is not None:
+            raise PipelineFailed(f"pipeline {self.name} failed: {error.desc}")
+        printer.out.write(printer.summary.render(self.name) + "\n")
+        printer.out.flush()
+        return printer.summary
+
+
+class _StopRequest:
+    """SIGINT/SIGTERM handling for the duration of a run (main thread only)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    @property
+    def requested(self) -> bool:
+        return self.count > 0
+
+    @property
+    def forced(self) -> bool:
+        return self.count > 1
+
+    def _handle(self, signum: int, frame: object) -> None:
+        self.count += 1
+
+    def installed(self) -> "_Installed":
+        return _Installed(self)
+
+
+class _Installed:
+    def __init__(self, request: _StopRequest) -> None:
+        self.request = request
+        self.previous: dict[int, object] = {}
+
+    def __enter__(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self.previous[sig] = signal.signal(sig, self.request._handle)
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)  # type: ignore[arg-type]

@@ -1,0 +1,105 @@
+"""Live progress of a running query, read from Spark's progress reports.
+
+Spark publishes one ``StreamingQueryProgress`` per micro-batch; lag comes
+from the source's reported latest offsets against the batch's end offsets,
+so it is the number of offsets not yet read, per topic-partition.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+
+def _offsets(value: Any) -> dict[str, dict[str, int]]:
+    if not value:
+        return {}
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            return {}
+    return value if isinstance(value, dict) else {}
+
+
+def lag_per_partition(progress: dict[str, Any]) -> dict[str, int]:
+    """``topic-partition -> offsets behind`` for every source of one progress report."""
+    lag: dict[str, int] = {}
+    for source in progress.get("sources", []):
+        latest = _offsets(source.get("latestOffset"))
+        end = _offsets(source.get("endOffset"))
+        for topic, partitions in latest.items():
+            if not isinstance(partitions, dict):
+                continue
+            for partition, offset in partitions.items():
+                done = end.get(topic, {}).get(partition, 0)
+                if isinstance(offset, int) and isinstance(done, int):
+                    lag[f"{topic}-{partition}"] = max(0, offset - done)
+    return lag
+
+
+@dataclass
+class RunSummary:
+    """What a run did, printed at its end."""
+
+    batches: int = 0
+    rows: int = 0
+    first_batch: int | None = None
+    last_batch: int | None = None
+    started: float = field(default_factory=time.monotonic)
+    ended: float | None = None
+    lag: int | None = None
+    last_commit: str | None = None
+
+    @property
+    def seconds(self) -> float:
+        return (self.ended or time.monotonic()) - self.started
+
+    def render(self, name: str) -> str:
+        rate = self.rows / self.seconds if self.seconds > 0 else 0.0
+        span = "" if self.first_batch is None else f" (batches {self.first_batch}..{self.last_batch})"
+        lag = "unknown" if self.lag is None else str(self.lag)
+        return (
+            f"[{name}] done: {self.batches} batches{span}, {self.rows} rows in "
+            f"{self.seconds:.1f}s ({rate:,.0f} rows/s), lag {lag}, "
+            f"last commit {self.last_commit or 'none'}"
+        )
+
+
+class ProgressPrinter:
+    """One line per completed batch: batch id, rows, rows/s, lag."""
+
+    def __init__(self, name: str, out: TextIO | None = None) -> None:
+        self.name = name
+        self.out = out or sys.stderr
+        self.summary = RunSummary()
+        self._seen: set[int] = set()
+
+    def observe(self, progress: dict[str, Any] | None) -> None:
+        if not progress:
+            return
+        batch = progress.get("batchId")
+        if not isinstance(batch, int) or batch in self._seen:
+            return
+        self._seen.add(batch)
+        rows = int(progress.get("numInputRows") or 0)
+        rate = float(progress.get("processedRowsPerSecond") or 0.0)
+        lag = lag_per_partition(progress)
+        s = self.summary
+        s.batches += 1
+        s.rows += rows
+        s.first_batch = batch if s.first_batch is None else s.first_batch
+        s.last_batch = batch
+        s.lag = sum(lag.values()) if lag else s.lag
+        s.last_commit = progress.get("timestamp")
+        worst = ", ".join(f"{tp}={n}" for tp, n in sorted(lag.items(), key=lambda kv: -kv[1])[:3] if n)
+        self.out.write(
+            f"[{self.name}] batch {batch}: {rows} rows, {rate:,.0f} rows/s, "
+            f"lag {s.lag if s.lag is not None else '?'}"
+            + (f" ({worst})" if worst else "")
+            + "\n"
+        )
+        self.out.flush()

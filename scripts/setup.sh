@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Make a fresh Debian machine ready for eoskit's demo and tests: the OS
+# packages the local services need, then .venv with eoskit installed.
+# Safe to run again: it installs only what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+missing=()
+command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
+compgen -G "/usr/lib/postgresql/*/bin/postgres" >/dev/null || missing+=(postgresql)
+command -v psql >/dev/null 2>&1 || missing+=(postgresql-client)
+[ -x /usr/sbin/mariadbd ] || command -v mariadbd >/dev/null 2>&1 || missing+=(mariadb-server)
+command -v mariadb >/dev/null 2>&1 || missing+=(mariadb-client)
+if [ "${#missing[@]}" -gt 0 ]; then
+    echo "==> installing Debian packages: ${missing[*]}"
+    sudo=""
+    [ "$(id -u)" = 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+python=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+    echo "==> creating .venv"
+    "$python" -m venv .venv
+fi
+# Dependencies when pyproject.toml changed; eoskit itself every time. A
+# regular (not editable) install, so that Spark's discovery of pyspark_*
+# modules sees the data sources exactly as a user's installation would.
+stamp=.venv/.eoskit-deps-$(sha256sum pyproject.toml | cut -c1-16)
+if [ ! -f "$stamp" ]; then
+    echo "==> installing Python dependencies into .venv"
+    .venv/bin/pip install -q --disable-pip-version-check ".[test]"
+    touch "$stamp"
+fi
+.venv/bin/pip install -q --disable-pip-version-check --no-deps --force-reinstall .

