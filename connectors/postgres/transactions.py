@@ -1,0 +1,252 @@
+"""PostgreSQL as a transactional sink: COPY inside a task's transaction,
+``PREPARE TRANSACTION``, then ``COMMIT PREPARED`` / ``ROLLBACK PREPARED``
+by id from the driver."""
+
+from __future__ import annotations
+
+import hashlib
+
+import psycopg
+import pyarrow as pa
+import sqlalchemy as sa
+from psycopg import sql
+from pyspark.sql.types import StructType
+from sqlalchemy.engine import URL
+from sqlalchemy.pool import NullPool
+
+from eoskit.connectors.postgres.connection import cached_connection, drop_connection
+from eoskit.connectors.postgres.csv import to_copy_csv
+from eoskit.connectors.sql.settings import SqlSinkSettings
+from eoskit.connectors.sql.tables import TargetTable, resolve_table
+from eoskit.connectors.sql.urls import parse_url, safe
+from eoskit.twophase.contract import SinkError, SinkTransaction, TransactionalSink
+
+#: How long a task waits for a row lock before failing: a wait longer than
+#: this is two tasks of one batch writing the same key (see _lock_error).
+LOCK_TIMEOUT = "60s"
+
+
+def _table_sql(target: TargetTable) -> sql.Composable:
+    if target.schema:
+        return sql.Identifier(target.schema, target.name)
+    return sql.Identifier(target.name)
+
+
+def _describe_error(exc: psycopg.Error, target: str) -> str:
+    diag = exc.diag
+    parts = [f"PostgreSQL refused the write to {target}: {diag.message_primary or exc}"]
+    if diag.constraint_name:
+        parts.append(f"constraint {diag.constraint_name!r}")
+    if diag.message_detail:
+        parts.append(diag.message_detail)
+    return "; ".join(parts)
+
+
+class PostgresTransaction(SinkTransaction):
+    """One task attempt's transaction on the executor's cached connection."""
+
+    def __init__(self, sink: "PostgresTransactions", txn_id: str) -> None:
+        self.sink = sink
+        self.txn_id = txn_id
+        self.rows = 0
+        self.bytes = 0
+        self._conn: psycopg.Connection | None = None
+        self._copy_cm = None
+        self._copy = None
+        self._columns: list[str] | None = None
+        self._stage: str | None = None
+
+    def _begin(self, columns: list[str]) -> None:
+        conn = cached_connection(self.sink.url)
+        self._conn = conn
+        conn.execute("BEGIN")
+        conn.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(LOCK_TIMEOUT)))
+        target = self.sink.target
+        into = _table_sql(target)
+        if self.sink.settings.mode == "upsert":
+            self._stage = "eoskit_stage_" + hashlib.sha1(self.txn_id.encode()).hexdigest()[:16]
+            stage = sql.Identifier(*([target.schema] if target.schema else []), self._stage)
+            conn.execute(sql.SQL(
+                "CREATE UNLOGGED TABLE {} (LIKE {} INCLUDING DEFAULTS, "
+                "__eoskit_row bigint GENERATED ALWAYS AS IDENTITY)"
+            ).format(stage, into))
+            into = stage
+        self._columns = columns
+        cursor = conn.cursor()
+        self._copy_cm = cursor.copy(sql.SQL("COPY {} ({}) FROM STDIN WITH (FORMAT csv)").format(
+            into, sql.SQL(", ").join(map(sql.Identifier, columns))))
+        self._copy = self._copy_cm.__enter__()
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        if self._copy is None:
+            self._begin(batch.schema.names)
+        data = to_copy_csv(batch)
+        self._copy.write(data)
+        self.rows += batch.num_rows
+        self.bytes += len(data)
+
+    def _finish_writes(self) -> None:
+        try:
+            if self._copy_cm is not None:
+                self._copy_cm.__exit__(None, None, None)
+                self._copy_cm = self._copy = None
+            if self._stage is not None:
+                self._merge_stage()
+        except psycopg.errors.LockNotAvailable:
+            raise SinkError(self._lock_error()) from None
+        except psycopg.Error as exc:
+            raise SinkError(_describe_error(exc, self.sink.target.qualified)) from None
+
+    def _merge_stage(self) -> None:
+        target = self.sink.target
+        key = self.sink.settings.key
+        columns = [sql.Identifier(c) for c in self._columns or []]
+        updates = [c for c in self._columns or [] if c not in key]
+        stage = sql.Identifier(*([target.schema] if target.schema else []), self._stage)
+        on_conflict = (
+            sql.SQL("DO UPDATE SET {}").format(sql.SQL(", ").join(
+                sql.SQL("{} = EXCLUDED.{}").format(sql.Identifier(c), sql.Identifier(c))
+                for c in updates))
+            if updates else sql.SQL("DO NOTHING")
+        )
+        assert self._conn is not None
+        self._conn.execute(sql.SQL(
+            "INSERT INTO {target} ({cols}) SELECT DISTINCT ON ({keys}) {cols} FROM {stage} "
+            "ORDER BY {keys}, __eoskit_row DESC ON CONFLICT ({keys}) {action}"
+        ).format(
+            target=_table_sql(target), cols=sql.SQL(", ").join(columns), stage=stage,
+            keys=sql.SQL(", ").join(map(sql.Identifier, key)), action=on_conflict,
+        ))
+        self._conn.execute(sql.SQL("DROP TABLE {}").format(stage))
+
+    def _lock_error(self) -> str:
+        return (
+            f"a row of {self.sink.target.qualified} stayed locked for {LOCK_TIMEOUT}: "
+            "another transaction of the same batch holds it, which means rows with the same "
+            f"key ({', '.join(self.sink.settings.key) or 'unique constraint'}) reached two "
+            "tasks. Partition the data by the key columns (Kafka's message key, or "
+            "df.repartition(*key)) so that each key is written by one task."
+        )
+
+    def prepare(self) -> None:
+        self._finish_writes()
+        assert self._conn is not None
+        try:
+            self._conn.execute(sql.SQL("PREPARE TRANSACTION {}").format(sql.Literal(self.txn_id)))
+        except psycopg.Error as exc:
+            if "maximum number of prepared transactions" in str(exc):
+                raise SinkError(
+                    "PostgreSQL's max_prepared_transactions is too low for this job: set it to "
+                    "at least twice the number of write tasks per batch and restart the server"
+                ) from None
+            raise SinkError(_describe_error(exc, self.sink.target.qualified)) from None
+
+    def commit(self) -> None:
+        self._finish_writes()
+        assert self._conn is not None
+        self._conn.execute("COMMIT")
+
+    def abort(self) -> None:
+        if self._conn is None:
+            return
+        try:
+            if self._copy_cm is not None:
+                try:
+                    self._copy_cm.__exit__(RuntimeError, RuntimeError("abort"), None)
+                except Exception:  # noqa: BLE001 - aborting a failed COPY
+                    pass
+            if not self._conn.closed and self._conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                self._conn.execute("ROLLBACK")
+        except psycopg.Error:
+            drop_connection(self.sink.url)
+
+
+class PostgresTransactions(TransactionalSink):
+    """The TransactionalSink for one target table; picklable."""
+
+    kind = "postgres"
+
+    def __init__(self, settings: SqlSinkSettings, schema: StructType) -> None:
+        self.settings = settings
+        self.url: URL = parse_url(settings.url, ("postgresql",)).set(drivername="postgresql+psycopg")
+        self.schema = schema
+        self._target: TargetTable | None = None
+
+    def describe(self) -> str:
+        return f"PostgreSQL {safe(self.url)} table {self.settings.dbtable}"
+
+    @property
+    def target(self) -> TargetTable:
+        if self._target is None:
+            self._target = self._resolve()
+        return self._target
+
+    def _engine(self) -> sa.Engine:
+        return sa.create_engine(self.url, poolclass=NullPool)
+
+    def _resolve(self) -> TargetTable:
+        engine = self._engine()
+        try:
+            return resolve_table(engine, self.settings, self.schema)
+        except sa.exc.OperationalError as exc:
+            raise SinkError(f"cannot connect to PostgreSQL at {safe(self.url)}: "
+                            f"{str(exc.orig).strip().splitlines()[0]}") from None
+        finally:
+            engine.dispose()
+
+    def check(self, schema: StructType) -> None:
+        self._target = self._resolve()
+        conn = cached_connection(self.url)
+        if self.settings.commit_mode == "twophase":
+            limit = int(conn.execute("SHOW max_prepared_transactions").fetchone()[0])
+            if limit == 0:
+                raise SinkError(
+                    f"PostgreSQL at {safe(self.url)} has max_prepared_transactions = 0, so it "
+                    "cannot prepare transactions: set it to at least twice the number of "
+                    "write tasks per batch in postgresql.conf and restart the server "
+                    "(or use commitMode=at_least_once)"
+                )
+        qualified = sql.SQL(".").join(
+            sql.Identifier(p) for p in ([self._target.schema] if self._target.schema else []) + [self._target.name]
+        ).as_string(conn)
+        needed = ["INSERT"] + (["UPDATE"] if self.settings.mode == "upsert" else [])
+        for privilege in needed:
+            allowed = conn.execute("SELECT has_table_privilege(%s, %s)", (qualified, privilege)).fetchone()[0]
+            if not allowed:
+                raise SinkError(
+                    f"user {self.url.username!r} lacks {privilege} on {self._target.qualified}: "
+                    f"GRANT {privilege} ON {qualified} TO {self.url.username}"
+                )
+        if self.settings.mode == "upsert":
+            schema_name = self._target.schema or conn.execute("SELECT current_schema()").fetchone()[0]
+            if not conn.execute("SELECT has_schema_privilege(%s, 'CREATE')", (schema_name,)).fetchone()[0]:
+                raise SinkError(
+                    f"user {self.url.username!r} lacks CREATE on schema {schema_name!r}, needed "
+                    "for upsert's staging table: GRANT CREATE ON SCHEMA "
+                    f"{schema_name} TO {self.url.username}"
+                )
+
+    def begin(self, txn_id: str) -> PostgresTransaction:
+        return PostgresTransaction(self, txn_id)
+
+    def _finish(self, verb: str, txn_id: str) -> bool:
+        conn = cached_connection(self.url)
+        try:
+            conn.execute(sql.SQL(verb + " PREPARED {}").format(sql.Literal(txn_id)))
+        except psycopg.errors.UndefinedObject:
+            return False
+        return True
+
+    def commit_prepared(self, txn_id: str) -> bool:
+        return self._finish("COMMIT", txn_id)
+
+    def rollback_prepared(self, txn_id: str) -> bool:
+        return self._finish("ROLLBACK", txn_id)
+
+    def list_prepared(self, prefix: str) -> list[str]:
+        conn = cached_connection(self.url)
+        rows = conn.execute(
+            "SELECT gid FROM pg_prepared_xacts WHERE database = current_database() "
+            "AND left(gid, length(%s)) = %s ORDER BY gid", (prefix, prefix)
+        ).fetchall()
+        return [r[0] for r in rows]

@@ -1,0 +1,1 @@
+"""What the SQL sinks share: options, URLs, table mapping and checks."""

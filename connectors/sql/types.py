@@ -1,0 +1,78 @@
+"""Spark types to SQL column types, through SQLAlchemy's portable types.
+
+One mapping serves both SQL sinks: creating a table from a DataFrame, and
+checking that an existing column can hold what the DataFrame gives it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import uuid
+
+import sqlalchemy as sa
+from pyspark.sql import types as T
+
+
+class UnsupportedType(TypeError):
+    """A Spark column type the SQL sinks cannot write."""
+
+
+def sqlalchemy_type(spark_type: T.DataType) -> sa.types.TypeEngine:
+    if isinstance(spark_type, T.StringType):
+        return sa.Text()
+    if isinstance(spark_type, T.LongType):
+        return sa.BigInteger()
+    if isinstance(spark_type, T.IntegerType):
+        return sa.Integer()
+    if isinstance(spark_type, (T.ShortType, T.ByteType)):
+        return sa.SmallInteger()
+    if isinstance(spark_type, T.DoubleType):
+        return sa.Double()
+    if isinstance(spark_type, T.FloatType):
+        return sa.REAL()
+    if isinstance(spark_type, T.DecimalType):
+        return sa.Numeric(spark_type.precision, spark_type.scale)
+    if isinstance(spark_type, T.BooleanType):
+        return sa.Boolean()
+    if isinstance(spark_type, T.DateType):
+        return sa.Date()
+    if isinstance(spark_type, T.TimestampNTZType):
+        return sa.DateTime(timezone=False)
+    if isinstance(spark_type, T.TimestampType):
+        return sa.DateTime(timezone=True)
+    if isinstance(spark_type, T.BinaryType):
+        return sa.LargeBinary()
+    raise UnsupportedType(f"Spark type {spark_type.simpleString()} has no SQL column mapping")
+
+
+def _python_type(column_type: sa.types.TypeEngine) -> type | None:
+    try:
+        return column_type.python_type
+    except NotImplementedError:
+        return None
+
+
+def can_fill(spark_type: T.DataType, column_type: sa.types.TypeEngine) -> bool:
+    """Whether every value of ``spark_type`` fits a column of ``column_type``
+    without a lossy or failing conversion."""
+    target = _python_type(column_type)
+    if target is None:
+        return isinstance(spark_type, T.StringType)  # e.g. uuid, json: the server parses text
+    if isinstance(spark_type, T.StringType):
+        return target in (str, dict, list, uuid.UUID)
+    if isinstance(spark_type, T.BooleanType):
+        return target is bool
+    if isinstance(spark_type, (T.LongType, T.IntegerType, T.ShortType, T.ByteType)):
+        return target in (int, decimal.Decimal, float)
+    if isinstance(spark_type, (T.DoubleType, T.FloatType)):
+        return target in (float, decimal.Decimal)
+    if isinstance(spark_type, T.DecimalType):
+        return target in (decimal.Decimal, float) or (target is int and spark_type.scale == 0)
+    if isinstance(spark_type, T.DateType):
+        return target in (datetime.date, datetime.datetime)
+    if isinstance(spark_type, (T.TimestampType, T.TimestampNTZType)):
+        return target is datetime.datetime
+    if isinstance(spark_type, T.BinaryType):
+        return target is bytes
+    return False

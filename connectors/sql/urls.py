@@ -1,0 +1,28 @@
+"""SQLAlchemy URLs: parsed once, shown without their password."""
+
+from __future__ import annotations
+
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
+
+from eoskit.connectors.options import OptionError
+
+
+def parse_url(text: str, allowed_backends: tuple[str, ...]) -> URL:
+    try:
+        url = make_url(text)
+    except ArgumentError:
+        raise OptionError(
+            "option 'url' is not a SQLAlchemy URL (dialect+driver://user:password@host:port/db)"
+        ) from None
+    if url.get_backend_name() not in allowed_backends:
+        raise OptionError(
+            f"option 'url' names the {url.get_backend_name()!r} dialect; this sink "
+            f"accepts {', '.join(allowed_backends)}"
+        )
+    return url
+
+
+def safe(url: URL) -> str:
+    """The URL as it may appear in logs and errors."""
+    return url.render_as_string(hide_password=True)

@@ -1,0 +1,267 @@
+"""The commit protocol against an in-memory fake of eoskit's own sink contract."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from eoskit.twophase.contract import SinkTransaction, TransactionalSink
+from eoskit.twophase.coordinator import (
+    Coordinator,
+    CoordinatorError,
+    LostPreparedTransaction,
+    OrphanedTransactions,
+)
+from eoskit.twophase.decision_log import DecisionLog, latest_planned_batch
+from eoskit.twophase.messages import PreparedMessage
+from eoskit.twophase.task import AT_LEAST_ONCE, TWOPHASE, write_task
+from eoskit.twophase.txn_id import InvalidSinkId, TxnId, sink_id_for_checkpoint, validate_sink_id
+
+
+class FakeDatabase:
+    def __init__(self) -> None:
+        self.committed: list[tuple[str, list[int]]] = []  # (txn, values)
+        self.prepared: dict[str, list[int]] = {}
+
+
+class FakeTransaction(SinkTransaction):
+    def __init__(self, db: FakeDatabase, txn_id: str) -> None:
+        self.db, self.txn_id, self.values = db, txn_id, []
+        self.rows = self.bytes = 0
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        self.values += batch.column(0).to_pylist()
+        self.rows += batch.num_rows
+
+    def prepare(self) -> None:
+        self.db.prepared[self.txn_id] = self.values
+
+    def commit(self) -> None:
+        self.db.committed.append((self.txn_id, self.values))
+
+    def abort(self) -> None:
+        self.values = []
+
+
+class FakeSink(TransactionalSink):
+    kind = "fake"
+
+    def __init__(self, db: FakeDatabase) -> None:
+        self.db = db
+
+    def check(self, schema) -> None:
+        pass
+
+    def begin(self, txn_id: str) -> FakeTransaction:
+        return FakeTransaction(self.db, txn_id)
+
+    def commit_prepared(self, txn_id: str) -> bool:
+        values = self.db.prepared.pop(txn_id, None)
+        if values is None:
+            return False
+        self.db.committed.append((txn_id, values))
+        return True
+
+    def rollback_prepared(self, txn_id: str) -> bool:
+        return self.db.prepared.pop(txn_id, None) is not None
+
+    def list_prepared(self, prefix: str) -> list[str]:
+        return sorted(t for t in self.db.prepared if t.startswith(prefix))
+
+
+def batches(*values: int) -> list[pa.RecordBatch]:
+    return [pa.record_batch([pa.array(list(values), pa.int64())], names=["v"])]
+
+
+@pytest.fixture
+def env(tmp_path):
+    db = FakeDatabase()
+    sink = FakeSink(db)
+    decisions = DecisionLog(str(tmp_path / "checkpoint"), "s1")
+    decisions.create()
+    return db, sink, decisions, Coordinator(sink, decisions)
+
+
+def committed_values(db: FakeDatabase) -> list[int]:
+    return sorted(v for _, values in db.committed for v in values)
+
+
+def task(sink, decisions, batch, partition, values, attempt=0, mode=TWOPHASE):
+    return write_task(sink, decisions, mode, iter(batches(*values)), identity=(batch, partition, attempt))
+
+
+def test_txn_ids_fit_64_bytes_and_round_trip():
+    txn = TxnId.new("a" * 24, 2**40, 9999, 99)
+    assert len(str(txn).encode()) <= 64
+    assert TxnId.parse(str(txn)) == txn
+    assert TxnId.parse("someone-else:1") is None
+
+
+def test_sink_id_is_validated_and_derived_from_checkpoint_only():
+    assert validate_sink_id("orders_pg-1") == "orders_pg-1"
+    with pytest.raises(InvalidSinkId, match="sinkId"):
+        validate_sink_id("has:colon")
+    assert sink_id_for_checkpoint("/a/b") == sink_id_for_checkpoint("/a/b/")
+    assert sink_id_for_checkpoint("/a/b") != sink_id_for_checkpoint("/a/c")
+
+
+def test_batch_commits_every_acked_transaction_once(env):
+    db, sink, decisions, coordinator = env
+    messages = [task(sink, decisions, 0, p, [p * 10 + i for i in range(3)]) for p in range(3)]
+    coordinator.commit(messages, 0)
+    assert committed_values(db) == sorted(p * 10 + i for p in range(3) for i in range(3))
+    assert db.prepared == {}
+    assert decisions.get(0).done
+
+
+def test_repeated_commit_call_changes_nothing(env):
+    db, sink, decisions, coordinator = env
+    messages = [task(sink, decisions, 0, 0, [1, 2])]
+    coordinator.commit(messages, 0)
+    coordinator.commit(messages, 0)
+    assert committed_values(db) == [1, 2]
+
+
+def test_replayed_batch_writes_nothing_and_commit_uses_the_logged_decision(env):
+    db, sink, decisions, coordinator = env
+    first = [task(sink, decisions, 4, 0, [1]), task(sink, decisions, 4, 1, [2])]
+    coordinator.commit(first, 4)
+    replay = [task(sink, decisions, 4, 0, [1]), task(sink, decisions, 4, 1, [2])]
+    assert all(m.replay and m.txn_id is None for m in replay)
+    coordinator.commit(replay, 4)
+    assert committed_values(db) == [1, 2]
+
+
+def test_losing_attempts_and_unacked_transactions_are_rolled_back(env):
+    db, sink, decisions, coordinator = env
+    task(sink, decisions, 2, 0, [99])  # an attempt whose ack never reached the driver
+    winner = task(sink, decisions, 2, 0, [1], attempt=1)
+    coordinator.commit([winner], 2)
+    assert committed_values(db) == [1]
+    assert db.prepared == {}
+
+
+def test_retried_task_releases_its_failed_attempts_prepared_transaction(env):
+    db, sink, decisions, _ = env
+    task(sink, decisions, 3, 0, [5])
+    task(sink, decisions, 3, 1, [6])
+    task(sink, decisions, 3, 0, [5], attempt=1)
+    attempts = sorted((TxnId.parse(t).partition, TxnId.parse(t).attempt) for t in db.prepared)
+    assert attempts == [(0, 1), (1, 0)]
+
+
+def test_crash_after_decision_is_rolled_forward_by_the_sweep(env):
+    db, sink, decisions, coordinator = env
+    messages = [task(sink, decisions, 7, p, [p]) for p in range(3)]
+    decisions.decide(7, [m.txn_id for m in messages], 3)  # the driver died right after
+    result = coordinator.sweep(planned_batch=7)
+    assert sorted(result["committed"]) == sorted(m.txn_id for m in messages)
+    assert committed_values(db) == [0, 1, 2]
+    assert decisions.get(7).done
+
+
+def test_crash_after_some_commits_then_commit_call_completes(env):
+    db, sink, decisions, coordinator = env
+    messages = [task(sink, decisions, 8, p, [p]) for p in range(3)]
+    decision = decisions.decide(8, [m.txn_id for m in messages], 3)
+    sink.commit_prepared(decision.commit[0])  # one commit, then the driver died
+    coordinator.commit([None, None, None], 8)  # Spark re-runs commit with replay acks
+    assert committed_values(db) == [0, 1, 2]
+
+
+def test_undecided_prepared_transactions_are_rolled_back_by_the_sweep(env):
+    db, sink, decisions, coordinator = env
+    task(sink, decisions, 5, 0, [1])
+    coordinator.sweep(planned_batch=5)
+    assert db.prepared == {} and db.committed == []
+
+
+def test_sweep_leaves_batches_newer_than_the_planned_one(env):
+    db, sink, decisions, coordinator = env
+    task(sink, decisions, 9, 0, [1])
+    coordinator.sweep(planned_batch=8)
+    assert len(db.prepared) == 1
+
+
+def test_abort_rolls_back_everything_of_an_undecided_batch(env):
+    db, sink, decisions, coordinator = env
+    task(sink, decisions, 1, 0, [1])
+    task(sink, decisions, 1, 1, [2])
+    coordinator.abort(1)
+    assert db.prepared == {} and db.committed == []
+
+
+def test_abort_of_a_decided_batch_rolls_forward(env):
+    db, sink, decisions, coordinator = env
+    messages = [task(sink, decisions, 1, 0, [1])]
+    decisions.decide(1, [messages[0].txn_id], 1)
+    coordinator.abort(1)
+    assert committed_values(db) == [1]
+
+
+def test_acked_transaction_gone_before_the_decision_fails_the_batch(env):
+    db, sink, decisions, coordinator = env
+    message = task(sink, decisions, 6, 0, [1])
+    sink.rollback_prepared(message.txn_id)
+    with pytest.raises(LostPreparedTransaction, match="no longer prepared"):
+        coordinator.commit([message], 6)
+    assert decisions.get(6) is None
+
+
+def test_decided_transaction_vanishing_before_its_first_commit_is_an_error(env):
+    db, sink, decisions, coordinator = env
+    message = task(sink, decisions, 6, 0, [1])
+    original = sink.list_prepared
+
+    def list_then_lose(prefix):
+        ids = original(prefix)
+        db.prepared.pop(message.txn_id, None)
+        return ids
+
+    sink.list_prepared = list_then_lose
+    with pytest.raises(CoordinatorError, match="vanished"):
+        coordinator.commit([message], 6)
+
+
+def test_prepared_transactions_without_decision_log_stop_the_start(tmp_path):
+    db = FakeDatabase()
+    sink = FakeSink(db)
+    old = DecisionLog(str(tmp_path / "old"), "s1")
+    old.create()
+    write_task(sink, old, TWOPHASE, iter(batches(1)), identity=(0, 0, 0))
+    fresh = DecisionLog(str(tmp_path / "new"), "s1")  # checkpoint deleted, same sink id
+    with pytest.raises(OrphanedTransactions) as err:
+        Coordinator(sink, fresh).sweep(planned_batch=0)
+    assert "eoskit txn resolve" in str(err.value)
+    assert "eoskit:s1:0:0:" in str(err.value)
+    assert len(db.prepared) == 1  # never silently committed nor rolled back
+
+
+def test_at_least_once_commits_in_the_task(env):
+    db, sink, decisions, _ = env
+    message = task(sink, decisions, 0, 0, [1, 2], mode=AT_LEAST_ONCE)
+    assert message.txn_id is None
+    assert committed_values(db) == [1, 2]
+
+
+def test_empty_partition_prepares_nothing(env):
+    db, sink, decisions, _ = env
+    message = write_task(sink, decisions, TWOPHASE, iter([]), identity=(0, 0, 0))
+    assert message.txn_id is None and db.prepared == {}
+
+
+def test_latest_planned_batch_reads_the_offset_log(tmp_path):
+    assert latest_planned_batch(str(tmp_path)) is None
+    (tmp_path / "offsets").mkdir()
+    for name in ("0", "1", "12", ".12.crc"):
+        (tmp_path / "offsets" / name).write_text("v1")
+    assert latest_planned_batch(str(tmp_path)) == 12
+
+
+def test_decision_log_survives_in_memory_filesystem():
+    log = DecisionLog("memory://ck-test", "s9")
+    log.create()
+    log.decide(3, ["b", "a"], 2)
+    assert log.get(3).commit == ("a", "b")
+    log.mark_done(log.get(3))
+    assert log.get(3).done and log.batches() == [3]

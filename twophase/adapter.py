@@ -1,0 +1,106 @@
+"""Any ``TransactionalSink`` as a PySpark streaming data source.
+
+Where each piece runs, as Spark 4 drives a Python streaming sink:
+- planning, on the driver, once per micro-batch before its tasks start: a
+  fresh ``DataSource`` is built from the options and ``streamWriter`` is
+  called. Here eoskit checks the sink, settles in-doubt transactions (the
+  start-up sweep) and creates the decision log.
+- ``write``, on executors, once per task (``eoskit.twophase.task``).
+- ``commit`` / ``abort``, on the driver, in a separate Python process that
+  receives a *pickled* copy of the data source: it knows only the options
+  and the task acks. The copy is recognised by having been unpickled, so the
+  sweep never runs there (where the batch's own transactions are in flight).
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceStreamArrowWriter,
+    DataSourceWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import StructType
+
+from eoskit.twophase.contract import SinkError, TransactionalSink
+from eoskit.twophase.coordinator import Coordinator
+from eoskit.twophase.decision_log import DecisionLog, latest_planned_batch
+from eoskit.twophase.messages import PreparedMessage
+from eoskit.twophase.task import TWOPHASE, write_task
+from eoskit.twophase.txn_id import sink_id_for_checkpoint, validate_sink_id
+
+
+class TwoPhaseStreamWriter(DataSourceStreamArrowWriter):
+    """Executors write and prepare; the driver decides and commits."""
+
+    def __init__(self, sink: TransactionalSink, decisions: DecisionLog, commit_mode: str) -> None:
+        self.sink = sink
+        self.decisions = decisions
+        self.commit_mode = commit_mode
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> PreparedMessage:
+        return write_task(self.sink, self.decisions, self.commit_mode, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        if self.commit_mode != TWOPHASE:
+            return
+        Coordinator(self.sink, self.decisions).commit(messages, batchId)  # type: ignore[arg-type]
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        if self.commit_mode != TWOPHASE:
+            return
+        Coordinator(self.sink, self.decisions).abort(batchId)
+
+
+class TwoPhaseDataSource(DataSource):
+    """Base of eoskit's transactional sinks; subclasses build the sink."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        super().__init__(options)
+        self._planning = True
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._planning = False
+
+    @abstractmethod
+    def transactional_sink(self, schema: StructType) -> TransactionalSink:
+        """The sink for these options and this DataFrame schema."""
+
+    @abstractmethod
+    def commit_mode(self) -> str:
+        """``twophase`` or ``at_least_once``."""
+
+    def sink_id(self) -> str:
+        given = self.options.get("sinkId") or self.options.get("sinkid")
+        return validate_sink_id(given) if given else sink_id_for_checkpoint(self.checkpoint_location())
+
+    def checkpoint_location(self) -> str:
+        location = self.options.get("checkpointLocation") or self.options.get("checkpointlocation")
+        if not location:
+            raise SinkError(
+                f"{self.name()} needs the query's 'checkpointLocation' option on writeStream: "
+                "its decision log lives beside the checkpoint"
+            )
+        return location
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> TwoPhaseStreamWriter:
+        sink = self.transactional_sink(schema)
+        decisions = DecisionLog(self.checkpoint_location(), self.sink_id())
+        if self._planning:
+            sink.check(schema)
+            if self.commit_mode() == TWOPHASE:
+                Coordinator(sink, decisions).sweep(latest_planned_batch(self.checkpoint_location()))
+                decisions.create()
+        return TwoPhaseStreamWriter(sink, decisions, self.commit_mode())
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        raise SinkError(
+            f"{self.name()} writes streaming queries only (df.writeStream); its exactly-once "
+            "protocol is keyed by micro-batch"
+        )

@@ -1,0 +1,162 @@
+"""The checkpoint coordinator: turns task acks into one durable decision per batch.
+
+The commit of batch n, on the driver (``commit``):
+
+1. If batch n has no decision yet, check that every acked transaction is
+   still prepared, then write "batch n commits ids [...]" to the decision
+   log. Safe here: nothing is committed yet, so a crash before this step
+   leaves only prepared transactions that the next start rolls back, and
+   Spark replays the batch.
+2. Commit each decided id. An id that is gone is fine only when the
+   decision was already written by an earlier call (a crash or a repeated
+   commit call between steps 2 and 4 committed it); in the call that wrote
+   the decision, a missing id is an error, never silently skipped.
+3. Roll back every other prepared id of batch n: losing and speculative
+   attempts, attempts of a crashed run. Safe: the decision excludes them.
+4. Mark the decision done (pruning old ones now and then).
+
+``abort`` rolls back every prepared id of an undecided batch; a decided batch
+is rolled forward instead, since its decision may already be half applied.
+
+``sweep`` runs when a batch is planned, before its tasks start, and resolves
+every prepared id of the sink by the decision log: listed in its batch's
+decision -> commit; otherwise -> roll back. Batches newer than the one being
+planned are left alone. A prepared id with no decision log at all stops the
+query (``OrphanedTransactions``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from eoskit.twophase import crash
+from eoskit.twophase.contract import TransactionalSink
+from eoskit.twophase.decision_log import Decision, DecisionLog
+from eoskit.twophase.messages import PreparedMessage
+from eoskit.twophase.txn_id import TxnId, batch_prefix, sink_prefix
+
+log = logging.getLogger(__name__)
+
+
+class CoordinatorError(RuntimeError):
+    """The protocol cannot proceed without losing or duplicating data."""
+
+
+class LostPreparedTransaction(CoordinatorError):
+    """An acked transaction is no longer prepared before the decision."""
+
+
+class OrphanedTransactions(CoordinatorError):
+    """Prepared transactions of a sink whose decision log is gone."""
+
+    def __init__(self, sink: TransactionalSink, sink_id: str, ids: list[str], location: str) -> None:
+        self.ids = ids
+        super().__init__(
+            f"{len(ids)} prepared transaction(s) of sink id {sink_id!r} in {sink.describe()} "
+            f"have no decision log under {location} (was the checkpoint deleted?): "
+            f"{', '.join(ids[:10])}{' ...' if len(ids) > 10 else ''}. Nothing can tell whether "
+            "they should commit. Inspect them with `eoskit txn list`, then settle them with "
+            "`eoskit txn resolve --rollback-orphans` (or --commit-orphans if you know their "
+            "batches were complete), or choose another sinkId."
+        )
+
+
+class Coordinator:
+    """Drives one sink's two-phase commit from the driver."""
+
+    def __init__(self, sink: TransactionalSink, decisions: DecisionLog) -> None:
+        self.sink = sink
+        self.decisions = decisions
+        self.sink_id = decisions.sink_id
+
+    def commit(self, messages: Sequence[PreparedMessage | None], batch: int) -> Decision:
+        decision = self.decisions.get(batch)
+        if decision is not None and decision.done:
+            return decision  # Spark repeated the commit of a finished batch.
+        wrote_decision = decision is None
+        if decision is None:
+            # Step 1: the decision, durable before any commit.
+            acked = [m.txn_id for m in messages if m is not None and m.txn_id]
+            prepared = set(self.sink.list_prepared(batch_prefix(self.sink_id, batch)))
+            missing = [txn for txn in acked if txn not in prepared]
+            if missing:
+                raise LostPreparedTransaction(
+                    f"batch {batch}: acked transactions are no longer prepared in "
+                    f"{self.sink.describe()}: {', '.join(missing)}; the batch is not "
+                    "committed and will be replayed"
+                )
+            rows = sum(m.rows for m in messages if m is not None)
+            decision = self.decisions.decide(batch, acked, rows)
+            crash.crash_point(crash.DRIVER_AFTER_DECISION, batch)
+        self._apply(decision, first_time=wrote_decision)
+        return decision
+
+    def _apply(self, decision: Decision, first_time: bool) -> None:
+        batch = decision.batch
+        # Step 2: commit every decided id.
+        for index, txn in enumerate(decision.commit):
+            found = self.sink.commit_prepared(txn)
+            if not found and first_time:
+                raise CoordinatorError(
+                    f"batch {batch}: transaction {txn} vanished between the decision and "
+                    f"its commit in {self.sink.describe()}; it was rolled back by someone "
+                    "else, and its rows are missing"
+                )
+            if index == 0 and len(decision.commit) > 1:
+                crash.crash_point(crash.DRIVER_AFTER_SOME_COMMITS, batch)
+        crash.crash_point(crash.DRIVER_AFTER_ALL_COMMITS, batch)
+        # Step 3: roll back everything else of this batch.
+        decided = set(decision.commit)
+        for txn in self.sink.list_prepared(batch_prefix(self.sink_id, batch)):
+            if txn not in decided:
+                log.info("batch %d: rolling back %s (not in the decision)", batch, txn)
+                self.sink.rollback_prepared(txn)
+        # Step 4: done.
+        self.decisions.mark_done(decision)
+        if batch % 100 == 0:
+            self.decisions.prune(batch)
+
+    def abort(self, batch: int) -> None:
+        decision = self.decisions.get(batch)
+        if decision is not None:
+            if not decision.done:
+                log.warning("batch %d was decided before the abort: completing its commit", batch)
+                self._apply(decision, first_time=False)
+            return
+        for txn in self.sink.list_prepared(batch_prefix(self.sink_id, batch)):
+            self.sink.rollback_prepared(txn)
+
+    def sweep(self, planned_batch: int | None) -> dict[str, list[str]]:
+        """Resolve every prepared id of this sink up to the batch being planned."""
+        prepared = self.sink.list_prepared(sink_prefix(self.sink_id))
+        if not prepared:
+            return {"committed": [], "rolled_back": []}
+        if not self.decisions.exists():
+            raise OrphanedTransactions(self.sink, self.sink_id, sorted(prepared),
+                                       self.decisions.root)
+        committed, rolled_back = [], []
+        cache: dict[int, Decision | None] = {}
+        for txn in sorted(prepared):
+            parsed = TxnId.parse(txn)
+            if parsed is None:
+                continue
+            if planned_batch is not None and parsed.batch > planned_batch:
+                log.warning("leaving %s alone: its batch is newer than the one planned", txn)
+                continue
+            if parsed.batch not in cache:
+                cache[parsed.batch] = self.decisions.get(parsed.batch)
+            decision = cache[parsed.batch]
+            if decision is not None and txn in decision.commit:
+                self.sink.commit_prepared(txn)
+                committed.append(txn)
+            else:
+                self.sink.rollback_prepared(txn)
+                rolled_back.append(txn)
+        for batch, decision in cache.items():
+            if decision is not None and not decision.done:
+                self._apply(decision, first_time=False)
+        if committed or rolled_back:
+            log.warning("in-doubt transactions settled: committed %s, rolled back %s",
+                        committed, rolled_back)
+        return {"committed": committed, "rolled_back": rolled_back}

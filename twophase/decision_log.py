@@ -1,0 +1,166 @@
+"""The coordinator's durable memory: which transaction ids each batch commits.
+
+Kept beside the query's checkpoint (``<checkpoint>/eoskit/sinks/<sink-id>/``)
+through fsspec, so it lives and dies with the checkpoint it belongs to:
+
+- ``sink.json``: written before the first transaction of the sink is
+  opened. A prepared transaction of this sink id with no ``sink.json``
+  means the checkpoint was deleted: nothing can tell commit from roll back.
+- ``decisions/<batch>.json``: ``{"batch", "commit": [ids], "status"}``,
+  written whole (atomic rename locally, a single PUT on object stores)
+  before any transaction of the batch is committed; ``status`` becomes
+  ``done`` once every id is committed and every other id rolled back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from dataclasses import dataclass
+
+import fsspec
+from fsspec.implementations.local import LocalFileSystem
+
+# Hadoop's object-store schemes, as fsspec knows them.
+_SCHEMES = {"s3a://": "s3://", "s3n://": "s3://", "gs://": "gs://", "abfss://": "abfs://"}
+#: Decisions of batches this far behind the newest are removed.
+RETAIN_BATCHES = 1000
+
+
+class DecisionLogError(RuntimeError):
+    """The decision log is unreadable or contradicts itself."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    batch: int
+    commit: tuple[str, ...]
+    done: bool
+
+
+def _fs_path(location: str) -> str:
+    for hadoop, fsspec_scheme in _SCHEMES.items():
+        if location.startswith(hadoop):
+            return fsspec_scheme + location[len(hadoop):]
+    if location.startswith("file:") and not location.startswith("file://"):
+        return location[len("file:"):]  # Hadoop's file:/path
+    return location
+
+
+class DecisionLog:
+    """Decisions of one sink of one query. Picklable (holds only paths)."""
+
+    def __init__(self, checkpoint_location: str, sink_id: str) -> None:
+        self.checkpoint_location = checkpoint_location
+        self.sink_id = sink_id
+        self.root = _fs_path(checkpoint_location).rstrip("/") + f"/eoskit/sinks/{sink_id}"
+
+    @property
+    def fs(self) -> fsspec.AbstractFileSystem:
+        fs, _ = fsspec.core.url_to_fs(self.root)
+        return fs
+
+    def _path(self, name: str) -> str:
+        _, path = fsspec.core.url_to_fs(f"{self.root}/{name}")
+        return path
+
+    def _write_atomic(self, name: str, payload: dict) -> None:
+        fs, data = self.fs, json.dumps(payload, sort_keys=True).encode()
+        path = self._path(name)
+        if isinstance(fs, LocalFileSystem):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+            with open(tmp, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, path)
+            fd = os.open(os.path.dirname(path), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        else:
+            fs.pipe_file(path, data)
+
+    def _read(self, name: str) -> dict | None:
+        fs, path = self.fs, self._path(name)
+        try:
+            with fs.open(path, "rb") as handle:
+                return json.loads(handle.read())
+        except FileNotFoundError:
+            return None
+        except json.JSONDecodeError as exc:
+            raise DecisionLogError(f"decision log file {path} is corrupt: {exc}") from None
+
+    # -- the sink marker -------------------------------------------------
+
+    def exists(self) -> bool:
+        return self._read("sink.json") is not None
+
+    def create(self) -> None:
+        if not self.exists():
+            self._write_atomic("sink.json", {
+                "sinkId": self.sink_id,
+                "checkpointLocation": self.checkpoint_location,
+                "createdAt": time.time(),
+            })
+
+    # -- decisions -------------------------------------------------------
+
+    def get(self, batch: int) -> Decision | None:
+        data = self._read(f"decisions/{batch}.json")
+        if data is None:
+            return None
+        if data.get("batch") != batch:
+            raise DecisionLogError(f"decision file of batch {batch} names batch {data.get('batch')}")
+        return Decision(batch, tuple(data["commit"]), data.get("status") == "done")
+
+    def decide(self, batch: int, commit_ids: list[str], rows: int) -> Decision:
+        """Write "batch commits these ids", durably, before any commit."""
+        self._write_atomic(f"decisions/{batch}.json", {
+            "batch": batch, "commit": sorted(commit_ids), "rows": rows,
+            "status": "decided", "decidedAt": time.time(),
+        })
+        return Decision(batch, tuple(sorted(commit_ids)), False)
+
+    def mark_done(self, decision: Decision) -> None:
+        data = self._read(f"decisions/{decision.batch}.json") or {}
+        data.update({"batch": decision.batch, "commit": list(decision.commit),
+                     "status": "done", "doneAt": time.time()})
+        self._write_atomic(f"decisions/{decision.batch}.json", data)
+
+    def batches(self) -> list[int]:
+        fs, path = self.fs, self._path("decisions")
+        try:
+            names = fs.ls(path, detail=False)
+        except FileNotFoundError:
+            return []
+        out = []
+        for name in names:
+            base = name.rstrip("/").rsplit("/", 1)[-1]
+            if base.endswith(".json") and base[:-5].isdigit():
+                out.append(int(base[:-5]))
+        return sorted(out)
+
+    def prune(self, newest: int) -> None:
+        """Forget done decisions far behind: Spark never replays them."""
+        fs = self.fs
+        for batch in self.batches():
+            if batch < newest - RETAIN_BATCHES:
+                decision = self.get(batch)
+                if decision is not None and decision.done:
+                    fs.rm(self._path(f"decisions/{batch}.json"))
+
+
+def latest_planned_batch(checkpoint_location: str) -> int | None:
+    """The newest batch id in Spark's offset log: the batch being planned."""
+    fs, path = fsspec.core.url_to_fs(_fs_path(checkpoint_location).rstrip("/") + "/offsets")
+    try:
+        names = fs.ls(path, detail=False)
+    except FileNotFoundError:
+        return None
+    ids = [int(n.rstrip("/").rsplit("/", 1)[-1]) for n in names if n.rstrip("/").rsplit("/", 1)[-1].isdigit()]
+    return max(ids) if ids else None
