@@ -25,7 +25,8 @@ def spark() -> Iterator["SparkSession"]:  # noqa: F821
     session = get_session(
         "eoskit-integration-tests",
         {
-            "spark.master": "local[2]",
+            # Two cores, and up to three attempts per task, as a cluster retries.
+            "spark.master": "local[2,3]",
             "spark.sql.shuffle.partitions": "2",
             "spark.ui.enabled": "false",
             "spark.sql.streaming.pollingDelay": "100ms",

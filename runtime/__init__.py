@@ -1,6 +1,23 @@
-"""The eoskit runtime: pipelines, the CLI, and local services for development."""
+"""The eoskit runtime: pipelines, the CLI, and local services for development.
 
-from eoskit.runtime.pipeline import Pipeline, PipelineFailed
-from eoskit.runtime.progress import RunSummary
+Attributes are imported on first use, so that light modules of this package
+(the Spark worker daemon, the CLI's argument parsing) do not import PySpark.
+"""
+
+from __future__ import annotations
+
+from typing import Any
 
 __all__ = ["Pipeline", "PipelineFailed", "RunSummary"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("Pipeline", "PipelineFailed"):
+        from eoskit.runtime import pipeline
+
+        return getattr(pipeline, name)
+    if name == "RunSummary":
+        from eoskit.runtime.progress import RunSummary
+
+        return RunSummary
+    raise AttributeError(name)

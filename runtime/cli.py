@@ -45,8 +45,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=lambda args: __import__("eoskit.runtime.demo.run", fromlist=["main"]).main())
 
     from eoskit.runtime.dev.cli import register_cli
+    from eoskit.runtime.txn_cli import register_cli as register_txn_cli
 
     register_cli(commands)
+    register_txn_cli(commands)
     return parser
 
 

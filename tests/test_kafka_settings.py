@@ -88,3 +88,13 @@ def test_docs_table_matches_the_declarations():
         "docs/kafka-source.md is out of date: regenerate the table with "
         "python -c \"from eoskit.connectors.kafka.settings import OPTIONS; print(chr(10).join(OPTIONS.docs()))\""
     )
+
+
+def test_sql_sink_docs_table_matches_the_declarations():
+    from pathlib import Path
+
+    from eoskit.connectors.sql.settings import OPTIONS as SQL_OPTIONS
+
+    docs = (Path(__file__).parents[1] / "docs" / "postgres-sink.md").read_text()
+    block = docs.split("<!-- options:begin -->\n")[1].split("<!-- options:end -->")[0]
+    assert block.strip() == "\n".join(SQL_OPTIONS.docs())

@@ -14,7 +14,7 @@ from eoskit.twophase.coordinator import (
 )
 from eoskit.twophase.decision_log import DecisionLog, latest_planned_batch
 from eoskit.twophase.messages import PreparedMessage
-from eoskit.twophase.task import AT_LEAST_ONCE, TWOPHASE, write_task
+from eoskit.twophase.task import AT_LEAST_ONCE, IDEMPOTENT, TWOPHASE, write_task
 from eoskit.twophase.txn_id import InvalidSinkId, TxnId, sink_id_for_checkpoint, validate_sink_id
 
 
@@ -22,12 +22,21 @@ class FakeDatabase:
     def __init__(self) -> None:
         self.committed: list[tuple[str, list[int]]] = []  # (txn, values)
         self.prepared: dict[str, list[int]] = {}
+        self.markers: set[tuple[str, int, int]] = set()
 
 
 class FakeTransaction(SinkTransaction):
     def __init__(self, db: FakeDatabase, txn_id: str) -> None:
         self.db, self.txn_id, self.values = db, txn_id, []
         self.rows = self.bytes = 0
+        self.marker = None
+
+    def claim(self, marker) -> bool:
+        key = (marker.sink_id, marker.batch, marker.partition)
+        if key in self.db.markers:
+            return False
+        self.marker = key
+        return True
 
     def write(self, batch: pa.RecordBatch) -> None:
         self.values += batch.column(0).to_pylist()
@@ -38,6 +47,8 @@ class FakeTransaction(SinkTransaction):
 
     def commit(self) -> None:
         self.db.committed.append((self.txn_id, self.values))
+        if self.marker is not None:
+            self.db.markers.add(self.marker)
 
     def abort(self) -> None:
         self.values = []
@@ -49,7 +60,7 @@ class FakeSink(TransactionalSink):
     def __init__(self, db: FakeDatabase) -> None:
         self.db = db
 
-    def check(self, schema) -> None:
+    def check(self, schema, context) -> None:
         pass
 
     def begin(self, txn_id: str) -> FakeTransaction:
@@ -265,3 +276,15 @@ def test_decision_log_survives_in_memory_filesystem():
     assert log.get(3).commit == ("a", "b")
     log.mark_done(log.get(3))
     assert log.get(3).done and log.batches() == [3]
+
+
+def test_idempotent_mode_commits_rows_with_a_marker_and_replays_write_nothing(env):
+    db, sink, decisions, _ = env
+    first = task(sink, decisions, 3, 1, [1, 2], mode=IDEMPOTENT)
+    assert first.txn_id is None and not first.replay
+    assert db.markers == {("s1", 3, 1)}
+    again = task(sink, decisions, 3, 1, [1, 2], attempt=1, mode=IDEMPOTENT)
+    assert again.replay
+    other = task(sink, decisions, 3, 2, [5], mode=IDEMPOTENT)
+    assert not other.replay
+    assert committed_values(db) == [1, 2, 5]

@@ -27,11 +27,12 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from eoskit.twophase.contract import SinkError, TransactionalSink
+from eoskit.twophase.contract import SinkContext, SinkError, TransactionalSink
 from eoskit.twophase.coordinator import Coordinator
 from eoskit.twophase.decision_log import DecisionLog, latest_planned_batch
 from eoskit.twophase.messages import PreparedMessage
-from eoskit.twophase.task import TWOPHASE, write_task
+from eoskit.twophase.decision_log import RETAIN_BATCHES
+from eoskit.twophase.task import IDEMPOTENT, TWOPHASE, write_task
 from eoskit.twophase.txn_id import sink_id_for_checkpoint, validate_sink_id
 
 
@@ -47,6 +48,8 @@ class TwoPhaseStreamWriter(DataSourceStreamArrowWriter):
         return write_task(self.sink, self.decisions, self.commit_mode, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        if self.commit_mode == IDEMPOTENT and batchId % 100 == 0 and batchId > RETAIN_BATCHES:
+            self.sink.prune_markers(self.decisions.sink_id, batchId - RETAIN_BATCHES)
         if self.commit_mode != TWOPHASE:
             return
         Coordinator(self.sink, self.decisions).commit(messages, batchId)  # type: ignore[arg-type]
@@ -74,7 +77,7 @@ class TwoPhaseDataSource(DataSource):
 
     @abstractmethod
     def commit_mode(self) -> str:
-        """``twophase`` or ``at_least_once``."""
+        """``twophase``, ``idempotent`` or ``at_least_once``."""
 
     def sink_id(self) -> str:
         given = self.options.get("sinkId") or self.options.get("sinkid")
@@ -93,7 +96,8 @@ class TwoPhaseDataSource(DataSource):
         sink = self.transactional_sink(schema)
         decisions = DecisionLog(self.checkpoint_location(), self.sink_id())
         if self._planning:
-            sink.check(schema)
+            sink.check(schema, SinkContext(decisions.sink_id, self.checkpoint_location(),
+                                           self.commit_mode()))
             if self.commit_mode() == TWOPHASE:
                 Coordinator(sink, decisions).sweep(latest_planned_batch(self.checkpoint_location()))
                 decisions.create()

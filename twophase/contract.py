@@ -15,6 +15,7 @@ at most 64 bytes of ASCII, unique per task attempt.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 
 import pyarrow as pa
 from pyspark.sql.types import StructType
@@ -22,6 +23,25 @@ from pyspark.sql.types import StructType
 
 class SinkError(RuntimeError):
     """A sink refused a write or a setting; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class SinkContext:
+    """What a sink learns about the query when it is checked (driver side)."""
+
+    sink_id: str
+    checkpoint_location: str
+    commit_mode: str
+
+
+@dataclass(frozen=True)
+class Marker:
+    """Progress marker of the idempotent mode: this task's rows of this batch
+    are committed. Stored by the sink in the same transaction as the rows."""
+
+    sink_id: str
+    batch: int
+    partition: int
 
 
 class SinkTransaction(ABC):
@@ -55,6 +75,14 @@ class SinkTransaction(ABC):
     def abort(self) -> None:
         """Roll back an unprepared transaction; a no-op if there is none."""
 
+    def claim(self, marker: Marker) -> bool:
+        """Idempotent mode, called first in the transaction: record the marker
+        in it and return True, or return False if the marker is already
+        committed (this task's rows of this batch are in: write nothing). If
+        another open transaction holds the same marker, wait for it: that is
+        what keeps two attempts of one task from both committing."""
+        raise NotImplementedError(f"{type(self).__name__} has no idempotent mode")
+
 
 class TransactionalSink(ABC):
     """A sink that can prepare a task's writes and commit them by id later."""
@@ -63,10 +91,12 @@ class TransactionalSink(ABC):
     kind: str = "sink"
 
     @abstractmethod
-    def check(self, schema: StructType) -> None:
+    def check(self, schema: StructType, context: SinkContext) -> None:
         """On the driver, before any data moves in a batch: refuse, with a
         ``SinkError`` that says what to change, anything that would fail later
-        (missing table, incompatible columns, missing rights, settings)."""
+        (missing table, incompatible columns, missing rights, settings, a sink
+        id already used by another query), and create what the mode needs
+        (e.g. the marker table of the idempotent mode)."""
 
     @abstractmethod
     def begin(self, txn_id: str) -> SinkTransaction:
@@ -86,6 +116,10 @@ class TransactionalSink(ABC):
     @abstractmethod
     def list_prepared(self, prefix: str) -> list[str]:
         """Ids of every prepared transaction whose id starts with ``prefix``."""
+
+    def prune_markers(self, sink_id: str, below_batch: int) -> None:
+        """Idempotent mode, on the driver: forget markers of batches below
+        ``below_batch`` (Spark never replays them)."""
 
     def describe(self) -> str:
         """Where the sink writes, without secrets, for messages and logs."""

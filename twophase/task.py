@@ -13,13 +13,15 @@ from collections.abc import Iterator
 import pyarrow as pa
 
 from eoskit.twophase import crash
-from eoskit.twophase.contract import TransactionalSink
+from eoskit.twophase.contract import Marker, TransactionalSink
 from eoskit.twophase.decision_log import DecisionLog
 from eoskit.twophase.messages import PreparedMessage
 from eoskit.twophase.txn_id import TxnId, task_prefix
 
 TWOPHASE = "twophase"
+IDEMPOTENT = "idempotent"
 AT_LEAST_ONCE = "at_least_once"
+COMMIT_MODES = (TWOPHASE, IDEMPOTENT, AT_LEAST_ONCE)
 
 
 class TaskIdentityUnavailable(RuntimeError):
@@ -59,13 +61,19 @@ def write_task(
         _roll_back_earlier_attempts(sink, decisions.sink_id, batch, partition, attempt)
     transaction = sink.begin(str(txn_id))
     try:
+        if commit_mode == IDEMPOTENT and not transaction.claim(
+            Marker(decisions.sink_id, batch, partition)
+        ):
+            transaction.abort()
+            return ack(None, replay=True)
         for index, record_batch in enumerate(batches):
             if record_batch.num_rows:
                 transaction.write(record_batch)
             if index == 0:
                 crash.crash_point(crash.TASK_DURING_WRITE, batch)
-        if commit_mode == AT_LEAST_ONCE:
+        if commit_mode in (AT_LEAST_ONCE, IDEMPOTENT):
             transaction.commit()
+            crash.crash_point(crash.TASK_AFTER_COMMIT, batch)
             return ack(None, transaction.rows, transaction.bytes)
         if transaction.rows == 0:
             transaction.abort()

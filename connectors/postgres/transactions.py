@@ -16,10 +16,17 @@ from sqlalchemy.pool import NullPool
 
 from eoskit.connectors.postgres.connection import cached_connection, drop_connection
 from eoskit.connectors.postgres.csv import to_copy_csv
+from eoskit.connectors.sql.registry import claim_sink_id
 from eoskit.connectors.sql.settings import SqlSinkSettings
 from eoskit.connectors.sql.tables import TargetTable, resolve_table
 from eoskit.connectors.sql.urls import parse_url, safe
-from eoskit.twophase.contract import SinkError, SinkTransaction, TransactionalSink
+from eoskit.twophase.contract import (
+    Marker,
+    SinkContext,
+    SinkError,
+    SinkTransaction,
+    TransactionalSink,
+)
 
 #: How long a task waits for a row lock before failing: a wait longer than
 #: this is two tasks of one batch writing the same key (see _lock_error).
@@ -30,6 +37,10 @@ def _table_sql(target: TargetTable) -> sql.Composable:
     if target.schema:
         return sql.Identifier(target.schema, target.name)
     return sql.Identifier(target.name)
+
+
+def _in_schema(target: TargetTable, name: str) -> sql.Composable:
+    return sql.Identifier(*([target.schema] if target.schema else []), name)
 
 
 def _describe_error(exc: psycopg.Error, target: str) -> str:
@@ -56,11 +67,25 @@ class PostgresTransaction(SinkTransaction):
         self._columns: list[str] | None = None
         self._stage: str | None = None
 
+    def _open(self) -> psycopg.Connection:
+        if self._conn is None:
+            conn = cached_connection(self.sink.url)
+            conn.execute("BEGIN")
+            conn.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(LOCK_TIMEOUT)))
+            self._conn = conn
+        return self._conn
+
+    def claim(self, marker: Marker) -> bool:
+        conn = self._open()
+        inserted = conn.execute(sql.SQL(
+            "INSERT INTO {} (sink_id, batch, task_partition) VALUES (%s, %s, %s) "
+            "ON CONFLICT DO NOTHING"
+        ).format(_in_schema(self.sink.target, self.sink.settings.marker_table)),
+            (marker.sink_id, marker.batch, marker.partition)).rowcount
+        return inserted == 1
+
     def _begin(self, columns: list[str]) -> None:
-        conn = cached_connection(self.sink.url)
-        self._conn = conn
-        conn.execute("BEGIN")
-        conn.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(LOCK_TIMEOUT)))
+        conn = self._open()
         target = self.sink.target
         into = _table_sql(target)
         if self.sink.settings.mode == "upsert":
@@ -143,8 +168,11 @@ class PostgresTransaction(SinkTransaction):
 
     def commit(self) -> None:
         self._finish_writes()
-        assert self._conn is not None
-        self._conn.execute("COMMIT")
+        if self._conn is not None:
+            try:
+                self._conn.execute("COMMIT")
+            except psycopg.Error as exc:
+                raise SinkError(_describe_error(exc, self.sink.target.qualified)) from None
 
     def abort(self) -> None:
         if self._conn is None:
@@ -172,6 +200,13 @@ class PostgresTransactions(TransactionalSink):
         self.schema = schema
         self._target: TargetTable | None = None
 
+    @classmethod
+    def for_url(cls, url: str) -> "PostgresTransactions":
+        """Enough of a sink to list and settle prepared ids (no table needed)."""
+        settings = SqlSinkSettings(url=url, schema=None, table="-", mode="append", key=(),
+                                   commit_mode="twophase", create_table=False)
+        return cls(settings, StructType([]))
+
     def describe(self) -> str:
         return f"PostgreSQL {safe(self.url)} table {self.settings.dbtable}"
 
@@ -194,9 +229,10 @@ class PostgresTransactions(TransactionalSink):
         finally:
             engine.dispose()
 
-    def check(self, schema: StructType) -> None:
+    def check(self, schema: StructType, context: SinkContext) -> None:
         self._target = self._resolve()
         conn = cached_connection(self.url)
+        self._check_privileges(conn)
         if self.settings.commit_mode == "twophase":
             limit = int(conn.execute("SHOW max_prepared_transactions").fetchone()[0])
             if limit == 0:
@@ -204,8 +240,32 @@ class PostgresTransactions(TransactionalSink):
                     f"PostgreSQL at {safe(self.url)} has max_prepared_transactions = 0, so it "
                     "cannot prepare transactions: set it to at least twice the number of "
                     "write tasks per batch in postgresql.conf and restart the server "
-                    "(or use commitMode=at_least_once)"
+                    "(or use commitMode=idempotent, which needs no prepared transactions)"
                 )
+        engine = self._engine()
+        try:
+            claim_sink_id(engine, self._target.schema, context, self.describe())
+        except sa.exc.DBAPIError as exc:
+            raise SinkError(
+                f"cannot record sink id {context.sink_id!r} in {self.describe()}: "
+                f"{str(exc.orig).strip().splitlines()[0]} (the user needs CREATE on the schema "
+                "once, then SELECT and INSERT on eoskit_sinks)"
+            ) from None
+        finally:
+            engine.dispose()
+        if self.settings.commit_mode == "idempotent":
+            try:
+                conn.execute(sql.SQL(
+                    "CREATE TABLE IF NOT EXISTS {} (sink_id text NOT NULL, batch bigint NOT NULL, "
+                    "task_partition integer NOT NULL, committed_at timestamptz NOT NULL DEFAULT now(), "
+                    "PRIMARY KEY (sink_id, batch, task_partition))"
+                ).format(_in_schema(self._target, self.settings.marker_table)))
+            except psycopg.Error as exc:
+                raise SinkError(f"cannot create the marker table {self.settings.marker_table}: "
+                                f"{exc.diag.message_primary or exc}") from None
+
+    def _check_privileges(self, conn: psycopg.Connection) -> None:
+        assert self._target is not None
         qualified = sql.SQL(".").join(
             sql.Identifier(p) for p in ([self._target.schema] if self._target.schema else []) + [self._target.name]
         ).as_string(conn)
@@ -228,6 +288,11 @@ class PostgresTransactions(TransactionalSink):
 
     def begin(self, txn_id: str) -> PostgresTransaction:
         return PostgresTransaction(self, txn_id)
+
+    def prune_markers(self, sink_id: str, below_batch: int) -> None:
+        conn = cached_connection(self.url)
+        conn.execute(sql.SQL("DELETE FROM {} WHERE sink_id = %s AND batch < %s").format(
+            _in_schema(self.target, self.settings.marker_table)), (sink_id, below_batch))
 
     def _finish(self, verb: str, txn_id: str) -> bool:
         conn = cached_connection(self.url)

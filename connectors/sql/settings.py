@@ -27,9 +27,15 @@ MODE = Option("mode", parse_choice("append", "upsert"), "append",
 KEY = Option("key", parse_str, None,
              "Comma-separated key columns for `upsert` (a primary key or unique constraint "
              "of the table).")
-COMMIT_MODE = Option("commitMode", parse_choice("twophase", "at_least_once"), "twophase",
-                     "`twophase`: exactly-once through prepared transactions; "
-                     "`at_least_once`: each task commits by itself.")
+COMMIT_MODE = Option("commitMode", parse_choice("twophase", "idempotent", "at_least_once"),
+                     "twophase",
+                     "`twophase`: exactly-once through prepared transactions; `idempotent`: "
+                     "each task commits with a progress marker, exactly-once for deterministic "
+                     "replays, for servers without prepared transactions; `at_least_once`: "
+                     "each task commits by itself.")
+MARKER_TABLE = Option("markerTable", parse_str, "eoskit_markers",
+                      "Table of the idempotent mode's progress markers, in the target's "
+                      "schema; created if missing.")
 SINK_ID = Option("sinkId", parse_str, None,
                  "Namespace of the sink's transaction ids, stable across restarts and "
                  "savepoints. Default: derived from the checkpoint location.")
@@ -40,8 +46,12 @@ CHECKPOINT = Option("checkpointLocation", parse_str, None,
                     "Set by Spark from writeStream's checkpointLocation; the decision log "
                     "lives beside it.")
 
+QUERY_NAME = Option("queryName", parse_str, None,
+                    "Set by Spark from writeStream's queryName; not used by the sink.")
+
 OPTIONS = OptionSet(
-    (URL, DBTABLE, MODE, KEY, COMMIT_MODE, SINK_ID, CREATE_TABLE, CHECKPOINT),
+    (URL, DBTABLE, MODE, KEY, COMMIT_MODE, SINK_ID, CREATE_TABLE, MARKER_TABLE, CHECKPOINT,
+     QUERY_NAME),
     owner="this eoskit SQL sink",
 )
 
@@ -55,6 +65,7 @@ class SqlSinkSettings:
     key: tuple[str, ...]
     commit_mode: str
     create_table: bool
+    marker_table: str = "eoskit_markers"
 
     @property
     def dbtable(self) -> str:
@@ -75,4 +86,5 @@ class SqlSinkSettings:
         if mode == "upsert" and not key:
             raise OptionError(f"{sink_name}: mode 'upsert' needs the option 'key' (key columns)")
         return cls(url=url, schema=schema or None, table=table, mode=mode, key=key,
-                   commit_mode=COMMIT_MODE.read(raw), create_table=CREATE_TABLE.read(raw))
+                   commit_mode=COMMIT_MODE.read(raw), create_table=CREATE_TABLE.read(raw),
+                   marker_table=MARKER_TABLE.read(raw))

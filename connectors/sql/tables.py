@@ -42,12 +42,15 @@ def create_table(engine: sa.Engine, settings: SqlSinkSettings, schema: StructTyp
     columns = []
     for field in schema.fields:
         try:
-            column_type = sqlalchemy_type(field.dataType)
+            column_type = sqlalchemy_type(field.dataType, key=field.name in settings.key)
         except UnsupportedType as exc:
             raise SinkError(f"cannot create {settings.dbtable}: column {field.name!r}: {exc}") from None
+        # autoincrement=False: an integer key holds the DataFrame's values, never
+        # a generated serial / AUTO_INCREMENT (which MySQL would apply to 0).
         columns.append(sa.Column(field.name, column_type,
                                  primary_key=field.name in settings.key,
-                                 nullable=field.name not in settings.key))
+                                 nullable=field.name not in settings.key,
+                                 autoincrement=False))
     sa.Table(settings.table, metadata, *columns, schema=settings.schema)
     metadata.create_all(engine, checkfirst=True)
 

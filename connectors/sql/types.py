@@ -12,15 +12,22 @@ import uuid
 
 import sqlalchemy as sa
 from pyspark.sql import types as T
+from sqlalchemy.dialects import mysql
+
+#: MySQL / MariaDB spellings where the portable type is too small there:
+#: TEXT and BLOB hold 64 KiB, DATETIME drops the microseconds.
+_MYSQL = ("mysql", "mariadb")
 
 
 class UnsupportedType(TypeError):
     """A Spark column type the SQL sinks cannot write."""
 
 
-def sqlalchemy_type(spark_type: T.DataType) -> sa.types.TypeEngine:
+def sqlalchemy_type(spark_type: T.DataType, key: bool = False) -> sa.types.TypeEngine:
+    """The column type to create; ``key``: the column is part of the primary
+    key (MySQL cannot index a TEXT column without a prefix length)."""
     if isinstance(spark_type, T.StringType):
-        return sa.Text()
+        return sa.Text().with_variant(mysql.VARCHAR(255) if key else mysql.LONGTEXT(), *_MYSQL)
     if isinstance(spark_type, T.LongType):
         return sa.BigInteger()
     if isinstance(spark_type, T.IntegerType):
@@ -38,11 +45,12 @@ def sqlalchemy_type(spark_type: T.DataType) -> sa.types.TypeEngine:
     if isinstance(spark_type, T.DateType):
         return sa.Date()
     if isinstance(spark_type, T.TimestampNTZType):
-        return sa.DateTime(timezone=False)
+        return sa.DateTime(timezone=False).with_variant(mysql.DATETIME(fsp=6), *_MYSQL)
     if isinstance(spark_type, T.TimestampType):
-        return sa.DateTime(timezone=True)
+        return sa.DateTime(timezone=True).with_variant(mysql.DATETIME(fsp=6), *_MYSQL)
     if isinstance(spark_type, T.BinaryType):
-        return sa.LargeBinary()
+        return sa.LargeBinary().with_variant(
+            mysql.VARBINARY(255) if key else mysql.LONGBLOB(), *_MYSQL)
     raise UnsupportedType(f"Spark type {spark_type.simpleString()} has no SQL column mapping")
 
 
@@ -62,7 +70,8 @@ def can_fill(spark_type: T.DataType, column_type: sa.types.TypeEngine) -> bool:
     if isinstance(spark_type, T.StringType):
         return target in (str, dict, list, uuid.UUID)
     if isinstance(spark_type, T.BooleanType):
-        return target is bool
+        # MySQL has no boolean type: BOOL is TINYINT(1).
+        return target is bool or isinstance(column_type, mysql.TINYINT)
     if isinstance(spark_type, (T.LongType, T.IntegerType, T.ShortType, T.ByteType)):
         return target in (int, decimal.Decimal, float)
     if isinstance(spark_type, (T.DoubleType, T.FloatType)):

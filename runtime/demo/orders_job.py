@@ -1,7 +1,8 @@
-"""The demo job: JSON orders from Kafka, parsed, written exactly once.
+"""The demo job: JSON orders from Kafka, parsed, upserted into PostgreSQL
+exactly once.
 
 Run by ``eoskit demo`` as ``eoskit run orders_job.py``; the environment
-carries the broker address and the output path.
+carries the service addresses (``eoskit dev env``).
 """
 
 import os
@@ -10,7 +11,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from eoskit.connectors.kafka import KafkaSource
-from eoskit.connectors.spark_sinks import SparkSink
+from eoskit.connectors.postgres import PostgresSink
 from eoskit.runtime import Pipeline
 
 ORDER_SCHEMA = "order_id BIGINT, customer STRING, amount DECIMAL(12,2), created_at TIMESTAMP"
@@ -32,11 +33,15 @@ pipeline = Pipeline(
         {
             "subscribe": os.environ.get("EOSKIT_DEMO_TOPIC", "orders"),
             "startingOffsets": "earliest",
-            "maxOffsetsPerTrigger": "5000",
+            "maxOffsetsPerTrigger": "4000",
         },
     ),
     transform=parse_orders,
-    sink=SparkSink("parquet", {"path": os.environ["EOSKIT_DEMO_OUTPUT"]}),
+    sink=PostgresSink(
+        os.environ["EOSKIT_POSTGRES_URL"],
+        os.environ.get("EOSKIT_DEMO_TABLE", "orders"),
+        {"mode": "upsert", "key": "order_id", "createTable": "true"},
+    ),
     checkpoint_interval="2 seconds",
     spark_conf={"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"},
 )

@@ -1,0 +1,209 @@
+"""The PostgreSQL sink against the real server: modes, checks, bad input."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import psycopg
+import pytest
+from pyspark.sql import functions as F
+from sqlalchemy.engine import make_url
+
+SCHEMA = "id BIGINT, amount BIGINT, customer STRING"
+
+
+def pg(url: str) -> psycopg.Connection:
+    u = make_url(url)
+    return psycopg.connect(host=u.host, port=u.port, user=u.username, password=u.password,
+                           dbname=u.database, autocommit=True)
+
+
+def query(url: str, sql: str, params=()) -> list[tuple]:
+    with pg(url) as conn:
+        cur = conn.execute(sql, params)
+        return cur.fetchall() if cur.description else []
+
+
+@pytest.fixture
+def table() -> str:
+    return f"sink_{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def records_topic(new_topic, produce_to):
+    def make(rows: list[dict], partitions: int = 2) -> str:
+        topic = new_topic(partitions)
+        per_partition = {p: [] for p in range(partitions)}
+        for row in rows:
+            per_partition[row["id"] % partitions].append((str(row["id"]).encode(), json.dumps(row).encode()))
+        produce_to(topic, {p: r for p, r in per_partition.items() if r})
+        return topic
+    return make
+
+
+def write(spark, kafka, topic, checkpoint, **options):
+    df = (spark.readStream.format("eoskit-kafka").option("kafka.bootstrap.servers", kafka)
+          .option("subscribe", topic).option("startingOffsets", "earliest").load()
+          .select(F.from_json(F.col("value").cast("string"), SCHEMA).alias("r")).select("r.*"))
+    query_ = (df.writeStream.format("eoskit-postgres").options(**options)
+              .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+    try:
+        query_.awaitTermination(300)
+    except Exception:  # noqa: BLE001 - a failed query is inspected through query_.exception()
+        pass
+    return query_
+
+
+def test_upsert_creates_table_and_last_row_of_a_key_wins(spark, kafka, postgres, records_topic, table, tmp_path):
+    rows = [{"id": i % 5, "amount": i, "customer": f"c{i}"} for i in range(20)]
+    topic = records_topic(rows, partitions=1)
+    q = write(spark, kafka, topic, tmp_path / "c", url=postgres, dbtable=table,
+              mode="upsert", key="id", createTable="true")
+    assert q.exception() is None
+    got = sorted(query(postgres, f"SELECT id, amount, customer FROM {table}"))
+    assert got == [(k, 15 + k, f"c{15 + k}") for k in range(5)]
+    assert query(postgres, "SELECT count(*) FROM pg_prepared_xacts")[0][0] == 0
+
+
+def test_append_then_restart_continues_without_duplicates(spark, kafka, postgres, records_topic, produce_to, table, tmp_path):
+    topic = records_topic([{"id": i, "amount": i, "customer": "x"} for i in range(10)])
+    opts = dict(url=postgres, dbtable=table, createTable="true")
+    write(spark, kafka, topic, tmp_path / "c", **opts)
+    produce_to(topic, {0: [(b"k", json.dumps({"id": 100, "amount": 100, "customer": "y"}).encode())]})
+    write(spark, kafka, topic, tmp_path / "c", **opts)
+    assert sorted(r[0] for r in query(postgres, f"SELECT id FROM {table}")) == list(range(10)) + [100]
+
+
+def test_at_least_once_mode_commits_in_tasks(spark, kafka, postgres, records_topic, table, tmp_path):
+    topic = records_topic([{"id": i, "amount": i, "customer": "x"} for i in range(6)])
+    q = write(spark, kafka, topic, tmp_path / "c", url=postgres, dbtable=table,
+              createTable="true", commitMode="at_least_once")
+    assert q.exception() is None
+    assert query(postgres, f"SELECT count(*) FROM {table}")[0][0] == 6
+    assert not (tmp_path / "c" / "eoskit").exists()  # no decision log in this mode
+
+
+def failure(spark, kafka, topic, tmp_path, **options) -> str:
+    q = write(spark, kafka, topic, tmp_path / f"c{uuid.uuid4().hex[:6]}", **options)
+    assert q.exception() is not None, "the query should have failed"
+    return str(q.exception())
+
+
+def test_missing_table_is_refused_naming_it(spark, kafka, postgres, records_topic, table, tmp_path):
+    topic = records_topic([{"id": 1, "amount": 1, "customer": "x"}])
+    message = failure(spark, kafka, topic, tmp_path, url=postgres, dbtable=table)
+    assert f"table {table} does not exist" in message and "createTable=true" in message
+
+
+def test_column_type_the_dataframe_cannot_fill_is_refused(spark, kafka, postgres, records_topic, table, tmp_path):
+    query(postgres, f"CREATE TABLE {table} (id bigint, amount bigint, customer integer)")
+    topic = records_topic([{"id": 1, "amount": 1, "customer": "x"}])
+    message = failure(spark, kafka, topic, tmp_path, url=postgres, dbtable=table)
+    assert "column 'customer' is INTEGER in the table but string in the DataFrame" in message
+
+
+def test_upsert_needs_key_columns_and_a_unique_constraint(spark, kafka, postgres, records_topic, table, tmp_path):
+    query(postgres, f"CREATE TABLE {table} (id bigint, amount bigint, customer text)")
+    topic = records_topic([{"id": 1, "amount": 1, "customer": "x"}])
+    message = failure(spark, kafka, topic, tmp_path, url=postgres, dbtable=table, mode="upsert", key="order_id")
+    assert "key column(s) order_id are not in the DataFrame" in message
+    message = failure(spark, kafka, topic, tmp_path, url=postgres, dbtable=table, mode="upsert", key="id")
+    assert "needs a primary key or unique constraint on (id)" in message
+    message = failure(spark, kafka, topic, tmp_path, url=postgres, dbtable=table, mode="upsert")
+    assert "mode 'upsert' needs the option 'key'" in message
+
+
+def test_user_without_rights_gets_the_grant_to_run(spark, kafka, postgres, records_topic, table, tmp_path):
+    query(postgres, f"CREATE TABLE {table} (id bigint, amount bigint, customer text)")
+    role = f"ro_{uuid.uuid4().hex[:8]}"
+    query(postgres, f"CREATE ROLE {role} LOGIN PASSWORD 'pw-{role}'")
+    query(postgres, f"GRANT SELECT ON {table} TO {role}")
+    url = make_url(postgres).set(username=role, password=f"pw-{role}").render_as_string(hide_password=False)
+    topic = records_topic([{"id": 1, "amount": 1, "customer": "x"}])
+    message = failure(spark, kafka, topic, tmp_path, url=url, dbtable=table)
+    assert f"lacks INSERT on {table}: GRANT INSERT ON \"{table}\" TO {role}" in message
+    assert f"pw-{role}" not in message
+
+
+def test_wrong_password_error_shows_no_secret(spark, kafka, postgres, records_topic, table, tmp_path):
+    url = make_url(postgres).set(password="s3cret-value").render_as_string(hide_password=False)
+    topic = records_topic([{"id": 1, "amount": 1, "customer": "x"}])
+    message = failure(spark, kafka, topic, tmp_path, url=url, dbtable=table)
+    assert "cannot connect to PostgreSQL at" in message
+    assert "s3cret-value" not in message
+
+
+def test_constraint_violation_fails_the_batch_and_keeps_what_was_committed(
+    spark, kafka, postgres, records_topic, produce_to, table, tmp_path
+):
+    query(postgres, f"CREATE TABLE {table} (id bigint, amount bigint CONSTRAINT amount_positive CHECK (amount > 0), customer text)")
+    topic = records_topic([{"id": i, "amount": i + 1, "customer": "x"} for i in range(4)])
+    opts = dict(url=postgres, dbtable=table)
+    assert write(spark, kafka, topic, tmp_path / "c", **opts).exception() is None
+    produce_to(topic, {0: [(b"bad", json.dumps({"id": 50, "amount": -5, "customer": "x"}).encode())]})
+    q = write(spark, kafka, topic, tmp_path / "c", **opts)
+    assert q.exception() is not None and "amount_positive" in str(q.exception())
+    assert sorted(r[0] for r in query(postgres, f"SELECT id FROM {table}")) == [0, 1, 2, 3]
+    assert query(postgres, "SELECT count(*) FROM pg_prepared_xacts")[0][0] == 0
+
+
+def test_batch_write_is_refused_clearly(spark, postgres, table):
+    df = spark.createDataFrame([(1,)], "id BIGINT")
+    with pytest.raises(Exception, match="writes streaming queries only"):
+        df.write.format("eoskit-postgres").option("url", postgres).option("dbtable", table).mode("append").save()
+
+
+@pytest.fixture(scope="module")
+def postgres_without_prepared_transactions():
+    """A throwaway PostgreSQL with max_prepared_transactions = 0 (the stock default)."""
+    import os
+    import shutil
+    import socket
+    import subprocess
+    import tempfile
+    import time
+    from pathlib import Path
+
+    from eoskit.runtime.dev.postgres import find_bindir
+
+    root = Path(tempfile.mkdtemp(prefix="eoskit-pg0-"))
+    root.chmod(0o755)
+    user = "postgres" if os.geteuid() == 0 else None
+    data = root / "data"
+    if user:
+        shutil.chown(root, user)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    bindir = find_bindir()
+    subprocess.run([str(bindir / "initdb"), "-D", str(data), "-U", "eoskit", "--auth=trust", "--no-sync"],
+                   user=user, check=True, capture_output=True, cwd=root)
+    server = subprocess.Popen(
+        [str(bindir / "postgres"), "-D", str(data), "-c", f"port={port}", "-c", "listen_addresses=127.0.0.1",
+         "-c", "unix_socket_directories=", "-c", "max_prepared_transactions=0", "-c", "fsync=off"],
+        user=user, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=root)
+    url = f"postgresql+psycopg://eoskit@127.0.0.1:{port}/postgres"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            query(url, "SELECT 1")
+            break
+        except psycopg.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    yield url
+    server.terminate()
+    server.wait(30)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def test_max_prepared_transactions_zero_is_refused_before_data_moves(
+    spark, kafka, postgres_without_prepared_transactions, records_topic, table, tmp_path
+):
+    url = postgres_without_prepared_transactions
+    topic = records_topic([{"id": 1, "amount": 1, "customer": "x"}])
+    message = failure(spark, kafka, topic, tmp_path, url=url, dbtable=table, createTable="true")
+    assert "max_prepared_transactions = 0" in message and "commitMode=idempotent" in message
+    assert query(url, f"SELECT count(*) FROM {table}")[0][0] == 0

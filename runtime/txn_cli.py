@@ -1,0 +1,81 @@
+"""``eoskit txn list | resolve``: in-doubt transactions of a sink, by hand."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from eoskit.twophase.contract import TransactionalSink
+
+
+def sink_for_url(url: str) -> TransactionalSink:
+    """The sink kind that owns a database URL, able to list and settle ids."""
+    from sqlalchemy.engine import make_url
+
+    backend = make_url(url).get_backend_name()
+    if backend == "postgresql":
+        from eoskit.connectors.postgres.transactions import PostgresTransactions
+
+        return PostgresTransactions.for_url(url)
+    if backend in ("mysql", "mariadb"):
+        from eoskit.connectors.mysql.transactions import MySQLTransactions
+
+        return MySQLTransactions.for_url(url)
+    raise SystemExit(f"eoskit txn: no eoskit sink handles {backend!r} URLs")
+
+
+def _decisions(args: argparse.Namespace):
+    from eoskit.twophase.decision_log import DecisionLog
+    from eoskit.twophase.txn_id import sink_id_for_checkpoint, validate_sink_id
+
+    sink_id = validate_sink_id(args.sink_id) if args.sink_id else sink_id_for_checkpoint(args.checkpoint_dir)
+    return DecisionLog(args.checkpoint_dir, sink_id)
+
+
+def _list(args: argparse.Namespace) -> int:
+    from eoskit.twophase.in_doubt import list_in_doubt
+
+    sink, decisions = sink_for_url(args.url), _decisions(args)
+    entries = list_in_doubt(sink, decisions)
+    print(f"sink id {decisions.sink_id} in {sink.describe()}: "
+          f"{len(entries)} prepared transaction(s)")
+    for entry in entries:
+        print(f"  {entry.txn_id}  batch {entry.batch}  -> {entry.verdict}")
+    return 0
+
+
+def _resolve(args: argparse.Namespace) -> int:
+    from eoskit.twophase.in_doubt import resolve_in_doubt
+
+    orphans = "rollback" if args.rollback_orphans else "commit" if args.commit_orphans else None
+    sink, decisions = sink_for_url(args.url), _decisions(args)
+    try:
+        result = resolve_in_doubt(sink, decisions, orphans)
+    except ValueError as exc:
+        print(f"eoskit txn resolve: {exc}", file=sys.stderr)
+        return 2
+    print(f"committed {len(result['committed'])}, rolled back {len(result['rolled_back'])}")
+    for verb, ids in (("committed", result["committed"]), ("rolled back", result["rolled_back"])):
+        for txn in ids:
+            print(f"  {verb}: {txn}")
+    return 0
+
+
+def register_cli(commands: Any) -> None:
+    txn = commands.add_parser("txn", help="list and settle a sink's in-doubt (prepared) transactions")
+    sub = txn.add_subparsers(dest="txn_command", required=True)
+    for name, func, text in (("list", _list, "show prepared transactions and their verdicts"),
+                             ("resolve", _resolve, "settle them by the decision log")):
+        parser = sub.add_parser(name, help=text)
+        parser.add_argument("--url", required=True, help="the sink's SQLAlchemy URL")
+        parser.add_argument("--checkpoint-dir", required=True,
+                            help="the query's checkpoint location (holds the decision log)")
+        parser.add_argument("--sink-id", help="the sink's sinkId option, if it was set")
+        if name == "resolve":
+            group = parser.add_mutually_exclusive_group()
+            group.add_argument("--rollback-orphans", action="store_true",
+                               help="roll back prepared ids whose decision log is gone")
+            group.add_argument("--commit-orphans", action="store_true",
+                               help="commit prepared ids whose decision log is gone")
+        parser.set_defaults(func=func)

@@ -1,0 +1,47 @@
+"""The job every scenario runs: JSON records from Kafka into the sink under test.
+
+Written to a file and run with ``eoskit run``, so that a crash kills a real
+driver process. Settings arrive through the environment.
+"""
+
+JOB = '''
+import json
+import os
+
+from pyspark.sql import functions as F
+
+from eoskit.connectors.kafka import KafkaSource
+from eoskit.connectors.spark_sinks import SparkSink
+from eoskit.runtime import Pipeline
+
+SCHEMA = "id BIGINT, amount BIGINT, customer STRING"
+FAIL_ID = os.environ.get("EOSKIT_TEST_FAIL_ID")
+
+
+def parse(df):
+    rows = df.select(F.from_json(F.col("value").cast("string"), SCHEMA).alias("r")).select("r.*")
+    if FAIL_ID:
+        # A poison record: the task holding it fails, and Spark aborts the batch.
+        rows = rows.withColumn("id", F.when(F.col("id") == int(FAIL_ID),
+                               F.raise_error(F.lit("poison record"))).otherwise(F.col("id")))
+    return rows
+
+
+pipeline = Pipeline(
+    name="conformance",
+    source=KafkaSource(os.environ["EOSKIT_TEST_KAFKA"], {
+        "subscribe": os.environ["EOSKIT_TEST_TOPIC"],
+        "startingOffsets": "earliest",
+        "maxOffsetsPerTrigger": os.environ["EOSKIT_TEST_MAX_OFFSETS"],
+    }),
+    transform=parse,
+    sink=SparkSink(os.environ["EOSKIT_TEST_FORMAT"], json.loads(os.environ["EOSKIT_TEST_OPTIONS"])),
+    checkpoint_interval="500 milliseconds",
+    spark_conf={
+        # local[2,3]: two cores, and up to three attempts per task, as a cluster retries.
+        "spark.master": "local[2,3]",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.ui.enabled": "false",
+    },
+)
+'''

@@ -1,0 +1,314 @@
+"""Crash scenarios: run a job, kill something at a protocol step, restart,
+and check that every record's effect is in the sink exactly once.
+
+Each scenario is named for what dies and when. Verification reads the
+table and the server's prepared transactions with the target's own client.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eoskit.runtime.demo.orders import recreate_topic
+from eoskit.twophase import crash
+from eoskit.twophase.conformance.job_template import JOB
+from eoskit.twophase.conformance.target import ConformanceTarget
+from eoskit.twophase.txn_id import sink_prefix
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A topic of ``records`` JSON records over ``partitions``, keyed by id."""
+
+    bootstrap: str
+    topic: str
+    records: int
+    partitions: int
+    batch_offsets: int
+
+    @staticmethod
+    def amount(record_id: int) -> int:
+        return (record_id * 7) % 1000
+
+    @classmethod
+    def produce(cls, bootstrap: str, records: int = 100_000, partitions: int = 4,
+                batches: int = 5) -> "Workload":
+        from confluent_kafka import Producer
+
+        topic = f"conformance-{uuid.uuid4().hex[:8]}"
+        recreate_topic(bootstrap, topic, partitions)
+        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
+                             "compression.type": "lz4"})
+        tail: dict[int, tuple[bytes, bytes]] = {}
+        for record_id in range(records):
+            partition = record_id % partitions
+            value = json.dumps({"id": record_id, "amount": cls.amount(record_id),
+                                "customer": f"c{record_id % 50}"}).encode()
+            if partition in tail:
+                producer.produce(topic, key=tail[partition][0], value=tail[partition][1],
+                                 partition=partition)
+            tail[partition] = (str(record_id).encode(), value)
+            if record_id % 10_000 == 0:
+                producer.poll(0)
+        producer.flush(120)
+        # The local broker reports offsets of whole record batches only: the
+        # last record of each partition goes in a batch of its own.
+        for partition, (key, value) in tail.items():
+            producer.produce(topic, key=key, value=value, partition=partition)
+            producer.flush(60)
+        return cls(bootstrap, topic, records, partitions, max(1, records // batches))
+
+    def expected(self) -> list[tuple[int, int]]:
+        return [(i, self.amount(i)) for i in range(self.records)]
+
+
+TWOPHASE_ONLY = frozenset({"twophase"})
+ALL_MODES = frozenset({"twophase", "idempotent"})
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    run: Callable[["Run"], None]
+    doc: str = ""
+    modes: frozenset[str] = ALL_MODES
+
+
+@dataclass
+class Run:
+    """One scenario's job, table, checkpoint and sink id."""
+
+    target: ConformanceTarget
+    workload: Workload
+    workdir: Path
+    spark: Any = None
+    table: str = field(default_factory=lambda: f"conf_{uuid.uuid4().hex[:10]}")
+    sink_id: str = field(default_factory=lambda: f"conf{uuid.uuid4().hex[:10]}")
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.workdir / "checkpoint"
+
+    def env(self, **extra: str) -> dict[str, str]:
+        options = {**self.target.options(self.table), "sinkId": self.sink_id}
+        env = {k: v for k, v in os.environ.items()
+               if k not in (crash.ENV, crash.ONCE_ENV, crash.DRIVER_GROUP_ENV)}
+        env.update({
+            "EOSKIT_TEST_KAFKA": self.workload.bootstrap,
+            "EOSKIT_TEST_TOPIC": self.workload.topic,
+            "EOSKIT_TEST_MAX_OFFSETS": str(self.workload.batch_offsets),
+            "EOSKIT_TEST_FORMAT": self.target.format,
+            "EOSKIT_TEST_OPTIONS": json.dumps(options),
+            "PYSPARK_PYTHON": sys.executable,
+        })
+        env.update(extra)
+        return env
+
+    def start(self, until_caught_up: bool = True, **extra: str) -> subprocess.Popen:
+        job = self.workdir / "job.py"
+        job.write_text(JOB)
+        command = [str(Path(sys.executable).with_name("eoskit")), "run", str(job),
+                   "--checkpoint-dir", str(self.checkpoint)]
+        if until_caught_up:
+            command.append("--until-caught-up")
+        log = open(self.workdir / f"run-{time.monotonic_ns()}.log", "w")
+        # Its own process group: a driver crash point kills the whole group.
+        return subprocess.Popen(command, env=self.env(**extra), stdout=log, stderr=log,
+                                start_new_session=True)
+
+    def run_job(self, timeout: float = 600, **extra: str) -> tuple[int, str]:
+        process = self.start(**extra)
+        try:
+            code = process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            raise
+        _reap_group(process.pid)
+        return code, self.last_log()
+
+    def last_log(self) -> str:
+        logs = sorted(self.workdir.glob("run-*.log"))
+        return logs[-1].read_text() if logs else ""
+
+    def recover(self) -> None:
+        """Restart from the checkpoint and run until caught up. In the test's
+        own (warm) SparkSession when one is given: the crash already killed a
+        real driver, and a warm restart saves a JVM start per scenario."""
+        if self.spark is None:
+            code, log = self.run_job()
+            assert code == 0, f"recovery run failed (exit {code}):\n{log[-4000:]}"
+            return
+        from eoskit.runtime.jobfile import load_pipeline
+
+        job = self.workdir / "job.py"
+        job.write_text(JOB)
+        saved = dict(os.environ)
+        os.environ.update({k: v for k, v in self.env().items() if k.startswith("EOSKIT_TEST_")})
+        try:
+            pipeline = load_pipeline(job)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+        log = self.workdir / f"run-{time.monotonic_ns()}.log"
+        with open(log, "w") as out:
+            pipeline.run(str(self.checkpoint), until_caught_up=True, spark=self.spark, out=out)
+
+    def verify_exactly_once(self) -> None:
+        rows = sorted(self.target.rows(self.table))
+        expected = self.workload.expected()
+        ids = [r[0] for r in rows]
+        duplicates = len(ids) - len(set(ids))
+        missing = self.workload.records - len(set(ids))
+        assert duplicates == 0 and missing == 0, (
+            f"{self.table}: {len(rows)} rows for {self.workload.records} records: "
+            f"{duplicates} duplicated, {missing} missing"
+        )
+        assert sum(r[1] for r in rows) == sum(e[1] for e in expected), "sum of amounts differs"
+        assert rows == expected, "some rows carry wrong values"
+        self.assert_nothing_prepared()
+
+    def assert_nothing_prepared(self) -> None:
+        left = self.target.prepared(sink_prefix(self.sink_id))
+        assert left == [], f"prepared transactions left behind: {left}"
+
+    def txn(self, *args: str) -> subprocess.CompletedProcess:
+        command = [str(Path(sys.executable).with_name("eoskit")), "txn", *args,
+                   *self.target.resolve_command(), "--checkpoint-dir", str(self.checkpoint),
+                   "--sink-id", self.sink_id]
+        return subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+
+def _reap_group(pgid: int) -> None:
+    """Kill what is left of a job's process group (a JVM outliving its driver)."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _crash_then_recover(point: str, batch: int = 2) -> Callable[[Run], None]:
+    def scenario(run: Run) -> None:
+        code, log = run.run_job(**{crash.ENV: f"{point}@{batch}"})
+        assert code == -signal.SIGKILL, f"the crash point {point} did not fire (exit {code}):\n{log[-3000:]}"
+        run.recover()
+        run.verify_exactly_once()
+    return scenario
+
+
+def _task_crash_retried(point: str, batch: int = 2) -> Callable[[Run], None]:
+    def scenario(run: Run) -> None:
+        marker = run.workdir / "crashed-once"
+        code, log = run.run_job(**{crash.ENV: f"{point}@{batch}", crash.ONCE_ENV: str(marker)})
+        assert marker.exists(), f"the crash point {point} did not fire"
+        assert code == 0, f"the retried task did not recover the batch (exit {code}):\n{log[-3000:]}"
+        run.verify_exactly_once()
+    return scenario
+
+
+def _random_driver_kill(run: Run) -> None:
+    seed = int(os.environ.get("EOSKIT_TEST_SEED", time.time_ns() % 10_000))
+    delay = random.Random(seed).uniform(8.0, 16.0)
+    process = run.start()
+    time.sleep(delay)
+    assert process.poll() is None, f"the job ended before the kill at {delay:.1f}s (seed {seed})"
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    print(f"killed the driver after {delay:.1f}s (EOSKIT_TEST_SEED={seed})")
+    run.recover()
+    run.verify_exactly_once()
+
+
+def _failing_task_aborts_batch(run: Run) -> None:
+    poison = run.workload.records // 2
+    code, log = run.run_job(EOSKIT_TEST_FAIL_ID=str(poison))
+    assert code == 1 and "poison record" in log, f"the poison record did not fail the job:\n{log[-3000:]}"
+    run.assert_nothing_prepared()  # abort rolled back the other tasks' prepared transactions
+    run.recover()
+    run.verify_exactly_once()
+
+
+def _replay_of_committed_batch(run: Run) -> None:
+    run.recover()
+    commits = run.checkpoint / "commits"
+    last = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+    # Spark forgets it committed the last batch: it plans it again on restart.
+    (commits / str(last)).unlink()
+    crc = commits / f".{last}.crc"
+    if crc.exists():
+        crc.unlink()
+    run.recover()
+    assert "batch %d:" % last in run.last_log(), "Spark did not replay the batch"
+    run.verify_exactly_once()
+
+
+def _checkpoint_deleted(run: Run) -> None:
+    import shutil
+
+    code, _ = run.run_job(**{crash.ENV: f"{crash.DRIVER_AFTER_DECISION}@1"})
+    assert code == -signal.SIGKILL
+    before = run.target.prepared(sink_prefix(run.sink_id))
+    assert before, "the crash left no prepared transaction to test with"
+    shutil.rmtree(run.checkpoint)
+    code, log = run.run_job()
+    assert code == 1, f"a start with orphaned prepared transactions was not refused:\n{log[-3000:]}"
+    assert "no decision log" in log and "eoskit txn resolve" in log, log[-3000:]
+    assert run.target.prepared(sink_prefix(run.sink_id)) == before  # untouched
+    listed = run.txn("list")
+    assert all(txn in listed.stdout for txn in before), listed.stdout + listed.stderr
+    assert "no decision log" in listed.stdout
+    refused = run.txn("resolve")
+    assert refused.returncode != 0 and "--rollback-orphans" in refused.stderr
+    resolved = run.txn("resolve", "--rollback-orphans")
+    assert resolved.returncode == 0, resolved.stderr
+    run.assert_nothing_prepared()
+
+
+SCENARIOS = [
+    Scenario("task_killed_after_prepare", _task_crash_retried(crash.TASK_AFTER_PREPARE),
+             "a Python worker dies after preparing; Spark retries the task", TWOPHASE_ONLY),
+    Scenario("task_killed_after_commit", _task_crash_retried(crash.TASK_AFTER_COMMIT),
+             "a Python worker dies after committing rows and marker, before its ack",
+             frozenset({"idempotent"})),
+    Scenario("worker_killed_during_write", _task_crash_retried(crash.TASK_DURING_WRITE),
+             "a Python worker dies mid-write; Spark retries the task"),
+    Scenario("driver_killed_after_decision", _crash_then_recover(crash.DRIVER_AFTER_DECISION),
+             modes=TWOPHASE_ONLY),
+    Scenario("driver_killed_after_some_commits", _crash_then_recover(crash.DRIVER_AFTER_SOME_COMMITS),
+             modes=TWOPHASE_ONLY),
+    Scenario("driver_killed_after_all_commits", _crash_then_recover(crash.DRIVER_AFTER_ALL_COMMITS),
+             modes=TWOPHASE_ONLY),
+    Scenario("driver_killed_at_random", _random_driver_kill),
+    Scenario("failing_task_aborts_batch", _failing_task_aborts_batch),
+    Scenario("replay_of_committed_batch", _replay_of_committed_batch),
+    Scenario("checkpoint_deleted_is_refused", _checkpoint_deleted, modes=TWOPHASE_ONLY),
+]
+
+
+def scenarios_for(commit_mode: str) -> list[Scenario]:
+    """The scenarios that apply to a sink in ``commit_mode``."""
+    return [s for s in SCENARIOS if commit_mode in s.modes]
+
+
+def run_scenario(
+    target: ConformanceTarget, workload: Workload, scenario: Scenario, workdir: Path, spark: Any = None
+) -> None:
+    """Run one scenario; ``spark``, if given, is a warm session for restarts
+    (it should allow task retries, e.g. master ``local[2,3]``)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    run = Run(target, workload, workdir, spark)
+    target.create_table(run.table)
+    try:
+        scenario.run(run)
+    finally:
+        target.drop_table(run.table)

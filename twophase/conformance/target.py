@@ -1,0 +1,37 @@
+"""What the conformance kit needs to know about a sink under test."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+
+class ConformanceTarget(ABC):
+    """A sink, plus an independent client to check what it wrote."""
+
+    #: Spark format name, e.g. ``eoskit-postgres``.
+    format: str
+
+    @abstractmethod
+    def options(self, table: str) -> dict[str, str]:
+        """writeStream options that write the job's rows (columns ``id`` bigint,
+        ``amount`` bigint, ``customer`` string) into ``table`` in append mode."""
+
+    @abstractmethod
+    def create_table(self, table: str) -> None:
+        """An empty table with those columns and no unique key, so that a
+        duplicate would show."""
+
+    @abstractmethod
+    def rows(self, table: str) -> list[tuple[int, int]]:
+        """Every ``(id, amount)`` in the table, read by a client eoskit does not use."""
+
+    @abstractmethod
+    def prepared(self, prefix: str) -> list[str]:
+        """Ids of the server's prepared / in-doubt transactions starting with ``prefix``."""
+
+    def resolve_command(self) -> list[str]:
+        """Arguments of ``eoskit txn`` that name this sink (e.g. ``--url ...``)."""
+        return []
+
+    def drop_table(self, table: str) -> None:
+        """Remove the table after a scenario (optional)."""
