@@ -30,6 +30,8 @@ def spark() -> Iterator["SparkSession"]:  # noqa: F821
             "spark.sql.shuffle.partitions": "2",
             "spark.ui.enabled": "false",
             "spark.sql.streaming.pollingDelay": "100ms",
+            # Small test batches: the JVM's quick compiler starts sooner and is fast enough.
+            "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
         },
     )
     yield session

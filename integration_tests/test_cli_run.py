@@ -24,7 +24,8 @@ pipeline = Pipeline(
     transform=lambda df: df.select(F.col("value").cast("string").alias("v"), "partition", "offset"),
     sink=SparkSink("parquet", {{"path": os.environ["TEST_OUT"]}}),
     checkpoint_interval="1 second",
-    spark_conf={{"spark.master": "local[2]", "spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"}},
+    spark_conf={{"spark.master": "local[2]", "spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false",
+                "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}},
 )
 '''
 

@@ -39,6 +39,9 @@ class PostgresTarget(ConformanceTarget):
     def drop_table(self, table: str) -> None:
         self.psql(f"DROP TABLE IF EXISTS {table}")
 
+    def rollback(self, txn_id: str) -> None:
+        self.psql(f"ROLLBACK PREPARED '{txn_id}'")
+
     def rows(self, table: str) -> list[tuple[int, int]]:
         out = self.psql(f"SELECT id, amount FROM {table}")
         return [tuple(int(x) for x in line.split("|")) for line in out.splitlines() if line]

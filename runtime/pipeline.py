@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, TextIO
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.errors import StreamingQueryException
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from eoskit.runtime.progress import ProgressPrinter, RunSummary
@@ -99,13 +100,16 @@ class Pipeline:
                     query.stop()
                     break
                 time.sleep(_POLL_S)
-            query.awaitTermination()
+            try:
+                query.awaitTermination()
+            except StreamingQueryException:
+                pass  # reported below, from query.exception()
         for progress in query.recentProgress:
             printer.observe(progress)
         printer.summary.ended = time.monotonic()
         error = query.exception()
         if error is not None:
-            raise PipelineFailed(f"pipeline {self.name} failed: {error.desc}")
+            raise PipelineFailed(f"pipeline {self.name} failed: {error}")
         printer.out.write(printer.summary.render(self.name) + "\n")
         printer.out.flush()
         return printer.summary

@@ -288,3 +288,19 @@ def test_idempotent_mode_commits_rows_with_a_marker_and_replays_write_nothing(en
     other = task(sink, decisions, 3, 2, [5], mode=IDEMPOTENT)
     assert not other.replay
     assert committed_values(db) == [1, 2, 5]
+
+
+def test_copy_csv_writes_utc_timestamps_nulls_and_bytea_as_copy_expects():
+    import datetime
+
+    from eoskit.connectors.postgres.csv import to_copy_csv
+
+    batch = pa.record_batch([
+        pa.array([datetime.datetime(2026, 11, 21, 12, 0, 0, 5), None], pa.timestamp("us", tz="UTC")),
+        pa.array([b"\x00\x01", None], pa.binary()),
+        pa.array(["", None], pa.string()),
+        pa.array([float("inf"), 1.5], pa.float64()),
+    ], names=["t", "b", "s", "f"])
+    lines = to_copy_csv(batch).decode().splitlines()
+    assert lines[0] == '"2026-11-21 12:00:00.000005Z","\\x0001","","Infinity"'
+    assert lines[1] == ',,,"1.5"'

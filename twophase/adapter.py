@@ -14,6 +14,7 @@ Where each piece runs, as Spark 4 drives a Python streaming sink:
 
 from __future__ import annotations
 
+import json
 from abc import abstractmethod
 from collections.abc import Iterator
 from typing import Any
@@ -34,6 +35,12 @@ from eoskit.twophase.messages import PreparedMessage
 from eoskit.twophase.decision_log import RETAIN_BATCHES
 from eoskit.twophase.task import IDEMPOTENT, TWOPHASE, write_task
 from eoskit.twophase.txn_id import sink_id_for_checkpoint, validate_sink_id
+
+
+#: Sinks already checked by this planning process (it is reused batch after
+#: batch): reflection and rights are checked once per query start and set of
+#: options, as Spark's JDBC sink does, not at every micro-batch.
+_checked: dict[str, TransactionalSink] = {}
 
 
 class TwoPhaseStreamWriter(DataSourceStreamArrowWriter):
@@ -93,14 +100,19 @@ class TwoPhaseDataSource(DataSource):
         return location
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> TwoPhaseStreamWriter:
-        sink = self.transactional_sink(schema)
         decisions = DecisionLog(self.checkpoint_location(), self.sink_id())
-        if self._planning:
+        if not self._planning:
+            return TwoPhaseStreamWriter(self.transactional_sink(schema), decisions, self.commit_mode())
+        key = json.dumps([type(self).__qualname__, sorted(self.options.items()), schema.json()])
+        sink = _checked.get(key)
+        if sink is None:
+            sink = self.transactional_sink(schema)
             sink.check(schema, SinkContext(decisions.sink_id, self.checkpoint_location(),
                                            self.commit_mode()))
-            if self.commit_mode() == TWOPHASE:
-                Coordinator(sink, decisions).sweep(latest_planned_batch(self.checkpoint_location()))
-                decisions.create()
+            _checked[key] = sink
+        if self.commit_mode() == TWOPHASE:
+            Coordinator(sink, decisions).sweep(latest_planned_batch(self.checkpoint_location()))
+            decisions.create()
         return TwoPhaseStreamWriter(sink, decisions, self.commit_mode())
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:

@@ -42,6 +42,8 @@ pipeline = Pipeline(
         "spark.master": "local[2,3]",
         "spark.sql.shuffle.partitions": "2",
         "spark.ui.enabled": "false",
+        # A short-lived test driver: the JVM's quick compiler starts it sooner.
+        "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
     },
 )
 '''

@@ -149,12 +149,16 @@ class Run:
             code, log = self.run_job()
             assert code == 0, f"recovery run failed (exit {code}):\n{log[-4000:]}"
             return
+        self.run_in_process()
+
+    def run_in_process(self, **extra: str) -> str:
+        """Run the job until caught up in ``self.spark``; raises PipelineFailed."""
         from eoskit.runtime.jobfile import load_pipeline
 
         job = self.workdir / "job.py"
         job.write_text(JOB)
         saved = dict(os.environ)
-        os.environ.update({k: v for k, v in self.env().items() if k.startswith("EOSKIT_TEST_")})
+        os.environ.update({k: v for k, v in self.env(**extra).items() if k.startswith("EOSKIT_TEST_")})
         try:
             pipeline = load_pipeline(job)
         finally:
@@ -163,6 +167,21 @@ class Run:
         log = self.workdir / f"run-{time.monotonic_ns()}.log"
         with open(log, "w") as out:
             pipeline.run(str(self.checkpoint), until_caught_up=True, spark=self.spark, out=out)
+        return log.read_text()
+
+    def expect_failure(self, **extra: str) -> str:
+        """Run a job that must fail; its error text."""
+        if self.spark is None:
+            code, log = self.run_job(**extra)
+            assert code == 1, f"the job did not fail (exit {code}):\n{log[-3000:]}"
+            return log
+        from eoskit.runtime.pipeline import PipelineFailed
+
+        try:
+            self.run_in_process(**extra)
+        except PipelineFailed as exc:
+            return str(exc)
+        raise AssertionError("the job did not fail")
 
     def verify_exactly_once(self) -> None:
         rows = sorted(self.target.rows(self.table))
@@ -197,7 +216,7 @@ def _reap_group(pgid: int) -> None:
         pass
 
 
-def _crash_then_recover(point: str, batch: int = 2) -> Callable[[Run], None]:
+def _crash_then_recover(point: str, batch: int = 1) -> Callable[[Run], None]:
     def scenario(run: Run) -> None:
         code, log = run.run_job(**{crash.ENV: f"{point}@{batch}"})
         assert code == -signal.SIGKILL, f"the crash point {point} did not fire (exit {code}):\n{log[-3000:]}"
@@ -206,7 +225,7 @@ def _crash_then_recover(point: str, batch: int = 2) -> Callable[[Run], None]:
     return scenario
 
 
-def _task_crash_retried(point: str, batch: int = 2) -> Callable[[Run], None]:
+def _task_crash_retried(point: str, batch: int = 1) -> Callable[[Run], None]:
     def scenario(run: Run) -> None:
         marker = run.workdir / "crashed-once"
         code, log = run.run_job(**{crash.ENV: f"{point}@{batch}", crash.ONCE_ENV: str(marker)})
@@ -218,7 +237,7 @@ def _task_crash_retried(point: str, batch: int = 2) -> Callable[[Run], None]:
 
 def _random_driver_kill(run: Run) -> None:
     seed = int(os.environ.get("EOSKIT_TEST_SEED", time.time_ns() % 10_000))
-    delay = random.Random(seed).uniform(8.0, 16.0)
+    delay = random.Random(seed).uniform(6.0, 14.0)
     process = run.start()
     time.sleep(delay)
     assert process.poll() is None, f"the job ended before the kill at {delay:.1f}s (seed {seed})"
@@ -231,8 +250,8 @@ def _random_driver_kill(run: Run) -> None:
 
 def _failing_task_aborts_batch(run: Run) -> None:
     poison = run.workload.records // 2
-    code, log = run.run_job(EOSKIT_TEST_FAIL_ID=str(poison))
-    assert code == 1 and "poison record" in log, f"the poison record did not fail the job:\n{log[-3000:]}"
+    log = run.expect_failure(EOSKIT_TEST_FAIL_ID=str(poison))
+    assert "poison record" in log, f"the poison record did not fail the job:\n{log[-3000:]}"
     run.assert_nothing_prepared()  # abort rolled back the other tasks' prepared transactions
     run.recover()
     run.verify_exactly_once()
@@ -260,8 +279,7 @@ def _checkpoint_deleted(run: Run) -> None:
     before = run.target.prepared(sink_prefix(run.sink_id))
     assert before, "the crash left no prepared transaction to test with"
     shutil.rmtree(run.checkpoint)
-    code, log = run.run_job()
-    assert code == 1, f"a start with orphaned prepared transactions was not refused:\n{log[-3000:]}"
+    log = run.expect_failure()
     assert "no decision log" in log and "eoskit txn resolve" in log, log[-3000:]
     assert run.target.prepared(sink_prefix(run.sink_id)) == before  # untouched
     listed = run.txn("list")
@@ -311,4 +329,6 @@ def run_scenario(
     try:
         scenario.run(run)
     finally:
+        for txn in target.prepared(sink_prefix(run.sink_id)):
+            target.rollback(txn)
         target.drop_table(run.table)

@@ -35,3 +35,7 @@ class ConformanceTarget(ABC):
 
     def drop_table(self, table: str) -> None:
         """Remove the table after a scenario (optional)."""
+
+    def rollback(self, txn_id: str) -> None:
+        """Roll back one prepared transaction, to clean up after a failed
+        scenario so that its locks do not block the next (optional)."""
