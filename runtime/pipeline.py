@@ -26,6 +26,7 @@ from eoskit.runtime.spark import get_session
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _POLL_S = 0.5
+_STOP_POLL_S = 0.05
 
 
 class Source(Protocol):
@@ -93,13 +94,20 @@ class Pipeline:
         stop = _StopRequest()
         query = self.start(spark, os.fspath(checkpoint_dir), until_caught_up)
         with stop.installed():
+            in_flight_after: int | None = None
             while query.isActive:
                 for progress in query.recentProgress:
                     printer.observe(progress)
-                if stop.requested and (stop.forced or not query.status["isTriggerActive"]):
-                    query.stop()
-                    break
-                time.sleep(_POLL_S)
+                if stop.requested:
+                    last_done = printer.summary.last_batch
+                    if in_flight_after is None:
+                        # The batch in flight when the signal came must finish first.
+                        in_flight_after = -1 if last_done is None else last_done
+                    finished = last_done is not None and last_done > in_flight_after
+                    if stop.forced or finished or not query.status["isTriggerActive"]:
+                        query.stop()
+                        break
+                time.sleep(_STOP_POLL_S if stop.requested else _POLL_S)
             try:
                 query.awaitTermination()
             except StreamingQueryException:
