@@ -90,11 +90,12 @@ def test_docs_table_matches_the_declarations():
     )
 
 
-def test_sql_sink_docs_table_matches_the_declarations():
+@pytest.mark.parametrize("page", ["postgres-sink.md", "mysql-sink.md"])
+def test_sql_sink_docs_table_matches_the_declarations(page):
     from pathlib import Path
 
     from eoskit.connectors.sql.settings import OPTIONS as SQL_OPTIONS
 
-    docs = (Path(__file__).parents[1] / "docs" / "postgres-sink.md").read_text()
+    docs = (Path(__file__).parents[1] / "docs" / page).read_text()
     block = docs.split("<!-- options:begin -->\n")[1].split("<!-- options:end -->")[0]
     assert block.strip() == "\n".join(SQL_OPTIONS.docs())

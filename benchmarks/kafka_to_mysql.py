@@ -1,0 +1,271 @@
+"""Kafka -> MariaDB / MySQL throughput: a plain loop against eoskit's exactly-once query.
+
+The sibling of kafka_to_postgres.py, and built from its parts: the same
+orders topic, the same Spark stream and progress accounting, the same
+report. Only the database side differs: PyMySQL for the baseline and the
+verification, ``eoskit-mysql`` (XA two-phase commit) for eoskit. See
+benchmarks/README.md.
+
+    .venv/bin/python benchmarks/kafka_to_mysql.py [--records 200000] [--partitions 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import uuid
+
+import pymysql
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from pyspark.sql.streaming import DataStreamWriter
+from sqlalchemy.engine import make_url
+
+from kafka_to_postgres import (
+    BASELINE_TABLE,
+    COLUMNS,
+    CONSUME_BATCH,
+    CREATED_AT,
+    EOSKIT_TABLE,
+    STALL_TIMEOUT_S,
+    BaselineResult,
+    StreamResult,
+    TableStats,
+    Timings,
+    WriterSetup,
+    delete_topic,
+    end_offsets,
+    fail,
+    kafka_stream,
+    machine_facts,
+    parse_orders,
+    print_stream,
+    print_table,
+    produce,
+    rate,
+    run_breakdown,
+    run_stream,
+    say,
+    spark_session,
+    stream_rows,
+    verify,
+)
+
+from eoskit.connectors.mysql.connection import connect_kwargs
+from eoskit.runtime.dev import LocalServices
+
+TABLE_DDL = ("(order_id BIGINT, customer TEXT, amount DECIMAL(12,2), created_at DATETIME(6)) "
+             "ENGINE=InnoDB")
+INSERT = f"INSERT INTO {BASELINE_TABLE} ({', '.join(COLUMNS)}) VALUES (%s, %s, %s, %s)"
+
+
+# ----------------------------------------------------------------------- mysql
+
+def my_connect(sqlalchemy_url: str) -> pymysql.connections.Connection:
+    """PyMySQL from the SQLAlchemy URL (eoskit's own mapping), in UTC."""
+    return pymysql.connect(**connect_kwargs(make_url(sqlalchemy_url)), autocommit=False,
+                           init_command="SET time_zone = '+00:00'")
+
+
+def reset_table(sqlalchemy_url: str, table: str) -> None:
+    """Both runs start from an empty table of the same layout (no index, no key)."""
+    conn = my_connect(sqlalchemy_url)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"DROP TABLE IF EXISTS {table}")
+            cur.execute(f"CREATE TABLE {table} {TABLE_DDL}")
+    finally:
+        conn.close()
+
+
+def table_stats(sqlalchemy_url: str, table: str) -> TableStats:
+    """An independent reading of what a run left in the table; DATETIME
+    holds UTC wall-clock time, so it is read back as UTC."""
+    conn = my_connect(sqlalchemy_url)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT count(*), count(DISTINCT order_id), sum(amount), "
+                        f"min(created_at), max(created_at) FROM {table}")
+            row = cur.fetchone()
+    finally:
+        conn.close()
+    count, distinct, amount, low, high = row
+    utc = [None if t is None else t.replace(tzinfo=CREATED_AT.tzinfo) for t in (low, high)]
+    return TableStats(count, distinct, amount, *utc)
+
+
+# -------------------------------------------------------------------- baseline
+
+def _consume_rows(consumer: Consumer, ends: dict[int, int], phases: Timings) -> list[tuple]:
+    """One consume() call's records as INSERT rows; drops partitions from ``ends`` once read."""
+    with phases.phase("kafka consume"):
+        messages = consumer.consume(CONSUME_BATCH, timeout=1.0)
+    rows = []
+    with phases.phase("json parse"):
+        for message in messages:
+            if message.error() is not None:
+                raise KafkaException(message.error())
+            partition, offset = message.partition(), message.offset()
+            end = ends.get(partition)
+            if end is None or offset >= end:
+                continue
+            order = json.loads(message.value())
+            # MySQL's DATETIME takes no 'T' and no 'Z': the UTC wall-clock time.
+            created = order["created_at"].replace("T", " ").rstrip("Z")
+            rows.append((order["order_id"], order["customer"], order["amount"], created))
+            if offset + 1 >= end:
+                del ends[partition]
+    return rows
+
+
+def _insert_rows(conn: pymysql.connections.Connection, rows: list[tuple], phases: Timings) -> None:
+    """PyMySQL's executemany turns an INSERT ... VALUES into multi-row
+    statements (up to its 1 MB max_stmt_length), one commit per batch."""
+    with phases.phase("mysql insert+commit"):
+        with conn.cursor() as cur:
+            cur.executemany(INSERT, rows)
+        conn.commit()
+
+
+def run_baseline(bootstrap: str, mysql_url: str, topic: str, partitions: int) -> BaselineResult:
+    """The plain single-process loop, no guarantees (a crash between a commit
+    and any offset bookkeeping would duplicate or lose a batch)."""
+    phases = Timings()
+    started = time.perf_counter()
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": f"eoskit-bench-{uuid.uuid4().hex[:8]}",
+        "isolation.level": "read_committed",
+        "enable.auto.commit": False,
+    })
+    rows_written = 0
+    conn = my_connect(mysql_url)
+    try:
+        ends = {p: end for p, end in end_offsets(consumer, topic, partitions).items() if end > 0}
+        consumer.assign([TopicPartition(topic, p, 0) for p in ends])
+        last_progress = time.monotonic()
+        while ends:
+            rows = _consume_rows(consumer, ends, phases)
+            if rows:
+                _insert_rows(conn, rows, phases)
+                rows_written += len(rows)
+                last_progress = time.monotonic()
+            elif time.monotonic() - last_progress > STALL_TIMEOUT_S:
+                raise TimeoutError(f"baseline: no records for {STALL_TIMEOUT_S}s; "
+                                   f"partitions not finished: {ends}")
+        wall = time.perf_counter() - started
+    finally:
+        consumer.close()
+        conn.close()
+    return BaselineResult(rows_written, wall, phases)
+
+
+# ----------------------------------------------------------------------- spark
+
+def mysql_writer(mysql_url: str) -> WriterSetup:
+    """eoskit-mysql, default commitMode=twophase (XA); the table exists already."""
+
+    def configure(writer: DataStreamWriter) -> DataStreamWriter:
+        return (writer.format("eoskit-mysql")
+                .option("url", mysql_url)
+                .option("dbtable", EOSKIT_TABLE)
+                .option("mode", "append")
+                .option("createTable", "true"))
+    return configure
+
+
+# ---------------------------------------------------------------------- report
+
+def report(args: argparse.Namespace, produce_s: float, spark_start_s: float,
+           baseline: BaselineResult, eoskit: StreamResult,
+           breakdown: list[tuple[str, StreamResult]],
+           facts_before: list[tuple[str, str]]) -> None:
+    print_table("machine (at start)", facts_before)
+    print_table("parameters", [
+        ("records", f"{args.records:,}"),
+        ("partitions", str(args.partitions)),
+        ("maxOffsetsPerTrigger", f"{args.max_offsets_per_trigger:,}"),
+        ("spark master", "local[2]"),
+        ("produce (not timed in results)", f"{produce_s:.1f} s"),
+        ("Spark session start (not in results)", f"{spark_start_s:.1f} s"),
+    ])
+    print("\nbaseline phases: " + ", ".join(
+        f"{k} {v:.1f} s" for k, v in baseline.phases.seconds.items()))
+    print_stream("eoskit-mysql", eoskit)
+    for label, result in breakdown:
+        print_stream(label, result)
+    base_rate = rate(baseline.rows, baseline.wall_s)
+    rows = [("baseline (plain loop)", baseline.rows, baseline.wall_s)]
+    rows += stream_rows("eoskit", eoskit)
+    for label, result in breakdown:
+        rows += stream_rows(label, result)
+    width = max(len(label) for label, _, _ in rows)
+    print(f"\n  {'run':<{width}} {'rows':>10} {'seconds':>8} {'rows/s':>9} {'x baseline':>11}")
+    for label, count, seconds in rows:
+        r = rate(count, seconds)
+        print(f"  {label:<{width}} {count:>10,} {seconds:>8.1f} {r:>9,.0f} {r / base_rate:>11.2f}")
+    print_table("machine (at end)", machine_facts()[2:3])
+
+
+# ------------------------------------------------------------------------ main
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--max-offsets-per-trigger", type=int, default=50_000)
+    parser.add_argument("--breakdown", action="store_true",
+                        help="also run the stream into Spark's noop sink, with and without "
+                             "the JSON parse, to split source, parse and sink cost")
+    parser.add_argument("--services-dir", default=".eoskit/dev")
+    parser.add_argument("--keep-topic", action="store_true", help="do not delete the topic at the end")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    facts_before = machine_facts()
+    endpoints = LocalServices(args.services_dir).up()
+    bootstrap, mysql_url = endpoints.kafka_bootstrap, endpoints.mysql_url
+    topic = f"bench-orders-{uuid.uuid4().hex[:12]}"
+    say(f"producing {args.records:,} orders to {topic} ({args.partitions} partitions)")
+    expected, produce_s = produce(bootstrap, topic, args.records, args.partitions)
+    try:
+        say("baseline: consumer + json.loads + PyMySQL multi-row INSERT, one process")
+        reset_table(mysql_url, BASELINE_TABLE)
+        baseline = run_baseline(bootstrap, mysql_url, topic, args.partitions)
+
+        say("starting Spark")
+        started = time.perf_counter()
+        spark = spark_session()
+        spark_start_s = time.perf_counter() - started
+        raw = kafka_stream(spark, bootstrap, topic, args.max_offsets_per_trigger)
+
+        say("eoskit: eoskit-kafka -> from_json -> eoskit-mysql (XA), availableNow")
+        reset_table(mysql_url, EOSKIT_TABLE)
+        eoskit = run_stream(mysql_writer(mysql_url), parse_orders(raw), "eoskit")
+        breakdown: list[tuple[str, StreamResult]] = []
+        if args.breakdown:
+            say("breakdown: the same stream into Spark's noop sink, with and without the parse")
+            breakdown = run_breakdown(raw)
+        spark.stop()
+    finally:
+        if not args.keep_topic:
+            delete_topic(bootstrap, topic)
+
+    problems = []
+    for name, table in (("baseline", BASELINE_TABLE), ("eoskit", EOSKIT_TABLE)):
+        problems += verify(name, table_stats(mysql_url, table), expected)
+    problems += [f"{label}: read {result.rows} rows, expected {expected.count}"
+                 for label, result in breakdown if result.rows != expected.count]
+    report(args, produce_s, spark_start_s, baseline, eoskit, breakdown, facts_before)
+    if problems:
+        return fail(problems)
+    say(f"verified: both tables hold each of the {expected.count:,} orders exactly once "
+        f"(sum {expected.amount})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

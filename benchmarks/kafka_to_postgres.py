@@ -1,0 +1,482 @@
+"""Kafka -> PostgreSQL throughput: a plain loop against eoskit's exactly-once query.
+
+Both read the SAME topic (produced once per run) and write the same table
+layout, so the ratio printed at the end is the price of Spark plus the
+exactly-once protocol on this machine. See benchmarks/README.md.
+
+    .venv/bin/python benchmarks/kafka_to_postgres.py [--records 1000000] [--partitions 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from decimal import Decimal
+from typing import Any
+
+import psycopg
+import pyspark
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import DataStreamWriter
+from sqlalchemy.engine import make_url
+
+from eoskit.connectors.postgres.connection import connect_kwargs
+from eoskit.runtime.demo.orders import OrderTotals, produce_orders, recreate_topic
+from eoskit.runtime.dev import LocalServices
+from eoskit.runtime.spark import get_session
+
+ORDER_SCHEMA = "order_id BIGINT, customer STRING, amount DECIMAL(12,2), created_at TIMESTAMP"
+TABLE_DDL = "(order_id bigint, customer text, amount numeric(12,2), created_at timestamptz)"
+COLUMNS = ("order_id", "customer", "amount", "created_at")
+BASELINE_TABLE = "bench_baseline"
+EOSKIT_TABLE = "bench_eoskit"
+CONSUME_BATCH = 10_000
+#: The baseline gives up when no record arrives for this long: a stuck read
+#: must fail the benchmark, not hang it.
+STALL_TIMEOUT_S = 60.0
+#: Every produced record carries this timestamp (see produce_orders).
+CREATED_AT = datetime(2026, 11, 21, 12, 0, tzinfo=timezone.utc)
+
+
+# --------------------------------------------------------------------- results
+
+@dataclass
+class Timings:
+    """Seconds spent per phase, accumulated with ``phase``."""
+
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - started
+
+
+@dataclass
+class BaselineResult:
+    rows: int
+    wall_s: float
+    phases: Timings
+
+
+@dataclass
+class StreamResult:
+    """One availableNow query: wall time and what Spark's progress reports say."""
+
+    rows: int
+    wall_s: float
+    batches: int
+    batch_rows: list[int]  # numInputRows of each batch with data
+    durations_ms: list[dict[str, int]]  # durationMs of each of those batches
+
+    def batch_seconds(self, first: int = 0) -> float:
+        """Sum of triggerExecution from batch ``first`` on: first=1 leaves out
+        the one-off start-up (Python workers, the sink's first planning)."""
+        return sum(d.get("triggerExecution", 0) for d in self.durations_ms[first:]) / 1000
+
+    def batch_rows_from(self, first: int = 0) -> int:
+        return sum(self.batch_rows[first:])
+
+
+@dataclass
+class TableStats:
+    count: int
+    distinct_ids: int
+    amount: Decimal | None
+    min_created: datetime | None
+    max_created: datetime | None
+
+
+# -------------------------------------------------------------------- postgres
+
+def pg_connect(sqlalchemy_url: str, **kwargs: Any) -> psycopg.Connection:
+    """psycopg from the SQLAlchemy URL LocalServices gives (eoskit's own mapping)."""
+    return psycopg.connect(**connect_kwargs(make_url(sqlalchemy_url)), **kwargs)
+
+
+def reset_table(sqlalchemy_url: str, table: str) -> None:
+    """Both runs start from an empty table of the same layout (no index, no key),
+    so neither pays for anything the other does not."""
+    with pg_connect(sqlalchemy_url, autocommit=True) as conn:
+        conn.execute(f"DROP TABLE IF EXISTS {table}")
+        conn.execute(f"CREATE TABLE {table} {TABLE_DDL}")
+
+
+def table_stats(sqlalchemy_url: str, table: str) -> TableStats:
+    """An independent reading of what a run left in the table."""
+    with pg_connect(sqlalchemy_url, autocommit=True) as conn:
+        row = conn.execute(
+            f"SELECT count(*), count(DISTINCT order_id), sum(amount), "
+            f"min(created_at), max(created_at) FROM {table}"
+        ).fetchone()
+    assert row is not None
+    return TableStats(*row)
+
+
+def verify(name: str, stats: TableStats, expected: OrderTotals) -> list[str]:
+    """What differs from the produced data; empty when every order is there once."""
+    problems = []
+    if stats.count != expected.count:
+        problems.append(f"{name}: {stats.count} rows, expected {expected.count}")
+    if stats.distinct_ids != expected.count:
+        problems.append(f"{name}: {stats.distinct_ids} distinct order_ids, expected {expected.count}")
+    if stats.amount != expected.amount:
+        problems.append(f"{name}: sum(amount) = {stats.amount}, expected {expected.amount}")
+    if stats.min_created != CREATED_AT or stats.max_created != CREATED_AT:
+        problems.append(f"{name}: created_at spans {stats.min_created} .. {stats.max_created}, "
+                        f"expected {CREATED_AT} only")
+    return problems
+
+
+# ----------------------------------------------------------------------- kafka
+
+def produce(bootstrap: str, topic: str, records: int, partitions: int) -> tuple[OrderTotals, float]:
+    """A fresh topic with the demo's orders; returns their totals and the seconds it took.
+
+    The demo's producer already works around the local broker's quirks:
+    the topic is created explicitly (auto-created ones are invisible) and
+    each partition's last record goes in a batch of its own (ListOffsets
+    ignores the tail of the last batch).
+    """
+    started = time.perf_counter()
+    recreate_topic(bootstrap, topic, partitions)
+    totals = produce_orders(bootstrap, topic, records, partitions)
+    return totals, time.perf_counter() - started
+
+
+def delete_topic(bootstrap: str, topic: str) -> None:
+    """The broker keeps a million records per run otherwise."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_topics([topic]).values():
+        future.result(30)
+
+
+def end_offsets(consumer: Consumer, topic: str, partitions: int) -> dict[int, int]:
+    return {
+        p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+        for p in range(partitions)
+    }
+
+
+# -------------------------------------------------------------------- baseline
+
+def _consume_rows(consumer: Consumer, ends: dict[int, int], phases: Timings) -> list[tuple]:
+    """One consume() call's records as COPY rows; drops partitions from ``ends`` once read."""
+    with phases.phase("kafka consume"):
+        messages = consumer.consume(CONSUME_BATCH, timeout=1.0)
+    rows = []
+    with phases.phase("json parse"):
+        for message in messages:
+            if message.error() is not None:
+                raise KafkaException(message.error())
+            partition, offset = message.partition(), message.offset()
+            end = ends.get(partition)
+            if end is None or offset >= end:
+                continue
+            order = json.loads(message.value())
+            rows.append((order["order_id"], order["customer"], order["amount"], order["created_at"]))
+            if offset + 1 >= end:
+                del ends[partition]
+    return rows
+
+
+def _copy_rows(conn: psycopg.Connection, rows: list[tuple], phases: Timings) -> None:
+    with phases.phase("postgres copy+commit"):
+        with conn.cursor().copy(
+            f"COPY {BASELINE_TABLE} ({', '.join(COLUMNS)}) FROM STDIN"
+        ) as copy:
+            for row in rows:
+                copy.write_row(row)
+        conn.commit()
+
+
+def run_baseline(bootstrap: str, postgres_url: str, topic: str, partitions: int) -> BaselineResult:
+    """The plain single-process loop: what one Python process does with no
+    guarantees (a crash between COPY commits and any offset bookkeeping
+    would duplicate or lose a batch)."""
+    phases = Timings()
+    started = time.perf_counter()
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": f"eoskit-bench-{uuid.uuid4().hex[:8]}",
+        "isolation.level": "read_committed",
+        "enable.auto.commit": False,
+    })
+    rows_written = 0
+    try:
+        ends = {p: end for p, end in end_offsets(consumer, topic, partitions).items() if end > 0}
+        consumer.assign([TopicPartition(topic, p, 0) for p in ends])
+        last_progress = time.monotonic()
+        with pg_connect(postgres_url) as conn:
+            while ends:
+                rows = _consume_rows(consumer, ends, phases)
+                if rows:
+                    _copy_rows(conn, rows, phases)
+                    rows_written += len(rows)
+                    last_progress = time.monotonic()
+                elif time.monotonic() - last_progress > STALL_TIMEOUT_S:
+                    raise TimeoutError(f"baseline: no records for {STALL_TIMEOUT_S}s; "
+                                       f"partitions not finished: {ends}")
+        wall = time.perf_counter() - started
+    finally:
+        consumer.close()
+    return BaselineResult(rows_written, wall, phases)
+
+
+# ----------------------------------------------------------------------- spark
+
+def spark_session() -> SparkSession:
+    """local[2]: the machine's two cores, as a small deployment would give one job.
+
+    No registration call: Spark 4 registers eoskit-kafka and eoskit-postgres
+    from their installed pyspark_eoskit_* modules (registering again only
+    logs a "replaced a statically registered data source" warning).
+    """
+    return get_session("bench", {
+        "spark.master": "local[2]",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.ui.enabled": "false",
+    })
+
+
+def kafka_stream(spark: SparkSession, bootstrap: str, topic: str, max_offsets: int) -> DataFrame:
+    """The eoskit-kafka source over the whole topic, in batches of ``max_offsets``."""
+    return (spark.readStream.format("eoskit-kafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", topic)
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", str(max_offsets))
+            .load())
+
+
+def parse_orders(raw: DataFrame) -> DataFrame:
+    """JSON value -> typed columns, the way a Spark user would write it."""
+    return raw.select(F.from_json(F.col("value").cast("string"), ORDER_SCHEMA).alias("o")).select("o.*")
+
+
+WriterSetup = Callable[[DataStreamWriter], DataStreamWriter]
+
+
+def run_stream(configure: WriterSetup, orders: DataFrame, name: str) -> StreamResult:
+    """Run one availableNow query to its end in a fresh checkpoint and read its progress."""
+    checkpoint = tempfile.mkdtemp(prefix=f"eoskit-bench-{name}-")
+    try:
+        started = time.perf_counter()
+        writer = configure(orders.writeStream.option("checkpointLocation", checkpoint))
+        query = writer.trigger(availableNow=True).start()
+        query.awaitTermination()
+        wall = time.perf_counter() - started
+        if query.exception() is not None:
+            raise RuntimeError(f"{name} query failed: {query.exception()}")
+        progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
+    finally:
+        shutil.rmtree(checkpoint, ignore_errors=True)
+    return StreamResult(
+        rows=sum(p["numInputRows"] for p in progress),
+        wall_s=wall,
+        batches=len(progress),
+        batch_rows=[p["numInputRows"] for p in progress],
+        durations_ms=[p["durationMs"] for p in progress],
+    )
+
+
+def postgres_writer(postgres_url: str) -> WriterSetup:
+    """The sink as the task describes it; the table exists already (reset_table),
+    createTable=true only makes the query independent of that."""
+
+    def configure(writer: DataStreamWriter) -> DataStreamWriter:
+        return (writer.format("eoskit-postgres")
+                .option("url", postgres_url)
+                .option("dbtable", EOSKIT_TABLE)
+                .option("mode", "append")
+                .option("createTable", "true"))
+    return configure
+
+
+def noop_writer(writer: DataStreamWriter) -> DataStreamWriter:
+    """Spark's noop sink: every row is produced, none is written anywhere."""
+    return writer.format("noop")
+
+
+def run_breakdown(raw: DataFrame) -> list[tuple[str, StreamResult]]:
+    """The same stream without the sink, then without the parse too: the
+    differences between these and the eoskit run are the sink's and the
+    parse's shares. They run after the eoskit query, on warm Python workers."""
+    return [
+        ("noop: source + parse", run_stream(noop_writer, parse_orders(raw), "noop-parsed")),
+        ("noop: source only", run_stream(noop_writer, raw.select("value"), "noop-raw")),
+    ]
+
+
+# ---------------------------------------------------------------------- report
+
+def rate(rows: int, seconds: float) -> float:
+    return rows / seconds if seconds > 0 else float("nan")
+
+
+def machine_facts() -> list[tuple[str, str]]:
+    """The machine is shared: the load average says whether the numbers were quiet ones."""
+    load = " / ".join(f"{x:.2f}" for x in os.getloadavg())
+    return [
+        ("cores (os.cpu_count)", str(os.cpu_count())),
+        ("cores usable (affinity)", str(len(os.sched_getaffinity(0)))),
+        ("load average 1/5/15 min", load),
+        ("platform", platform.platform()),
+        ("python", platform.python_version()),
+        ("pyspark", pyspark.__version__),
+    ]
+
+
+def print_table(title: str, rows: list[tuple[str, str]]) -> None:
+    width = max(len(k) for k, _ in rows)
+    print(f"\n{title}")
+    for key, value in rows:
+        print(f"  {key.ljust(width)}  {value}")
+
+
+DURATION_KEYS = ("triggerExecution", "addBatch", "queryPlanning", "latestOffset",
+                 "walCommit", "commitOffsets")
+
+
+def print_stream(label: str, result: StreamResult) -> None:
+    """Spark's own per-batch split: addBatch is the job (read, parse, write,
+    commit); the rest is the engine's bookkeeping around it."""
+    print(f"\n{label}: {result.batches} batches; durationMs per batch: " + " / ".join(DURATION_KEYS))
+    for i, (rows, d) in enumerate(zip(result.batch_rows, result.durations_ms)):
+        print(f"  batch {i} ({rows:,} rows): " + " / ".join(str(d.get(k, "-")) for k in DURATION_KEYS))
+
+
+def stream_rows(label: str, result: StreamResult) -> list[tuple[str, int, float]]:
+    """Wall (start() to termination), every batch, and every batch but the first."""
+    rows = [
+        (f"{label} (wall)", result.rows, result.wall_s),
+        (f"{label} (batches only)", result.rows, result.batch_seconds()),
+    ]
+    if result.batches > 1:
+        rows.append((f"{label} (all but batch 1)", result.batch_rows_from(1),
+                     result.batch_seconds(1)))
+    return rows
+
+
+def report(args: argparse.Namespace, produce_s: float, spark_start_s: float,
+           baseline: BaselineResult, eoskit: StreamResult,
+           breakdown: list[tuple[str, StreamResult]],
+           facts_before: list[tuple[str, str]]) -> None:
+    print_table("machine (at start)", facts_before)
+    print_table("parameters", [
+        ("records", f"{args.records:,}"),
+        ("partitions", str(args.partitions)),
+        ("maxOffsetsPerTrigger", f"{args.max_offsets_per_trigger:,}"),
+        ("spark master", "local[2]"),
+        ("produce (not timed in results)", f"{produce_s:.1f} s"),
+        ("Spark session start (not in results)", f"{spark_start_s:.1f} s"),
+    ])
+    print("\nbaseline phases: " + ", ".join(
+        f"{k} {v:.1f} s" for k, v in baseline.phases.seconds.items()))
+    print_stream("eoskit-postgres", eoskit)
+    for label, result in breakdown:
+        print_stream(label, result)
+    base_rate = rate(baseline.rows, baseline.wall_s)
+    rows = [("baseline (plain loop)", baseline.rows, baseline.wall_s)]
+    rows += stream_rows("eoskit", eoskit)
+    for label, result in breakdown:
+        rows += stream_rows(label, result)
+    width = max(len(label) for label, _, _ in rows)
+    print(f"\n  {'run':<{width}} {'rows':>10} {'seconds':>8} {'rows/s':>9} {'x baseline':>11}")
+    for label, count, seconds in rows:
+        r = rate(count, seconds)
+        print(f"  {label:<{width}} {count:>10,} {seconds:>8.1f} {r:>9,.0f} {r / base_rate:>11.2f}")
+    print_table("machine (at end)", machine_facts()[2:3])
+
+
+# ------------------------------------------------------------------------ main
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--max-offsets-per-trigger", type=int, default=250_000)
+    parser.add_argument("--breakdown", action="store_true",
+                        help="also run the stream into Spark's noop sink, with and without "
+                             "the JSON parse, to split source, parse and sink cost")
+    parser.add_argument("--services-dir", default=".eoskit/dev")
+    parser.add_argument("--keep-topic", action="store_true", help="do not delete the topic at the end")
+    return parser.parse_args(argv)
+
+
+def say(text: str) -> None:
+    print(f"==> {text}", flush=True)
+
+
+def fail(problems: list[str]) -> int:
+    print("\n" + "!" * 72, file=sys.stderr)
+    print("VERIFICATION FAILED: the output does not hold every order exactly once", file=sys.stderr)
+    for problem in problems:
+        print(f"  {problem}", file=sys.stderr)
+    print("!" * 72, file=sys.stderr)
+    return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    facts_before = machine_facts()
+    endpoints = LocalServices(args.services_dir).up()
+    bootstrap, postgres_url = endpoints.kafka_bootstrap, endpoints.postgres_url
+    topic = f"bench-orders-{uuid.uuid4().hex[:12]}"
+    say(f"producing {args.records:,} orders to {topic} ({args.partitions} partitions)")
+    expected, produce_s = produce(bootstrap, topic, args.records, args.partitions)
+    try:
+        say("baseline: consumer + json.loads + COPY, one process")
+        reset_table(postgres_url, BASELINE_TABLE)
+        baseline = run_baseline(bootstrap, postgres_url, topic, args.partitions)
+
+        say("starting Spark")
+        started = time.perf_counter()
+        spark = spark_session()
+        spark_start_s = time.perf_counter() - started
+        raw = kafka_stream(spark, bootstrap, topic, args.max_offsets_per_trigger)
+
+        say("eoskit: eoskit-kafka -> from_json -> eoskit-postgres, availableNow")
+        reset_table(postgres_url, EOSKIT_TABLE)
+        eoskit = run_stream(postgres_writer(postgres_url), parse_orders(raw), "eoskit")
+        breakdown: list[tuple[str, StreamResult]] = []
+        if args.breakdown:
+            say("breakdown: the same stream into Spark's noop sink, with and without the parse")
+            breakdown = run_breakdown(raw)
+        spark.stop()
+    finally:
+        if not args.keep_topic:
+            delete_topic(bootstrap, topic)
+
+    problems = []
+    for name, table in (("baseline", BASELINE_TABLE), ("eoskit", EOSKIT_TABLE)):
+        problems += verify(name, table_stats(postgres_url, table), expected)
+    problems += [f"{label}: read {result.rows} rows, expected {expected.count}"
+                 for label, result in breakdown if result.rows != expected.count]
+    report(args, produce_s, spark_start_s, baseline, eoskit, breakdown, facts_before)
+    if problems:
+        return fail(problems)
+    say(f"verified: both tables hold each of the {expected.count:,} orders exactly once "
+        f"(sum {expected.amount})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,371 @@
+"""MySQL / MariaDB as a transactional sink: a task writes inside
+``XA START``, ends with ``XA END`` + ``XA PREPARE``, and the driver runs
+``XA COMMIT`` / ``XA ROLLBACK`` by id; ``XA RECOVER`` lists what is prepared.
+
+How connections are used, and why a task's XA session is closed right
+after its prepare, is in ``connection.py``. The bulk path is multi-row
+``INSERT ... VALUES (...),(...)`` built column-wise by Arrow
+(``literals.py``). Measured on MariaDB 10.11 here, 250,000 rows of
+(bigint, text, decimal(12,2), datetime(6)) in one transaction: PyMySQL
+``executemany`` 7.5 s (2.7 s of it turning Arrow into Python tuples),
+Arrow-built literals 1.7 s, ``LOAD DATA LOCAL INFILE`` of an Arrow CSV
+1.15 s. LOAD DATA is not used: it needs ``local_infile`` on both ends (off
+by default in MySQL 8), makes the client hand over any file the server
+names, cannot express NULL apart from '' in Arrow's CSV, and has no
+``ON DUPLICATE KEY UPDATE`` for upsert.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pyarrow as pa
+import pymysql
+import sqlalchemy as sa
+from pyspark.sql.types import StructType
+from sqlalchemy.engine import URL
+from sqlalchemy.pool import NullPool
+
+from eoskit.connectors.mysql import checks
+from eoskit.connectors.mysql.connection import (
+    cached_connection,
+    close_quietly,
+    connect,
+    drop_connection,
+)
+from eoskit.connectors.mysql.dialect import (
+    error_code,
+    error_text,
+    qualified,
+    quote,
+    server_version,
+)
+from eoskit.connectors.mysql.literals import statements, value_rows
+from eoskit.connectors.sql.settings import SqlSinkSettings
+from eoskit.connectors.sql.tables import TargetTable, resolve_table
+from eoskit.connectors.sql.urls import parse_url, safe
+from eoskit.twophase.contract import (
+    Marker,
+    SinkContext,
+    SinkError,
+    SinkTransaction,
+    TransactionalSink,
+)
+
+log = logging.getLogger(__name__)
+
+BACKENDS = ("mysql", "mariadb")
+DRIVER = "mysql+pymysql"
+
+# Server error numbers the sink reacts to.
+XAER_NOTA = 1397  # unknown XID (or still attached to the session that prepared it)
+XA_RBROLLBACK = 1402  # the branch was rolled back (a read-only branch, on XA COMMIT)
+LOCK_WAIT_TIMEOUT = 1205
+DEADLOCK = 1213
+PACKET_TOO_LARGE = 1153
+
+#: How long ``XA COMMIT`` / ``XA ROLLBACK`` wait for a prepared transaction
+#: to be detached from the session that prepared it (see connection.py).
+DETACH_WAIT_S = 30.0
+#: Upper bound of one INSERT statement; lowered to fit max_allowed_packet.
+MAX_STATEMENT_BYTES = 4 << 20
+
+
+class MySQLTransaction(SinkTransaction):
+    """One task attempt's transaction: XA on a session of its own
+    (``twophase``), or a local transaction on the process's cached session
+    (``idempotent``, ``at_least_once``)."""
+
+    def __init__(self, sink: "MySQLTransactions", txn_id: str, xa: bool) -> None:
+        self.sink = sink
+        self.txn_id = txn_id
+        self.xa = xa
+        self.rows = 0
+        self.bytes = 0
+        self._conn: pymysql.connections.Connection | None = None
+        self._prepared = False
+        self._sql: tuple[bytes, bytes, int] | None = None
+
+    def _open(self) -> pymysql.connections.Connection:
+        if self._conn is None:
+            if self.xa:
+                conn = connect(self.sink.url)
+                self._conn = conn
+                self._execute("XA START %s", (self.txn_id,))
+            else:
+                conn = cached_connection(self.sink.url)
+                self._conn = conn
+                self._execute("START TRANSACTION")
+        return self._conn
+
+    def _execute(self, statement: str | bytes, args: tuple | None = None) -> int:
+        assert self._conn is not None
+        try:
+            with self._conn.cursor() as cursor:
+                return cursor.execute(statement, args)
+        except pymysql.MySQLError as exc:
+            raise SinkError(self._describe(exc)) from None
+
+    def _describe(self, exc: pymysql.MySQLError) -> str:
+        code = error_code(exc)
+        target = self.sink.target.qualified
+        if code in (LOCK_WAIT_TIMEOUT, DEADLOCK):
+            return (
+                f"writing to {target}: {error_text(exc)}. Another transaction of the same "
+                "batch holds the rows' locks, which means rows with the same key "
+                f"({', '.join(self.sink.settings.key) or 'a unique key'}) reached two tasks. "
+                "Partition the data by the key columns (Kafka's message key, or "
+                "df.repartition(*key)) so that each key is written by one task; in upsert "
+                "mode, make the key the table's PRIMARY KEY (a secondary unique key also "
+                "locks the gaps next to its rows)."
+            )
+        if code == PACKET_TOO_LARGE:
+            return (f"writing to {target}: a single row is larger than the server's "
+                    f"max_allowed_packet: raise it ({error_text(exc)})")
+        return f"MySQL refused the write to {target}: {error_text(exc)}"
+
+    def claim(self, marker: Marker) -> bool:
+        """``INSERT IGNORE`` of the marker row: it waits for another open
+        transaction holding the same key, and inserts nothing (0 rows) if a
+        committed one has it."""
+        self._open()
+        inserted = self._execute(
+            f"INSERT IGNORE INTO {self.sink.marker_table_sql} (sink_id, batch, task_partition) "
+            "VALUES (%s, %s, %s)", (marker.sink_id, marker.batch, marker.partition))
+        return inserted == 1
+
+    def _statement_parts(self, columns: list[str]) -> tuple[bytes, bytes, int]:
+        """INSERT prefix, upsert suffix, and the statement budget."""
+        conn = self._open()
+        into = qualified(self.sink.target.schema, self.sink.target.name)
+        prefix = f"INSERT INTO {into} ({', '.join(map(quote, columns))}) VALUES "
+        suffix = ""
+        if self.sink.settings.mode == "upsert":
+            suffix = upsert_clause(columns, self.sink.settings.key, conn.get_server_info())
+        return prefix.encode(), suffix.encode(), self.sink.statement_budget(conn)
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        if self._sql is None:
+            self._sql = self._statement_parts(batch.schema.names)
+        prefix, suffix, budget = self._sql
+        for statement, count in statements(prefix, value_rows(batch), suffix, budget):
+            self._execute(statement)
+            self.rows += count
+            self.bytes += len(statement)
+
+    def prepare(self) -> None:
+        """``XA END`` + ``XA PREPARE``, then close the session: only that
+        detaches the prepared transaction so that the driver can commit it."""
+        assert self.xa and self._conn is not None
+        self._execute("XA END %s", (self.txn_id,))
+        self._execute("XA PREPARE %s", (self.txn_id,))
+        self._prepared = True
+        close_quietly(self._conn)
+        self._conn = None
+
+    def commit(self) -> None:
+        assert not self.xa, "an XA transaction commits through commit_prepared"
+        if self._conn is not None:
+            self._execute("COMMIT")
+            self._conn = None
+
+    def abort(self) -> None:
+        """Roll back, never raising. An XA session is closed whatever
+        happens: the server rolls back an unprepared XA of a session that
+        disconnects, and the next task gets a fresh one anyway."""
+        conn, self._conn = self._conn, None
+        if conn is None or self._prepared:
+            return
+        if self.xa:
+            try:
+                with conn.cursor() as cursor:
+                    cursor.execute("XA END %s", (self.txn_id,))
+            except pymysql.MySQLError:
+                pass  # already ended, or marked rollback-only by a deadlock
+            try:
+                with conn.cursor() as cursor:
+                    cursor.execute("XA ROLLBACK %s", (self.txn_id,))
+            except pymysql.MySQLError:
+                pass
+            close_quietly(conn)
+            return
+        try:
+            conn.rollback()
+        except pymysql.MySQLError:
+            drop_connection(self.sink.url)
+
+
+def upsert_clause(columns: list[str], key: tuple[str, ...], server_info: str) -> str:
+    """``ON DUPLICATE KEY UPDATE`` for every non-key column, from the row
+    being inserted. Rows of one statement (and of one task) are applied in
+    order, so the last row of a key wins. MariaDB only has ``VALUES(col)``;
+    MySQL deprecates it from 8.0.20 in favour of a row alias (8.0.19+), so
+    the alias is used where it exists."""
+    updates = [c for c in columns if c not in key] or [key[0]]
+    mariadb, version = server_version(server_info)
+    if not mariadb and version >= (8, 0, 19):
+        alias = quote("eoskit_new")
+        sets = ", ".join(f"{quote(c)} = {alias}.{quote(c)}" for c in updates)
+        return f" AS {alias} ON DUPLICATE KEY UPDATE {sets}"
+    sets = ", ".join(f"{quote(c)} = VALUES({quote(c)})" for c in updates)
+    return f" ON DUPLICATE KEY UPDATE {sets}"
+
+
+class MySQLTransactions(TransactionalSink):
+    """The TransactionalSink for one target table in MySQL or MariaDB; picklable."""
+
+    kind = "mysql"
+
+    def __init__(self, settings: SqlSinkSettings, schema: StructType) -> None:
+        self.settings = settings
+        self.url: URL = parse_url(settings.url, BACKENDS).set(drivername=DRIVER)
+        self.schema = schema
+        self._target: TargetTable | None = None
+        self._budget: int | None = None
+
+    @classmethod
+    def for_url(cls, url: str) -> "MySQLTransactions":
+        """Enough of a sink to list and settle prepared ids (no table needed)."""
+        settings = SqlSinkSettings(url=url, schema=None, table="-", mode="append", key=(),
+                                   commit_mode="twophase", create_table=False)
+        return cls(settings, StructType([]))
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_budget"] = None  # a property of the server, read again where it runs
+        return state
+
+    def describe(self) -> str:
+        return f"MySQL {safe(self.url)} table {self.settings.dbtable}"
+
+    @property
+    def target(self) -> TargetTable:
+        if self._target is None:
+            self._target = self._resolve()
+        return self._target
+
+    @property
+    def marker_table_sql(self) -> str:
+        return qualified(self.target.schema, self.settings.marker_table)
+
+    def _engine(self) -> sa.Engine:
+        return sa.create_engine(self.url, poolclass=NullPool,
+                                connect_args={"init_command": "SET time_zone = '+00:00'"})
+
+    def _resolve(self) -> TargetTable:
+        engine = self._engine()
+        try:
+            return resolve_table(engine, self.settings, self.schema)
+        except sa.exc.OperationalError as exc:
+            raise SinkError(f"cannot connect to MySQL at {safe(self.url)}: "
+                            f"{error_text(exc.orig)}") from None
+        except sa.exc.DBAPIError as exc:
+            raise SinkError(f"cannot read table {self.settings.dbtable} in MySQL at "
+                            f"{safe(self.url)}: {error_text(exc.orig)}") from None
+        finally:
+            engine.dispose()
+
+    def statement_budget(self, conn: pymysql.connections.Connection) -> int:
+        """Bytes per INSERT: MAX_STATEMENT_BYTES, or half the server's
+        max_allowed_packet if that is smaller."""
+        if self._budget is None:
+            with conn.cursor() as cursor:
+                cursor.execute("SELECT @@max_allowed_packet")
+                packet = int(cursor.fetchone()[0])
+            self._budget = max(64 << 10, min(MAX_STATEMENT_BYTES, packet // 2))
+        return self._budget
+
+    def check(self, schema: StructType, context: SinkContext) -> None:
+        self._target = target = self._resolve()
+        conn = self._checked_connection()
+        who = checks.account(conn, self.url)
+        checks.check_engine(conn, target, self.settings)
+        checks.check_privileges(conn, target, self.settings, self.url, who, schema.fieldNames())
+        if self.settings.commit_mode == "twophase":
+            checks.check_xa_support(conn, self.url)
+            checks.check_xa_rights(conn, self.url, who)
+        engine = self._engine()
+        try:
+            checks.claim(engine, target, context, self.describe(), self.url, who)
+        finally:
+            engine.dispose()
+        if self.settings.commit_mode == "idempotent":
+            checks.create_marker_table(conn, target, self.settings, self.url, who)
+
+    def _checked_connection(self) -> pymysql.connections.Connection:
+        try:
+            return cached_connection(self.url)
+        except pymysql.MySQLError as exc:
+            raise SinkError(f"cannot connect to MySQL at {safe(self.url)}: "
+                            f"{error_text(exc)}") from None
+
+    def begin(self, txn_id: str) -> MySQLTransaction:
+        return MySQLTransaction(self, txn_id, xa=self.settings.commit_mode == "twophase")
+
+    def prune_markers(self, sink_id: str, below_batch: int) -> None:
+        with cached_connection(self.url).cursor() as cursor:
+            cursor.execute(f"DELETE FROM {self.marker_table_sql} WHERE sink_id = %s AND batch < %s",
+                           (sink_id, below_batch))
+
+    def _finish(self, verb: str, txn_id: str) -> bool:
+        """``XA COMMIT`` / ``XA ROLLBACK``; False if no prepared transaction
+        has the id. XAER_NOTA for an id that ``XA RECOVER`` still lists means
+        the session that prepared it has not finished disconnecting: wait."""
+        deadline = time.monotonic() + DETACH_WAIT_S
+        delay = 0.01
+        while True:
+            conn = cached_connection(self.url)
+            try:
+                with conn.cursor() as cursor:
+                    cursor.execute(f"XA {verb} %s", (txn_id,))
+                return True
+            except pymysql.MySQLError as exc:
+                code = error_code(exc)
+                if code == XA_RBROLLBACK:
+                    # A read-only branch: the server ends it as rolled back;
+                    # there was nothing to commit, and it is gone now.
+                    log.info("XA %s %s: read-only branch, ended as rolled back", verb, txn_id)
+                    return True
+                if code != XAER_NOTA:
+                    raise SinkError(f"XA {verb} {txn_id} failed in {self.describe()}: "
+                                    f"{error_text(exc)}") from None
+            if txn_id not in self.list_prepared(txn_id):
+                return False
+            if time.monotonic() > deadline:
+                raise SinkError(
+                    f"prepared transaction {txn_id} in {self.describe()} is still attached to "
+                    f"the session that prepared it after {DETACH_WAIT_S:.0f} s; that session "
+                    "(a stuck task?) must disconnect before it can be committed or rolled back"
+                )
+            time.sleep(delay)
+            delay = min(delay * 2, 0.25)
+
+    def commit_prepared(self, txn_id: str) -> bool:
+        return self._finish("COMMIT", txn_id)
+
+    def rollback_prepared(self, txn_id: str) -> bool:
+        return self._finish("ROLLBACK", txn_id)
+
+    def list_prepared(self, prefix: str) -> list[str]:
+        """``XA RECOVER``: formatID, gtrid_length, bqual_length, data; the
+        gtrid is the first gtrid_length bytes of data. eoskit's ids use the
+        default formatID 1 and no bqual; anything else is someone else's."""
+        with cached_connection(self.url).cursor() as cursor:
+            try:
+                cursor.execute("XA RECOVER")
+            except pymysql.MySQLError as exc:
+                raise SinkError(checks.xa_rights_message(exc, self.url)) from None
+            rows = cursor.fetchall()
+        found = []
+        for format_id, gtrid_length, bqual_length, data in rows:
+            if int(format_id) != 1 or int(bqual_length) != 0:
+                continue
+            raw = data if isinstance(data, bytes) else str(data).encode()
+            gtrid = raw[: int(gtrid_length)].decode("utf-8", errors="replace")
+            if gtrid.startswith(prefix):
+                found.append(gtrid)
+        return sorted(found)
+
+
+__all__ = ["MySQLTransaction", "MySQLTransactions"]

@@ -1,0 +1,64 @@
+"""What the SQL sinks' data sources and Pipeline components share; each
+sink only names its format, its URL dialects and its TransactionalSink."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from pyspark.sql import DataFrame
+from pyspark.sql.streaming import DataStreamWriter
+from pyspark.sql.types import StructType
+
+from eoskit.connectors.sql.settings import SqlSinkSettings
+from eoskit.connectors.sql.urls import parse_url, safe
+from eoskit.twophase.adapter import TwoPhaseDataSource
+from eoskit.twophase.contract import TransactionalSink
+
+
+class SqlDataSource(TwoPhaseDataSource):
+    """A SQL sink as a PySpark streaming data source."""
+
+    short_name: ClassVar[str]
+    transactions: ClassVar[type]
+
+    def __init__(self, options: dict[str, str]) -> None:
+        super().__init__(options)
+        self.settings = SqlSinkSettings.parse(options, self.short_name)
+
+    @classmethod
+    def name(cls) -> str:
+        return cls.short_name
+
+    def transactional_sink(self, schema: StructType) -> TransactionalSink:
+        return self.transactions(self.settings, schema)
+
+    def commit_mode(self) -> str:
+        return self.settings.commit_mode
+
+
+@dataclass
+class SqlPipelineSink:
+    """A SQL sink with its options, checked when the pipeline is built."""
+
+    data_source: ClassVar[type[SqlDataSource]]
+    backends: ClassVar[tuple[str, ...]]
+
+    url: str
+    dbtable: str
+    options: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.options = {k: str(v) for k, v in self.options.items()}
+        SqlSinkSettings.parse(self.all_options(), self.data_source.short_name)
+        parse_url(self.url, self.backends)
+
+    def all_options(self) -> dict[str, str]:
+        return {"url": self.url, "dbtable": self.dbtable, **self.options}
+
+    def write_stream(self, df: DataFrame) -> DataStreamWriter:
+        df.sparkSession.dataSource.register(self.data_source)
+        return df.writeStream.format(self.data_source.short_name).options(**self.all_options())
+
+    def describe(self) -> str:
+        return f"{self.data_source.short_name} ({safe(parse_url(self.url, self.backends))} {self.dbtable})"

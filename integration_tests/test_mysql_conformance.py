@@ -1,0 +1,113 @@
+"""The conformance crash scenarios against the MySQL / MariaDB sink, in
+both exactly-once modes, checked with the ``mariadb`` command-line client
+(an independent client: eoskit itself talks through PyMySQL)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+from sqlalchemy.engine import make_url
+
+from eoskit.twophase.conformance import ConformanceTarget, Workload, run_scenario, scenarios_for
+
+CLIENT = shutil.which("mariadb") or shutil.which("mysql")
+
+
+class MySQLTarget(ConformanceTarget):
+    format = "eoskit-mysql"
+
+    def __init__(self, url: str, commit_mode: str = "twophase") -> None:
+        self.url = url
+        self.commit_mode = commit_mode
+        self._before: set[str] = set()
+        #: eoskit XA transactions a scenario left prepared (see drop_table).
+        self.leftovers: list[str] = []
+
+    def sql(self, query: str) -> list[list[str]]:
+        """Rows of ``query`` as tab-separated fields; the password goes through
+        the environment, never the command line."""
+        u = make_url(self.url)
+        command = [CLIENT, "--batch", "--skip-column-names", "--raw",
+                   f"--host={u.host}", f"--port={u.port}", f"--user={u.username}",
+                   f"--database={u.database}", "--execute", query]
+        result = subprocess.run(command, capture_output=True, text=True, timeout=120,
+                                env={**os.environ, "MYSQL_PWD": u.password or ""})
+        assert result.returncode == 0, result.stderr
+        return [line.split("\t") for line in result.stdout.splitlines() if line]
+
+    def options(self, table: str) -> dict[str, str]:
+        return {"url": self.url, "dbtable": table, "mode": "append", "commitMode": self.commit_mode}
+
+    def create_table(self, table: str) -> None:
+        self._before = set(self.prepared("eoskit:"))
+        self.leftovers = []
+        self.sql(f"CREATE TABLE `{table}` (id BIGINT NOT NULL, amount BIGINT, customer TEXT) "
+                 "ENGINE=InnoDB")
+
+    def rollback(self, txn_id: str) -> None:
+        """Called by the kit for the sink's leftovers of a failed scenario:
+        recorded (the test then fails on them), and rolled back so that their
+        locks block neither the DROP nor later scenarios."""
+        self.leftovers.append(txn_id)
+        self.sql(f"XA ROLLBACK '{txn_id}'")
+
+    def drop_table(self, table: str) -> None:
+        """Anything else an eoskit job prepared during the scenario goes the same way."""
+        for txn in sorted(set(self.prepared("eoskit:")) - self._before):
+            self.rollback(txn)
+        self.sql(f"DROP TABLE IF EXISTS `{table}`")
+
+    def rows(self, table: str) -> list[tuple[int, int]]:
+        return [(int(row[0]), int(row[1])) for row in self.sql(f"SELECT id, amount FROM `{table}`")]
+
+    def prepared(self, prefix: str) -> list[str]:
+        """XA RECOVER: formatID, gtrid_length, bqual_length, data."""
+        ids = []
+        for _format_id, gtrid_length, _bqual_length, data in self.sql("XA RECOVER"):
+            gtrid = data[: int(gtrid_length)]
+            if gtrid.startswith(prefix):
+                ids.append(gtrid)
+        return sorted(ids)
+
+    def resolve_command(self) -> list[str]:
+        return ["--url", self.url]
+
+
+@pytest.fixture(scope="module")
+def workload(kafka: str) -> Workload:
+    return Workload.produce(kafka, records=100_000, partitions=4, batches=5)
+
+
+@pytest.fixture
+def mysql_target(mysql):
+    if CLIENT is None:
+        pytest.skip("the mariadb (or mysql) command-line client is not installed")
+    return mysql
+
+
+TWOPHASE = scenarios_for("twophase")
+IDEMPOTENT = scenarios_for("idempotent")
+
+
+def _nothing_left_prepared(target: MySQLTarget) -> None:
+    """After each scenario, XA RECOVER shows nothing it prepared."""
+    assert target.leftovers == [], f"XA RECOVER listed {target.leftovers} after the scenario"
+
+
+@pytest.mark.crash
+@pytest.mark.parametrize("scenario", TWOPHASE, ids=[s.name for s in TWOPHASE])
+def test_mysql_twophase(spark, mysql_target, workload, scenario, tmp_path):
+    target = MySQLTarget(mysql_target)
+    run_scenario(target, workload, scenario, tmp_path, spark)
+    _nothing_left_prepared(target)
+
+
+@pytest.mark.crash
+@pytest.mark.parametrize("scenario", IDEMPOTENT, ids=[s.name for s in IDEMPOTENT])
+def test_mysql_idempotent(spark, mysql_target, workload, scenario, tmp_path):
+    target = MySQLTarget(mysql_target, "idempotent")
+    run_scenario(target, workload, scenario, tmp_path, spark)
+    _nothing_left_prepared(target)
