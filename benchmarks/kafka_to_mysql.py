@@ -40,15 +40,12 @@ from kafka_to_postgres import (
     kafka_stream,
     machine_facts,
     parse_orders,
-    print_stream,
-    print_table,
     produce,
-    rate,
+    report,
     run_breakdown,
     run_stream,
     say,
     spark_session,
-    stream_rows,
     verify,
 )
 
@@ -175,39 +172,6 @@ def mysql_writer(mysql_url: str) -> WriterSetup:
     return configure
 
 
-# ---------------------------------------------------------------------- report
-
-def report(args: argparse.Namespace, produce_s: float, spark_start_s: float,
-           baseline: BaselineResult, eoskit: StreamResult,
-           breakdown: list[tuple[str, StreamResult]],
-           facts_before: list[tuple[str, str]]) -> None:
-    print_table("machine (at start)", facts_before)
-    print_table("parameters", [
-        ("records", f"{args.records:,}"),
-        ("partitions", str(args.partitions)),
-        ("maxOffsetsPerTrigger", f"{args.max_offsets_per_trigger:,}"),
-        ("spark master", "local[2]"),
-        ("produce (not timed in results)", f"{produce_s:.1f} s"),
-        ("Spark session start (not in results)", f"{spark_start_s:.1f} s"),
-    ])
-    print("\nbaseline phases: " + ", ".join(
-        f"{k} {v:.1f} s" for k, v in baseline.phases.seconds.items()))
-    print_stream("eoskit-mysql", eoskit)
-    for label, result in breakdown:
-        print_stream(label, result)
-    base_rate = rate(baseline.rows, baseline.wall_s)
-    rows = [("baseline (plain loop)", baseline.rows, baseline.wall_s)]
-    rows += stream_rows("eoskit", eoskit)
-    for label, result in breakdown:
-        rows += stream_rows(label, result)
-    width = max(len(label) for label, _, _ in rows)
-    print(f"\n  {'run':<{width}} {'rows':>10} {'seconds':>8} {'rows/s':>9} {'x baseline':>11}")
-    for label, count, seconds in rows:
-        r = rate(count, seconds)
-        print(f"  {label:<{width}} {count:>10,} {seconds:>8.1f} {r:>9,.0f} {r / base_rate:>11.2f}")
-    print_table("machine (at end)", machine_facts()[2:3])
-
-
 # ------------------------------------------------------------------------ main
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -259,7 +223,8 @@ def main(argv: list[str] | None = None) -> int:
         problems += verify(name, table_stats(mysql_url, table), expected)
     problems += [f"{label}: read {result.rows} rows, expected {expected.count}"
                  for label, result in breakdown if result.rows != expected.count]
-    report(args, produce_s, spark_start_s, baseline, eoskit, breakdown, facts_before)
+    report(args, produce_s, spark_start_s, baseline, eoskit, breakdown, facts_before,
+           sink="eoskit-mysql")
     if problems:
         return fail(problems)
     say(f"verified: both tables hold each of the {expected.count:,} orders exactly once "

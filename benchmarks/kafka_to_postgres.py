@@ -378,7 +378,7 @@ def stream_rows(label: str, result: StreamResult) -> list[tuple[str, int, float]
 def report(args: argparse.Namespace, produce_s: float, spark_start_s: float,
            baseline: BaselineResult, eoskit: StreamResult,
            breakdown: list[tuple[str, StreamResult]],
-           facts_before: list[tuple[str, str]]) -> None:
+           facts_before: list[tuple[str, str]], sink: str = "eoskit-postgres") -> None:
     print_table("machine (at start)", facts_before)
     print_table("parameters", [
         ("records", f"{args.records:,}"),
@@ -390,7 +390,7 @@ def report(args: argparse.Namespace, produce_s: float, spark_start_s: float,
     ])
     print("\nbaseline phases: " + ", ".join(
         f"{k} {v:.1f} s" for k, v in baseline.phases.seconds.items()))
-    print_stream("eoskit-postgres", eoskit)
+    print_stream(sink, eoskit)
     for label, result in breakdown:
         print_stream(label, result)
     base_rate = rate(baseline.rows, baseline.wall_s)

@@ -13,12 +13,14 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import pytest
-from confluent_kafka import Producer
+from pyspark.sql import SparkSession
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from eoskit.runtime.dev.produce import produce_records
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator["SparkSession"]:  # noqa: F821
+def spark() -> Iterator[SparkSession]:
     from eoskit.runtime.spark import get_session
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -58,20 +60,10 @@ def produce(
     records: Mapping[int, Sequence[tuple[bytes | None, bytes]]],
     headers: list[tuple[str, bytes]] | None = None,
 ) -> None:
-    """Produce ``partition -> [(key, value)]``; the last record of each
-    partition goes in a batch of its own (a known gap of the local broker:
-    its latest-offset answer ignores the tail of the last batch)."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    for partition, rows in records.items():
-        for key, value in rows[:-1]:
-            producer.produce(topic, value=value, key=key, partition=partition, headers=headers)
-    producer.flush(30)
-    for partition, rows in records.items():
-        if rows:
-            key, value = rows[-1]
-            producer.produce(topic, value=value, key=key, partition=partition, headers=headers)
-            producer.flush(30)
-    assert len(producer) == 0
+    """Produce ``partition -> [(key, value)]``, every record visible to offset
+    queries on the local broker (see eoskit.runtime.dev.produce)."""
+    produce_records(bootstrap, topic,
+                    ((p, key, value) for p, rows in records.items() for key, value in rows), headers)
 
 
 def numbered(partitions: int, per_partition: int, start: int = 0) -> dict[int, list[tuple[bytes, bytes]]]:

@@ -13,7 +13,6 @@ from eoskit.twophase.coordinator import (
     OrphanedTransactions,
 )
 from eoskit.twophase.decision_log import DecisionLog, latest_planned_batch
-from eoskit.twophase.messages import PreparedMessage
 from eoskit.twophase.task import AT_LEAST_ONCE, IDEMPOTENT, TWOPHASE, write_task
 from eoskit.twophase.txn_id import InvalidSinkId, TxnId, sink_id_for_checkpoint, validate_sink_id
 

@@ -191,15 +191,15 @@ def _handle_error(
         return position
     if error.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
         low, _high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
+        if low <= position:
+            # Not data loss: the position exists, the broker refused it anyway.
+            raise KafkaException(error)
         message = (
             f"offsets {position} to {low - 1} of {topic}-{partition} are no longer on "
             f"the broker (retention or deletion)"
         )
-        if fail_on_data_loss or low <= position:
-            raise DataLossError(
-                message + "; set failOnDataLoss=false to skip lost data" if low > position
-                else f"reading {topic}-{partition} at offset {position} failed: {error.str()}"
-            )
+        if fail_on_data_loss:
+            raise DataLossError(f"{message}; set failOnDataLoss=false to skip lost data")
         log.warning("%s; skipped because failOnDataLoss=false", message)
         consumer.assign([TopicPartition(topic, partition, low)])
         return low

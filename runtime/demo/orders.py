@@ -8,8 +8,9 @@ import time
 from dataclasses import dataclass
 from decimal import Decimal
 
-from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from eoskit.runtime.dev.produce import produce_records
 
 
 @dataclass(frozen=True)
@@ -33,30 +34,21 @@ def recreate_topic(bootstrap: str, topic: str, partitions: int) -> None:
 
 
 def produce_orders(bootstrap: str, topic: str, count: int, partitions: int, seed: int = 7) -> OrderTotals:
-    """``count`` JSON orders keyed by order id; the last of each partition is
-    sent in a batch of its own (the local broker reports offsets of whole
-    batches only)."""
+    """``count`` JSON orders keyed by order id; returns what the sink must hold."""
     rng = random.Random(seed)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "compression.type": "lz4"})
-    total = Decimal("0")
-    last: dict[int, tuple[bytes, bytes]] = {}
-    for order_id in range(1, count + 1):
-        amount = Decimal(rng.randint(100, 99_999)) / 100
-        total += amount
-        value = json.dumps({
-            "order_id": order_id,
-            "customer": f"customer-{rng.randint(1, 500)}",
-            "amount": str(amount),
-            "created_at": "2026-11-21T12:00:00Z",
-        }).encode()
-        partition = order_id % partitions
-        if partition in last:
-            key, previous = last[partition]
-            producer.produce(topic, key=key, value=previous, partition=partition)
-        last[partition] = (str(order_id).encode(), value)
-        producer.poll(0)
-    producer.flush(60)
-    for partition, (key, value) in last.items():
-        producer.produce(topic, key=key, value=value, partition=partition)
-        producer.flush(60)
-    return OrderTotals(count, total)
+    amounts: list[Decimal] = []
+
+    def orders():
+        for order_id in range(1, count + 1):
+            amount = Decimal(rng.randint(100, 99_999)) / 100
+            amounts.append(amount)
+            value = json.dumps({
+                "order_id": order_id,
+                "customer": f"customer-{rng.randint(1, 500)}",
+                "amount": str(amount),
+                "created_at": "2026-11-21T12:00:00Z",
+            }).encode()
+            yield order_id % partitions, str(order_id).encode(), value
+
+    produce_records(bootstrap, topic, orders())
+    return OrderTotals(count, sum(amounts, Decimal("0")))

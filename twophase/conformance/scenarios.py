@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from eoskit.runtime.demo.orders import recreate_topic
+from eoskit.runtime.dev.produce import produce_records
 from eoskit.twophase import crash
 from eoskit.twophase.conformance.job_template import JOB
 from eoskit.twophase.conformance.target import ConformanceTarget
@@ -44,29 +45,13 @@ class Workload:
     @classmethod
     def produce(cls, bootstrap: str, records: int = 100_000, partitions: int = 4,
                 batches: int = 5) -> "Workload":
-        from confluent_kafka import Producer
-
         topic = f"conformance-{uuid.uuid4().hex[:8]}"
         recreate_topic(bootstrap, topic, partitions)
-        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
-                             "compression.type": "lz4"})
-        tail: dict[int, tuple[bytes, bytes]] = {}
-        for record_id in range(records):
-            partition = record_id % partitions
-            value = json.dumps({"id": record_id, "amount": cls.amount(record_id),
-                                "customer": f"c{record_id % 50}"}).encode()
-            if partition in tail:
-                producer.produce(topic, key=tail[partition][0], value=tail[partition][1],
-                                 partition=partition)
-            tail[partition] = (str(record_id).encode(), value)
-            if record_id % 10_000 == 0:
-                producer.poll(0)
-        producer.flush(120)
-        # The local broker reports offsets of whole record batches only: the
-        # last record of each partition goes in a batch of its own.
-        for partition, (key, value) in tail.items():
-            producer.produce(topic, key=key, value=value, partition=partition)
-            producer.flush(60)
+        produce_records(bootstrap, topic, (
+            (i % partitions, str(i).encode(),
+             json.dumps({"id": i, "amount": cls.amount(i), "customer": f"c{i % 50}"}).encode())
+            for i in range(records)
+        ))
         return cls(bootstrap, topic, records, partitions, max(1, records // batches))
 
     def expected(self) -> list[tuple[int, int]]:
