@@ -201,6 +201,41 @@ def test_abort_rolls_back_everything_of_an_undecided_batch(env):
     assert db.prepared == {} and db.committed == []
 
 
+def test_task_prepared_after_the_abort_rolls_itself_back(env):
+    """Spark calls abort without waiting for cancelled tasks; one that
+    prepares after the abort listed the batch must not stay prepared."""
+    db, sink, decisions, coordinator = env
+    coordinator.abort(1)
+    message = task(sink, decisions, 1, 3, [7])
+    assert db.prepared == {} and db.committed == []
+    assert message.txn_id is None
+
+
+def test_task_prepared_while_the_batch_was_decided_rolls_itself_back(env, monkeypatch):
+    db, sink, decisions, coordinator = env
+    winner = task(sink, decisions, 2, 0, [1], attempt=1)  # a speculative copy finishes first
+    prepare = FakeTransaction.prepare
+
+    def prepare_as_the_decision_lands(self):
+        prepare(self)
+        if decisions.get(2) is None:
+            coordinator.commit([winner], 2)  # lists prepared ids before this one exists
+
+    monkeypatch.setattr(FakeTransaction, "prepare", prepare_as_the_decision_lands)
+    loser = task(sink, decisions, 2, 0, [1], attempt=0)
+    assert loser.txn_id is None
+    assert db.prepared == {} and committed_values(db) == [1]
+
+
+def test_a_new_run_forgets_the_failed_runs_aborts(env):
+    db, sink, decisions, coordinator = env
+    coordinator.abort(4)
+    coordinator.sweep(planned_batch=4)  # the restart plans batch 4 again
+    message = task(sink, decisions, 4, 0, [5])
+    coordinator.commit([message], 4)
+    assert committed_values(db) == [5]
+
+
 def test_abort_of_a_decided_batch_rolls_forward(env):
     db, sink, decisions, coordinator = env
     messages = [task(sink, decisions, 1, 0, [1])]

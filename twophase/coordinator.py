@@ -17,6 +17,8 @@ The commit of batch n, on the driver (``commit``):
 
 ``abort`` rolls back every prepared id of an undecided batch; a decided batch
 is rolled forward instead, since its decision may already be half applied.
+It first records the abort, so that a cancelled task still running on an
+executor (Spark does not wait for it) rolls back what it prepares late.
 
 ``sweep`` runs when a batch is planned, before its tasks start, and resolves
 every prepared id of the sink by the decision log: listed in its batch's
@@ -124,11 +126,13 @@ class Coordinator:
                 log.warning("batch %d was decided before the abort: completing its commit", batch)
                 self._apply(decision, first_time=False)
             return
+        self.decisions.mark_aborted(batch)
         for txn in self.sink.list_prepared(batch_prefix(self.sink_id, batch)):
             self.sink.rollback_prepared(txn)
 
     def sweep(self, planned_batch: int | None) -> dict[str, list[str]]:
         """Resolve every prepared id of this sink up to the batch being planned."""
+        self.decisions.clear_aborted()
         prepared = self.sink.list_prepared(sink_prefix(self.sink_id))
         if not prepared:
             return {"committed": [], "rolled_back": []}

@@ -10,6 +10,13 @@ through fsspec, so it lives and dies with the checkpoint it belongs to:
   written whole (atomic rename locally, a single PUT on object stores)
   before any transaction of the batch is committed; ``status`` becomes
   ``done`` once every id is committed and every other id rolled back.
+- ``aborted/<batch>.json``: written by ``abort`` before it lists what to roll
+  back, and read by each task right after it prepares. Spark does not wait
+  for a cancelled task before it calls ``abort``, so a task may prepare after
+  the abort listed the batch; the marker makes such a task roll itself back
+  (either it sees the marker, or it prepared before the marker was written
+  and the abort's listing finds it). Markers belong to the run that failed:
+  the next run's planning removes them before it re-runs the batch.
 """
 
 from __future__ import annotations
@@ -131,6 +138,22 @@ class DecisionLog:
         data.update({"batch": decision.batch, "commit": list(decision.commit),
                      "status": "done", "doneAt": time.time()})
         self._write_atomic(f"decisions/{decision.batch}.json", data)
+
+    # -- aborts of the current run --------------------------------------
+
+    def mark_aborted(self, batch: int) -> None:
+        self._write_atomic(f"aborted/{batch}.json", {"batch": batch, "abortedAt": time.time()})
+
+    def is_aborted(self, batch: int) -> bool:
+        return self._read(f"aborted/{batch}.json") is not None
+
+    def clear_aborted(self) -> None:
+        """Forget a failed run's aborts, before a new run re-plans its batches."""
+        fs, path = self.fs, self._path("aborted")
+        try:
+            fs.rm(path, recursive=True)
+        except FileNotFoundError:
+            pass
 
     def batches(self) -> list[int]:
         fs, path = self.fs, self._path("decisions")

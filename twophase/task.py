@@ -3,7 +3,8 @@
 Two-phase: check the decision log (a decided batch is a replay: write
 nothing), roll back leftovers of earlier attempts of this very task, open a
 transaction named by the task, write every Arrow batch, check the decision
-log again, prepare, ack. At-least-once: write and commit directly.
+log again, prepare, check once more (a batch settled meanwhile: roll back),
+ack. At-least-once: write and commit directly.
 """
 
 from __future__ import annotations
@@ -87,7 +88,23 @@ def write_task(
         transaction.abort()
         raise
     crash.crash_point(crash.TASK_AFTER_PREPARE, batch)
+    if _settled_without(decisions, batch, str(txn_id)):
+        sink.rollback_prepared(str(txn_id))
+        return ack(None, replay=True)
     return ack(str(txn_id), transaction.rows, transaction.bytes)
+
+
+def _settled_without(decisions: DecisionLog, batch: int, txn_id: str) -> bool:
+    """Was the batch decided or aborted while this attempt prepared? Then
+    nobody will ever commit ``txn_id``: a duplicate attempt lost the race, or
+    Spark cancelled the task and called ``abort`` without waiting for it.
+    Checked *after* preparing, which closes the race with the coordinator: it
+    writes its decision or abort marker before listing the batch's prepared
+    ids, so it either finds this transaction or this check finds its record."""
+    decision = decisions.get(batch)
+    if decision is not None:
+        return txn_id not in decision.commit
+    return decisions.is_aborted(batch)
 
 
 def _roll_back_earlier_attempts(
