@@ -28,3 +28,27 @@ def test_pyspark_discovery_modules_point_at_real_data_sources():
         module = importlib.import_module(name)
         assert issubclass(module.DefaultSource, DataSource)
         assert module.DefaultSource.name().startswith("eoskit-")
+
+
+def test_spark_helper_processes_import_the_installed_pyspark_not_the_zip():
+    """Spark puts pyspark.zip first on the path of every Python process it
+    starts (planners, the streaming source runner, workers); compiled from
+    the zip, PySpark costs each of them more than a second. The installed
+    .pth file drops the zip when the installed PySpark is the same version."""
+    import os
+    import subprocess
+    import sys
+
+    import pyspark
+
+    zip_path = Path(pyspark.__file__).parent / "python" / "lib" / "pyspark.zip"
+    if not zip_path.is_file():
+        pytest.skip(f"this PySpark has no {zip_path} (not a pip-installed PySpark)")
+    result = subprocess.run(
+        [sys.executable, "-c", "import pyspark, sys; print(pyspark.__file__); "
+         "print(any(p.endswith('pyspark.zip') for p in sys.path))"],
+        env={**os.environ, "PYTHONPATH": str(zip_path)}, capture_output=True, text=True, check=True,
+    )
+    module_file, zip_still_on_path = result.stdout.split()
+    assert Path(module_file) == Path(pyspark.__file__)
+    assert zip_still_on_path == "False"
