@@ -11,7 +11,6 @@ benchmarks/README.md.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -30,27 +29,16 @@ from kafka_to_postgres import (
     EOSKIT_TABLE,
     STALL_TIMEOUT_S,
     BaselineResult,
-    StreamResult,
+    Database,
     TableStats,
     Timings,
     WriterSetup,
-    delete_topic,
     end_offsets,
-    fail,
-    kafka_stream,
-    machine_facts,
-    parse_orders,
-    produce,
-    report,
-    run_breakdown,
-    run_stream,
-    say,
-    spark_session,
-    verify,
+    parse_args,
+    run_benchmark,
 )
 
 from eoskit.connectors.mysql.connection import connect_kwargs
-from eoskit.runtime.dev import LocalServices
 
 TABLE_DDL = ("(order_id BIGINT, customer TEXT, amount DECIMAL(12,2), created_at DATETIME(6)) "
              "ENGINE=InnoDB")
@@ -174,62 +162,20 @@ def mysql_writer(mysql_url: str) -> WriterSetup:
 
 # ------------------------------------------------------------------------ main
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--records", type=int, default=200_000)
-    parser.add_argument("--partitions", type=int, default=4)
-    parser.add_argument("--max-offsets-per-trigger", type=int, default=50_000)
-    parser.add_argument("--breakdown", action="store_true",
-                        help="also run the stream into Spark's noop sink, with and without "
-                             "the JSON parse, to split source, parse and sink cost")
-    parser.add_argument("--services-dir", default=".eoskit/dev")
-    parser.add_argument("--keep-topic", action="store_true", help="do not delete the topic at the end")
-    return parser.parse_args(argv)
+MYSQL = Database(
+    sink="eoskit-mysql",
+    baseline="consumer + json.loads + PyMySQL multi-row INSERT",
+    url_of=lambda endpoints: endpoints.mysql_url,
+    reset_table=reset_table,
+    table_stats=table_stats,
+    run_baseline=run_baseline,
+    writer=mysql_writer,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    facts_before = machine_facts()
-    endpoints = LocalServices(args.services_dir).up()
-    bootstrap, mysql_url = endpoints.kafka_bootstrap, endpoints.mysql_url
-    topic = f"bench-orders-{uuid.uuid4().hex[:12]}"
-    say(f"producing {args.records:,} orders to {topic} ({args.partitions} partitions)")
-    expected, produce_s = produce(bootstrap, topic, args.records, args.partitions)
-    try:
-        say("baseline: consumer + json.loads + PyMySQL multi-row INSERT, one process")
-        reset_table(mysql_url, BASELINE_TABLE)
-        baseline = run_baseline(bootstrap, mysql_url, topic, args.partitions)
-
-        say("starting Spark")
-        started = time.perf_counter()
-        spark = spark_session()
-        spark_start_s = time.perf_counter() - started
-        raw = kafka_stream(spark, bootstrap, topic, args.max_offsets_per_trigger)
-
-        say("eoskit: eoskit-kafka -> from_json -> eoskit-mysql (XA), availableNow")
-        reset_table(mysql_url, EOSKIT_TABLE)
-        eoskit = run_stream(mysql_writer(mysql_url), parse_orders(raw), "eoskit")
-        breakdown: list[tuple[str, StreamResult]] = []
-        if args.breakdown:
-            say("breakdown: the same stream into Spark's noop sink, with and without the parse")
-            breakdown = run_breakdown(raw)
-        spark.stop()
-    finally:
-        if not args.keep_topic:
-            delete_topic(bootstrap, topic)
-
-    problems = []
-    for name, table in (("baseline", BASELINE_TABLE), ("eoskit", EOSKIT_TABLE)):
-        problems += verify(name, table_stats(mysql_url, table), expected)
-    problems += [f"{label}: read {result.rows} rows, expected {expected.count}"
-                 for label, result in breakdown if result.rows != expected.count]
-    report(args, produce_s, spark_start_s, baseline, eoskit, breakdown, facts_before,
-           sink="eoskit-mysql")
-    if problems:
-        return fail(problems)
-    say(f"verified: both tables hold each of the {expected.count:,} orders exactly once "
-        f"(sum {expected.amount})")
-    return 0
+    args = parse_args(argv, __doc__.split("\n\n")[0], records=200_000, max_offsets=50_000)
+    return run_benchmark(args, MYSQL)
 
 
 if __name__ == "__main__":

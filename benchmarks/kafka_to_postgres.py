@@ -378,7 +378,7 @@ def stream_rows(label: str, result: StreamResult) -> list[tuple[str, int, float]
 def report(args: argparse.Namespace, produce_s: float, spark_start_s: float,
            baseline: BaselineResult, eoskit: StreamResult,
            breakdown: list[tuple[str, StreamResult]],
-           facts_before: list[tuple[str, str]], sink: str = "eoskit-postgres") -> None:
+           facts_before: list[tuple[str, str]], sink: str) -> None:
     print_table("machine (at start)", facts_before)
     print_table("parameters", [
         ("records", f"{args.records:,}"),
@@ -408,11 +408,25 @@ def report(args: argparse.Namespace, produce_s: float, spark_start_s: float,
 
 # ------------------------------------------------------------------------ main
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--records", type=int, default=1_000_000)
+@dataclass(frozen=True)
+class Database:
+    """What one benchmark's database side is; everything else is shared."""
+
+    sink: str  # the eoskit format, e.g. eoskit-postgres
+    baseline: str  # what the plain loop does, for the progress line
+    url_of: Callable[[Any], str]  # the SQLAlchemy URL from LocalServices' endpoints
+    reset_table: Callable[[str, str], None]
+    table_stats: Callable[[str, str], TableStats]
+    run_baseline: Callable[[str, str, str, int], BaselineResult]
+    writer: Callable[[str], WriterSetup]
+
+
+def parse_args(argv: list[str] | None, description: str, records: int = 1_000_000,
+               max_offsets: int = 250_000) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--records", type=int, default=records)
     parser.add_argument("--partitions", type=int, default=4)
-    parser.add_argument("--max-offsets-per-trigger", type=int, default=250_000)
+    parser.add_argument("--max-offsets-per-trigger", type=int, default=max_offsets)
     parser.add_argument("--breakdown", action="store_true",
                         help="also run the stream into Spark's noop sink, with and without "
                              "the JSON parse, to split source, parse and sink cost")
@@ -434,18 +448,19 @@ def fail(problems: list[str]) -> int:
     return 1
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+def run_benchmark(args: argparse.Namespace, database: Database) -> int:
+    """Produce once, run the plain loop and eoskit on the same topic, verify
+    both tables, report; 1 if either table is wrong."""
     facts_before = machine_facts()
     endpoints = LocalServices(args.services_dir).up()
-    bootstrap, postgres_url = endpoints.kafka_bootstrap, endpoints.postgres_url
+    bootstrap, url = endpoints.kafka_bootstrap, database.url_of(endpoints)
     topic = f"bench-orders-{uuid.uuid4().hex[:12]}"
     say(f"producing {args.records:,} orders to {topic} ({args.partitions} partitions)")
     expected, produce_s = produce(bootstrap, topic, args.records, args.partitions)
     try:
-        say("baseline: consumer + json.loads + COPY, one process")
-        reset_table(postgres_url, BASELINE_TABLE)
-        baseline = run_baseline(bootstrap, postgres_url, topic, args.partitions)
+        say(f"baseline: {database.baseline}, one process")
+        database.reset_table(url, BASELINE_TABLE)
+        baseline = database.run_baseline(bootstrap, url, topic, args.partitions)
 
         say("starting Spark")
         started = time.perf_counter()
@@ -453,9 +468,9 @@ def main(argv: list[str] | None = None) -> int:
         spark_start_s = time.perf_counter() - started
         raw = kafka_stream(spark, bootstrap, topic, args.max_offsets_per_trigger)
 
-        say("eoskit: eoskit-kafka -> from_json -> eoskit-postgres, availableNow")
-        reset_table(postgres_url, EOSKIT_TABLE)
-        eoskit = run_stream(postgres_writer(postgres_url), parse_orders(raw), "eoskit")
+        say(f"eoskit: eoskit-kafka -> from_json -> {database.sink}, availableNow")
+        database.reset_table(url, EOSKIT_TABLE)
+        eoskit = run_stream(database.writer(url), parse_orders(raw), "eoskit")
         breakdown: list[tuple[str, StreamResult]] = []
         if args.breakdown:
             say("breakdown: the same stream into Spark's noop sink, with and without the parse")
@@ -467,15 +482,31 @@ def main(argv: list[str] | None = None) -> int:
 
     problems = []
     for name, table in (("baseline", BASELINE_TABLE), ("eoskit", EOSKIT_TABLE)):
-        problems += verify(name, table_stats(postgres_url, table), expected)
+        problems += verify(name, database.table_stats(url, table), expected)
     problems += [f"{label}: read {result.rows} rows, expected {expected.count}"
                  for label, result in breakdown if result.rows != expected.count]
-    report(args, produce_s, spark_start_s, baseline, eoskit, breakdown, facts_before)
+    report(args, produce_s, spark_start_s, baseline, eoskit, breakdown, facts_before,
+           sink=database.sink)
     if problems:
         return fail(problems)
     say(f"verified: both tables hold each of the {expected.count:,} orders exactly once "
         f"(sum {expected.amount})")
     return 0
+
+
+POSTGRES = Database(
+    sink="eoskit-postgres",
+    baseline="consumer + json.loads + COPY",
+    url_of=lambda endpoints: endpoints.postgres_url,
+    reset_table=reset_table,
+    table_stats=table_stats,
+    run_baseline=run_baseline,
+    writer=postgres_writer,
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_benchmark(parse_args(argv, __doc__.split("\n\n")[0]), POSTGRES)
 
 
 if __name__ == "__main__":
