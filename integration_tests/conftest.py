@@ -6,6 +6,7 @@ pytest plugin shipped in eoskit (``eoskit.runtime.pytest_plugin``).
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -87,3 +88,16 @@ def produce_to(kafka: str) -> Callable[..., None]:
 @pytest.fixture
 def numbered_records() -> Callable[..., dict[int, list[tuple[bytes, bytes]]]]:
     return numbered
+
+
+@pytest.fixture
+def records_topic(new_topic, produce_to) -> Callable[..., str]:
+    """A new topic holding JSON ``rows``, each keyed by and partitioned on its ``id``."""
+    def make(rows: list[dict], partitions: int = 2) -> str:
+        topic = new_topic(partitions)
+        per_partition: dict[int, list[tuple[bytes, bytes]]] = {p: [] for p in range(partitions)}
+        for row in rows:
+            per_partition[row["id"] % partitions].append((str(row["id"]).encode(), json.dumps(row).encode()))
+        produce_to(topic, {p: r for p, r in per_partition.items() if r})
+        return topic
+    return make

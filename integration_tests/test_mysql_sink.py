@@ -59,18 +59,6 @@ def table(mysql) -> str:
     query(mysql, f"DROP TABLE IF EXISTS `{name}`")
 
 
-@pytest.fixture
-def records_topic(new_topic, produce_to):
-    def make(rows: list[dict], partitions: int = 2) -> str:
-        topic = new_topic(partitions)
-        per_partition = {p: [] for p in range(partitions)}
-        for row in rows:
-            per_partition[row["id"] % partitions].append((str(row["id"]).encode(), json.dumps(row).encode()))
-        produce_to(topic, {p: r for p, r in per_partition.items() if r})
-        return topic
-    return make
-
-
 def write(spark, kafka, topic, checkpoint, schema=SCHEMA, transform=None, **options):
     df = (spark.readStream.format("eoskit-kafka").option("kafka.bootstrap.servers", kafka)
           .option("subscribe", topic).option("startingOffsets", "earliest").load()

@@ -2,9 +2,9 @@
 
 Two-phase: check the decision log (a decided batch is a replay: write
 nothing), roll back leftovers of earlier attempts of this very task, open a
-transaction named by the task, write every Arrow batch, check the decision
-log again, prepare, check once more (a batch settled meanwhile: roll back),
-ack. At-least-once: write and commit directly.
+transaction named by the task, write every Arrow batch, prepare, check the
+log again (a batch decided or aborted meanwhile: roll back), ack.
+At-least-once: write and commit directly.
 """
 
 from __future__ import annotations
@@ -79,10 +79,6 @@ def write_task(
         if transaction.rows == 0:
             transaction.abort()
             return ack(None)
-        if decisions.get(batch) is not None:
-            # Decided while this attempt wrote (a slower duplicate attempt).
-            transaction.abort()
-            return ack(None, replay=True)
         transaction.prepare()
     except BaseException:
         transaction.abort()
