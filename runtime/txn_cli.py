@@ -6,10 +6,10 @@ import argparse
 import sys
 from typing import Any
 
-from eoskit.twophase.contract import TransactionalSink
+from eoskit.twophase.contract import TwoPhaseCommitting
 
 
-def sink_for_url(url: str) -> TransactionalSink:
+def sink_for_url(url: str) -> TwoPhaseCommitting:
     """The sink kind that owns a database URL, able to list and settle ids."""
     from sqlalchemy.engine import make_url
 

@@ -85,8 +85,7 @@ def test_docs_table_matches_the_declarations():
     docs = (Path(__file__).parents[1] / "docs" / "kafka-source.md").read_text()
     block = docs.split("<!-- options:begin -->\n")[1].split("<!-- options:end -->")[0]
     assert block.strip() == "\n".join(OPTIONS.docs()), (
-        "docs/kafka-source.md is out of date: regenerate the table with "
-        "python -c \"from eoskit.connectors.kafka.settings import OPTIONS; print(chr(10).join(OPTIONS.docs()))\""
+        "docs/kafka-source.md is out of date: regenerate it with scripts/options_docs.py"
     )
 
 
@@ -98,4 +97,5 @@ def test_sql_sink_docs_table_matches_the_declarations(page):
 
     docs = (Path(__file__).parents[1] / "docs" / page).read_text()
     block = docs.split("<!-- options:begin -->\n")[1].split("<!-- options:end -->")[0]
-    assert block.strip() == "\n".join(SQL_OPTIONS.docs())
+    assert block.strip() == "\n".join(SQL_OPTIONS.docs()), (
+        f"docs/{page} is out of date: regenerate it with scripts/options_docs.py")

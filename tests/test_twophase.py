@@ -5,7 +5,14 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from eoskit.twophase.contract import SinkTransaction, TransactionalSink
+from eoskit.twophase.contract import (
+    CommitMode,
+    DirectCommitting,
+    MarkedCommitting,
+    MarkedWriter,
+    PreparingWriter,
+    TwoPhaseCommitting,
+)
 from eoskit.twophase.coordinator import (
     Coordinator,
     CoordinatorError,
@@ -13,7 +20,10 @@ from eoskit.twophase.coordinator import (
     OrphanedTransactions,
 )
 from eoskit.twophase.decision_log import DecisionLog, latest_planned_batch
-from eoskit.twophase.task import AT_LEAST_ONCE, IDEMPOTENT, TWOPHASE, write_task
+from eoskit.twophase.messages import CommittedByTask, NothingToCommit
+from eoskit.twophase.task import ReplayMismatch, write_task
+
+TWOPHASE, IDEMPOTENT, AT_LEAST_ONCE = CommitMode.TWOPHASE, CommitMode.IDEMPOTENT, CommitMode.AT_LEAST_ONCE
 from eoskit.twophase.txn_id import InvalidSinkId, TxnId, sink_id_for_checkpoint, validate_sink_id
 
 
@@ -21,18 +31,19 @@ class FakeDatabase:
     def __init__(self) -> None:
         self.committed: list[tuple[str, list[int]]] = []  # (txn, values)
         self.prepared: dict[str, list[int]] = {}
-        self.markers: set[tuple[str, int, int]] = set()
+        self.markers: dict[tuple[str, int, int], int] = {}  # -> rows
 
 
-class FakeTransaction(SinkTransaction):
-    def __init__(self, db: FakeDatabase, txn_id: str) -> None:
+class FakeTransaction(PreparingWriter, MarkedWriter):
+    def __init__(self, db: FakeDatabase, txn_id: str, marker=None) -> None:
         self.db, self.txn_id, self.values = db, txn_id, []
         self.rows = self.bytes = 0
-        self.marker = None
+        self.wanted, self.marker = marker, None
 
-    def claim(self, marker) -> bool:
-        key = (marker.sink_id, marker.batch, marker.partition)
+    def claim(self) -> bool:
+        key = (self.wanted.sink_id, self.wanted.batch, self.wanted.partition)
         if key in self.db.markers:
+            self.committed_rows = self.db.markers[key]
             return False
         self.marker = key
         return True
@@ -47,13 +58,13 @@ class FakeTransaction(SinkTransaction):
     def commit(self) -> None:
         self.db.committed.append((self.txn_id, self.values))
         if self.marker is not None:
-            self.db.markers.add(self.marker)
+            self.db.markers[self.marker] = self.rows
 
     def abort(self) -> None:
         self.values = []
 
 
-class FakeSink(TransactionalSink):
+class FakeSink(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
     kind = "fake"
 
     def __init__(self, db: FakeDatabase) -> None:
@@ -62,8 +73,14 @@ class FakeSink(TransactionalSink):
     def check(self, schema, context) -> None:
         pass
 
-    def begin(self, txn_id: str) -> FakeTransaction:
+    def begin_prepared(self, txn_id: str) -> FakeTransaction:
         return FakeTransaction(self.db, txn_id)
+
+    def begin_marked(self, marker, attempt: int) -> FakeTransaction:
+        return FakeTransaction(self.db, f"marked-{marker.partition}-{attempt}", marker)
+
+    def begin_direct(self, marker, attempt: int) -> FakeTransaction:
+        return FakeTransaction(self.db, f"direct-{marker.partition}-{attempt}")
 
     def commit_prepared(self, txn_id: str) -> bool:
         values = self.db.prepared.pop(txn_id, None)
@@ -137,7 +154,7 @@ def test_replayed_batch_writes_nothing_and_commit_uses_the_logged_decision(env):
     first = [task(sink, decisions, 4, 0, [1]), task(sink, decisions, 4, 1, [2])]
     coordinator.commit(first, 4)
     replay = [task(sink, decisions, 4, 0, [1]), task(sink, decisions, 4, 1, [2])]
-    assert all(m.replay and m.txn_id is None for m in replay)
+    assert all(m.replay and not hasattr(m, "txn_id") for m in replay)
     coordinator.commit(replay, 4)
     assert committed_values(db) == [1, 2]
 
@@ -208,7 +225,7 @@ def test_task_prepared_after_the_abort_rolls_itself_back(env):
     coordinator.abort(1)
     message = task(sink, decisions, 1, 3, [7])
     assert db.prepared == {} and db.committed == []
-    assert message.txn_id is None
+    assert isinstance(message, NothingToCommit)
 
 
 def test_task_prepared_while_the_batch_was_decided_rolls_itself_back(env, monkeypatch):
@@ -223,7 +240,7 @@ def test_task_prepared_while_the_batch_was_decided_rolls_itself_back(env, monkey
 
     monkeypatch.setattr(FakeTransaction, "prepare", prepare_as_the_decision_lands)
     loser = task(sink, decisions, 2, 0, [1], attempt=0)
-    assert loser.txn_id is None
+    assert isinstance(loser, NothingToCommit) and loser.replay
     assert db.prepared == {} and committed_values(db) == [1]
 
 
@@ -285,14 +302,14 @@ def test_prepared_transactions_without_decision_log_stop_the_start(tmp_path):
 def test_at_least_once_commits_in_the_task(env):
     db, sink, decisions, _ = env
     message = task(sink, decisions, 0, 0, [1, 2], mode=AT_LEAST_ONCE)
-    assert message.txn_id is None
+    assert isinstance(message, CommittedByTask) and message.rows == 2
     assert committed_values(db) == [1, 2]
 
 
 def test_empty_partition_prepares_nothing(env):
     db, sink, decisions, _ = env
     message = write_task(sink, decisions, TWOPHASE, iter([]), identity=(0, 0, 0))
-    assert message.txn_id is None and db.prepared == {}
+    assert isinstance(message, NothingToCommit) and not message.replay and db.prepared == {}
 
 
 def test_latest_planned_batch_reads_the_offset_log(tmp_path):
@@ -315,12 +332,12 @@ def test_decision_log_survives_in_memory_filesystem():
 def test_idempotent_mode_commits_rows_with_a_marker_and_replays_write_nothing(env):
     db, sink, decisions, _ = env
     first = task(sink, decisions, 3, 1, [1, 2], mode=IDEMPOTENT)
-    assert first.txn_id is None and not first.replay
-    assert db.markers == {("s1", 3, 1)}
+    assert isinstance(first, CommittedByTask)
+    assert db.markers == {("s1", 3, 1): 2}
     again = task(sink, decisions, 3, 1, [1, 2], attempt=1, mode=IDEMPOTENT)
     assert again.replay
     other = task(sink, decisions, 3, 2, [5], mode=IDEMPOTENT)
-    assert not other.replay
+    assert isinstance(other, CommittedByTask)
     assert committed_values(db) == [1, 2, 5]
 
 
@@ -338,3 +355,31 @@ def test_copy_csv_writes_utc_timestamps_nulls_and_bytea_as_copy_expects():
     lines = to_copy_csv(batch).decode().splitlines()
     assert lines[0] == '"2026-11-21 12:00:00.000005Z","\\x0001","","Infinity"'
     assert lines[1] == ',,,"1.5"'
+
+
+def test_replay_with_other_rows_than_the_committed_attempt_is_refused(env):
+    """A restart with another parallelism hands a task other rows: writing
+    nothing would lose rows, writing them would duplicate: refuse."""
+    db, sink, decisions, _ = env
+    task(sink, decisions, 3, 0, [1, 2, 3], mode=IDEMPOTENT)
+    with pytest.raises(ReplayMismatch, match="batch 3 .* task 0 now has 2 rows where the committed attempt wrote 3"):
+        task(sink, decisions, 3, 0, [1, 2], attempt=1, mode=IDEMPOTENT)
+    assert committed_values(db) == [1, 2, 3]
+
+
+def test_commit_modes_come_from_the_capabilities():
+    from eoskit.twophase.contract import SinkError, commit_modes, resolve_commit_mode
+
+    class MarkedOnly(MarkedCommitting):
+        kind = "marked-only"
+
+        def check(self, schema, context): ...
+
+        def begin_marked(self, marker, attempt): ...
+
+    assert commit_modes(FakeSink) == (TWOPHASE, IDEMPOTENT, AT_LEAST_ONCE)
+    assert resolve_commit_mode(FakeSink, None) is TWOPHASE
+    assert resolve_commit_mode(MarkedOnly, "exactly_once") is IDEMPOTENT
+    assert resolve_commit_mode(MarkedOnly, "Idempotent") is IDEMPOTENT
+    with pytest.raises(SinkError, match="'commitMode' = 'twophase': marked-only supports exactly_once, idempotent$"):
+        resolve_commit_mode(MarkedOnly, "twophase")

@@ -1,4 +1,4 @@
-"""Any ``TransactionalSink`` as a PySpark streaming data source.
+"""Any eoskit ``Sink`` as a PySpark streaming data source.
 
 Where each piece runs, as Spark 4 drives a Python streaming sink:
 - planning, on the driver, once per micro-batch before its tasks start: a
@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from abc import abstractmethod
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -28,47 +28,59 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from eoskit.twophase.contract import SinkContext, SinkError, TransactionalSink
+from eoskit.twophase.contract import (
+    CommitMode,
+    MarkedCommitting,
+    Sink,
+    SinkContext,
+    SinkError,
+    TwoPhaseCommitting,
+    resolve_commit_mode,
+)
 from eoskit.twophase.coordinator import Coordinator
-from eoskit.twophase.decision_log import DecisionLog, latest_planned_batch
-from eoskit.twophase.messages import PreparedMessage
-from eoskit.twophase.decision_log import RETAIN_BATCHES
-from eoskit.twophase.task import IDEMPOTENT, TWOPHASE, write_task
+from eoskit.twophase.decision_log import RETAIN_BATCHES, DecisionLog, latest_planned_batch
+from eoskit.twophase.messages import TaskAck
+from eoskit.twophase.task import write_task
 from eoskit.twophase.txn_id import sink_id_for_checkpoint, validate_sink_id
 
 
 #: Sinks already checked by this planning process (it is reused batch after
 #: batch): reflection and rights are checked once per query start and set of
 #: options, as Spark's JDBC sink does, not at every micro-batch.
-_checked: dict[str, TransactionalSink] = {}
+_checked: dict[str, Sink] = {}
 
 
-class TwoPhaseStreamWriter(DataSourceStreamArrowWriter):
-    """Executors write and prepare; the driver decides and commits."""
+class TransactionalStreamWriter(DataSourceStreamArrowWriter):
+    """Executors write (and prepare, or commit with a marker); the driver
+    decides and commits two-phase batches."""
 
-    def __init__(self, sink: TransactionalSink, decisions: DecisionLog, commit_mode: str) -> None:
+    def __init__(self, sink: Sink, decisions: DecisionLog, commit_mode: CommitMode) -> None:
         self.sink = sink
         self.decisions = decisions
         self.commit_mode = commit_mode
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> PreparedMessage:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskAck:
         return write_task(self.sink, self.decisions, self.commit_mode, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        if self.commit_mode == IDEMPOTENT and batchId % 100 == 0 and batchId > RETAIN_BATCHES:
+        if isinstance(self.sink, TwoPhaseCommitting) and self.commit_mode is CommitMode.TWOPHASE:
+            Coordinator(self.sink, self.decisions).commit(messages, batchId)  # type: ignore[arg-type]
+        elif (isinstance(self.sink, MarkedCommitting) and self.commit_mode is CommitMode.IDEMPOTENT
+              and batchId % 100 == 0 and batchId > RETAIN_BATCHES):
             self.sink.prune_markers(self.decisions.sink_id, batchId - RETAIN_BATCHES)
-        if self.commit_mode != TWOPHASE:
-            return
-        Coordinator(self.sink, self.decisions).commit(messages, batchId)  # type: ignore[arg-type]
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        if self.commit_mode != TWOPHASE:
-            return
-        Coordinator(self.sink, self.decisions).abort(batchId)
+        if isinstance(self.sink, TwoPhaseCommitting) and self.commit_mode is CommitMode.TWOPHASE:
+            Coordinator(self.sink, self.decisions).abort(batchId)
 
 
-class TwoPhaseDataSource(DataSource):
-    """Base of eoskit's transactional sinks; subclasses build the sink."""
+class TransactionalDataSource(DataSource):
+    """Base of eoskit's sinks as data sources; subclasses name their sink type
+    and build the sink. The commit mode comes from the ``commitMode`` option,
+    checked against the sink type's capabilities."""
+
+    #: The sink's class: its capabilities decide the allowed commit modes.
+    sink_type: ClassVar[type[Sink]]
 
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
@@ -79,12 +91,12 @@ class TwoPhaseDataSource(DataSource):
         self._planning = False
 
     @abstractmethod
-    def transactional_sink(self, schema: StructType) -> TransactionalSink:
+    def transactional_sink(self, schema: StructType) -> Sink:
         """The sink for these options and this DataFrame schema."""
 
-    @abstractmethod
-    def commit_mode(self) -> str:
-        """``twophase``, ``idempotent`` or ``at_least_once``."""
+    def commit_mode(self) -> CommitMode:
+        given = self.options.get("commitMode") or self.options.get("commitmode")
+        return resolve_commit_mode(self.sink_type, given)
 
     def sink_id(self) -> str:
         given = self.options.get("sinkId") or self.options.get("sinkid")
@@ -99,10 +111,10 @@ class TwoPhaseDataSource(DataSource):
             )
         return location
 
-    def streamWriter(self, schema: StructType, overwrite: bool) -> TwoPhaseStreamWriter:
+    def streamWriter(self, schema: StructType, overwrite: bool) -> TransactionalStreamWriter:
         decisions = DecisionLog(self.checkpoint_location(), self.sink_id())
         if not self._planning:
-            return TwoPhaseStreamWriter(self.transactional_sink(schema), decisions, self.commit_mode())
+            return TransactionalStreamWriter(self.transactional_sink(schema), decisions, self.commit_mode())
         key = json.dumps([type(self).__qualname__, sorted(self.options.items()), schema.json()])
         sink = _checked.get(key)
         if sink is None:
@@ -110,10 +122,10 @@ class TwoPhaseDataSource(DataSource):
             sink.check(schema, SinkContext(decisions.sink_id, self.checkpoint_location(),
                                            self.commit_mode()))
             _checked[key] = sink
-        if self.commit_mode() == TWOPHASE:
+        if self.commit_mode() is CommitMode.TWOPHASE:
             Coordinator(sink, decisions).sweep(latest_planned_batch(self.checkpoint_location()))
             decisions.create()
-        return TwoPhaseStreamWriter(sink, decisions, self.commit_mode())
+        return TransactionalStreamWriter(sink, decisions, self.commit_mode())
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         raise SinkError(

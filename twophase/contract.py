@@ -1,12 +1,28 @@
-"""The contract a transactional sink implements: small, and precise about
-where each method runs and what raising means.
+"""The contracts a sink plug-in implements, one per commit capability.
 
-A sink plug-in provides one ``TransactionalSink``. eoskit pickles it to
-executors (``begin`` runs there, once per task) and to the driver's commit
-process (``commit_prepared``, ``rollback_prepared``, ``list_prepared``).
-Everything a method needs must therefore be in the sink's own attributes
-(built from the data source options); connections are opened lazily and may
-be cached per process.
+A sink is one ``Sink`` (checked on the driver) plus the capabilities it has:
+
+- ``TwoPhaseCommitting``: a task prepares its transaction; the driver commits
+  or rolls it back by id once the batch is decided (commit mode
+  ``twophase``; PostgreSQL, MySQL/MariaDB, files).
+- ``MarkedCommitting``: a task commits its own transaction, and inside that
+  same atomic commit records a progress marker (sink id, batch, partition);
+  a replayed task finds its marker and writes nothing (commit mode
+  ``idempotent``; Kafka, and the SQL sinks where prepared transactions are
+  not allowed).
+- ``DirectCommitting``: a task commits by itself, nothing more (commit mode
+  ``at_least_once``).
+
+A sink implements the capabilities of the modes it supports and nothing
+else; ``commit_modes`` derives the allowed ``commitMode`` values from them.
+There is no method that raises NotImplementedError.
+
+Where things run: eoskit pickles the sink to executors (the ``begin_*``
+methods and the writers they return run there, once per task attempt) and to
+the driver's planning and commit processes (``check``, and each capability's
+driver-side methods). Everything a method needs must therefore be in the
+sink's own attributes (built from the data source options); connections are
+opened lazily and may be cached per process.
 
 Transaction ids are opaque strings made by eoskit (``eoskit.twophase.txn_id``),
 at most 64 bytes of ASCII, unique per task attempt.
@@ -16,6 +32,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from enum import Enum
 
 import pyarrow as pa
 from pyspark.sql.types import StructType
@@ -25,31 +42,53 @@ class SinkError(RuntimeError):
     """A sink refused a write or a setting; the message says what to change."""
 
 
+class CommitMode(str, Enum):
+    """How a sink's tasks end their transactions. A ``str`` so that options,
+    logs and JSON carry the plain name."""
+
+    TWOPHASE = "twophase"
+    IDEMPOTENT = "idempotent"
+    AT_LEAST_ONCE = "at_least_once"
+
+    @property
+    def exactly_once(self) -> bool:
+        return self is not CommitMode.AT_LEAST_ONCE
+
+    def __str__(self) -> str:
+        return self.value
+
+
+#: The ``commitMode`` value that asks for the sink's preferred exactly-once
+#: mode (two-phase where the sink has it, else marked commit); also what the
+#: runtime's job-wide ``exactly_once`` mode sets.
+EXACTLY_ONCE = "exactly_once"
+
+
 @dataclass(frozen=True)
 class SinkContext:
     """What a sink learns about the query when it is checked (driver side)."""
 
     sink_id: str
     checkpoint_location: str
-    commit_mode: str
+    commit_mode: CommitMode
 
 
 @dataclass(frozen=True)
 class Marker:
-    """Progress marker of the idempotent mode: this task's rows of this batch
-    are committed. Stored by the sink in the same transaction as the rows."""
+    """A task's progress marker: this task's rows of this batch are committed.
+    Stored by the sink in the same atomic commit as the rows."""
 
     sink_id: str
     batch: int
     partition: int
 
 
-class SinkTransaction(ABC):
-    """One task attempt's transaction. Runs on an executor.
+class TaskWriter(ABC):
+    """One task attempt's writes. Runs on an executor.
 
-    eoskit calls ``write`` for every Arrow batch of the task, then exactly one
-    of ``prepare`` (two-phase), ``commit`` (at-least-once) or ``abort``.
-    Raising from ``write`` or ``prepare`` fails the task; eoskit then calls
+    eoskit calls ``write`` for every Arrow batch of the task, then the ending
+    of the writer's capability (``prepare`` or ``commit``) or ``abort``.
+    Raising from ``write`` or the ending fails the task; eoskit then calls
     ``abort``, which must not raise for a transaction that is already gone.
     """
 
@@ -61,31 +100,49 @@ class SinkTransaction(ABC):
         """Add the batch's rows to the transaction (not visible to readers)."""
 
     @abstractmethod
+    def abort(self) -> None:
+        """Roll back what is not prepared or committed; a no-op if nothing is open."""
+
+
+class PreparingWriter(TaskWriter):
+    """A task's writer of a two-phase sink."""
+
+    @abstractmethod
     def prepare(self) -> None:
         """Make the transaction durable and committable by its id from any
         process, while still invisible (PREPARE TRANSACTION, XA PREPARE, a
         closed staging file). After it returns, only ``commit_prepared`` or
         ``rollback_prepared`` may end it."""
 
+
+class CommittingWriter(TaskWriter):
+    """A task's writer that commits by itself."""
+
     @abstractmethod
     def commit(self) -> None:
-        """Commit directly, without a prepare (at-least-once mode)."""
+        """Make the task's rows visible, atomically."""
+
+
+class MarkedWriter(CommittingWriter):
+    """A task's writer of a marked-commit sink: ``claim`` is called first,
+    before any ``write``; ``commit`` commits the rows and the marker at once."""
+
+    #: Set by ``claim`` when it returns False, if the sink recorded it: the row
+    #: count of the attempt that committed the marker. eoskit refuses a replay
+    #: whose row count differs (the transformation or partitioning changed).
+    committed_rows: int | None = None
 
     @abstractmethod
-    def abort(self) -> None:
-        """Roll back an unprepared transaction; a no-op if there is none."""
-
-    def claim(self, marker: Marker) -> bool:
-        """Idempotent mode, called first in the transaction: record the marker
-        in it and return True, or return False if the marker is already
-        committed (this task's rows of this batch are in: write nothing). If
-        another open transaction holds the same marker, wait for it: that is
-        what keeps two attempts of one task from both committing."""
-        raise NotImplementedError(f"{type(self).__name__} has no idempotent mode")
+    def claim(self) -> bool:
+        """Take this task's marker in the transaction and return True, or
+        return False if the marker is already committed (this task's rows of
+        this batch are in: write nothing). If another open transaction holds
+        the same marker, fence or wait for it: that is what keeps two attempts
+        of one task from both committing."""
 
 
-class TransactionalSink(ABC):
-    """A sink that can prepare a task's writes and commit them by id later."""
+class Sink(ABC):
+    """What every sink provides, whatever its capabilities. Picklable."""
 
     #: Short name used in messages, e.g. ``postgres``.
     kind: str = "sink"
@@ -98,8 +155,19 @@ class TransactionalSink(ABC):
         id already used by another query), and create what the mode needs
         (e.g. the marker table of the idempotent mode)."""
 
+    def describe(self) -> str:
+        """Where the sink writes, without secrets, for messages and logs."""
+        return self.kind
+
+    def close(self) -> None:
+        """Release connections held by this process (optional)."""
+
+
+class TwoPhaseCommitting(Sink):
+    """Capability ``twophase``: prepare in tasks, commit by id on the driver."""
+
     @abstractmethod
-    def begin(self, txn_id: str) -> SinkTransaction:
+    def begin_prepared(self, txn_id: str) -> PreparingWriter:
         """On an executor: open the transaction a task writes into."""
 
     @abstractmethod
@@ -117,13 +185,60 @@ class TransactionalSink(ABC):
     def list_prepared(self, prefix: str) -> list[str]:
         """Ids of every prepared transaction whose id starts with ``prefix``."""
 
+
+class MarkedCommitting(Sink):
+    """Capability ``idempotent``: tasks commit with a progress marker."""
+
+    @abstractmethod
+    def begin_marked(self, marker: Marker, attempt: int) -> MarkedWriter:
+        """On an executor: open the transaction of ``marker``'s task."""
+
     def prune_markers(self, sink_id: str, below_batch: int) -> None:
-        """Idempotent mode, on the driver: forget markers of batches below
-        ``below_batch`` (Spark never replays them)."""
+        """On the driver, now and then: forget markers of batches below
+        ``below_batch`` (Spark never replays them). Optional."""
 
-    def describe(self) -> str:
-        """Where the sink writes, without secrets, for messages and logs."""
-        return self.kind
 
-    def close(self) -> None:
-        """Release connections held by this process (optional)."""
+class DirectCommitting(Sink):
+    """Capability ``at_least_once``: tasks commit by themselves."""
+
+    @abstractmethod
+    def begin_direct(self, marker: Marker, attempt: int) -> CommittingWriter:
+        """On an executor: open a task's transaction (``marker`` names the
+        task; nothing records it)."""
+
+
+_CAPABILITIES: tuple[tuple[CommitMode, type[Sink]], ...] = (
+    (CommitMode.TWOPHASE, TwoPhaseCommitting),
+    (CommitMode.IDEMPOTENT, MarkedCommitting),
+    (CommitMode.AT_LEAST_ONCE, DirectCommitting),
+)
+
+
+def commit_modes(sink_type: type[Sink]) -> tuple[CommitMode, ...]:
+    """The commit modes a sink supports, preferred exactly-once mode first."""
+    return tuple(mode for mode, capability in _CAPABILITIES if issubclass(sink_type, capability))
+
+
+def resolve_commit_mode(sink_type: type[Sink], requested: str | None) -> CommitMode:
+    """The ``commitMode`` option as a mode this sink has; ``None`` and
+    ``exactly_once`` mean the sink's preferred exactly-once mode."""
+    supported = commit_modes(sink_type)
+    allowed = ", ".join([EXACTLY_ONCE, *(m.value for m in supported)])
+    text = (requested or EXACTLY_ONCE).strip().lower()
+    if text == EXACTLY_ONCE:
+        for mode in supported:
+            if mode.exactly_once:
+                return mode
+        raise SinkError(f"{sink_type.kind} has no exactly-once commit mode; "
+                        f"option 'commitMode' must be one of: {allowed}")
+    for mode in supported:
+        if mode.value == text:
+            return mode
+    raise SinkError(f"option 'commitMode' = {requested!r}: {sink_type.kind} supports {allowed}")
+
+
+__all__ = [
+    "CommitMode", "CommittingWriter", "DirectCommitting", "EXACTLY_ONCE", "MarkedCommitting",
+    "MarkedWriter", "Marker", "PreparingWriter", "Sink", "SinkContext", "SinkError",
+    "TaskWriter", "TwoPhaseCommitting", "commit_modes", "resolve_commit_mode",
+]

@@ -33,9 +33,9 @@ import logging
 from collections.abc import Sequence
 
 from eoskit.twophase import crash
-from eoskit.twophase.contract import TransactionalSink
+from eoskit.twophase.contract import TwoPhaseCommitting
 from eoskit.twophase.decision_log import Decision, DecisionLog
-from eoskit.twophase.messages import PreparedMessage
+from eoskit.twophase.messages import TaskAck, prepared_ids
 from eoskit.twophase.txn_id import TxnId, batch_prefix, sink_prefix
 
 log = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ class LostPreparedTransaction(CoordinatorError):
 class OrphanedTransactions(CoordinatorError):
     """Prepared transactions of a sink whose decision log is gone."""
 
-    def __init__(self, sink: TransactionalSink, sink_id: str, ids: list[str], location: str) -> None:
+    def __init__(self, sink: TwoPhaseCommitting, sink_id: str, ids: list[str], location: str) -> None:
         self.ids = ids
         super().__init__(
             f"{len(ids)} prepared transaction(s) of sink id {sink_id!r} in {sink.describe()} "
@@ -67,19 +67,19 @@ class OrphanedTransactions(CoordinatorError):
 class Coordinator:
     """Drives one sink's two-phase commit from the driver."""
 
-    def __init__(self, sink: TransactionalSink, decisions: DecisionLog) -> None:
+    def __init__(self, sink: TwoPhaseCommitting, decisions: DecisionLog) -> None:
         self.sink = sink
         self.decisions = decisions
         self.sink_id = decisions.sink_id
 
-    def commit(self, messages: Sequence[PreparedMessage | None], batch: int) -> Decision:
+    def commit(self, messages: Sequence[TaskAck | None], batch: int) -> Decision:
         decision = self.decisions.get(batch)
         if decision is not None and decision.done:
             return decision  # Spark repeated the commit of a finished batch.
         wrote_decision = decision is None
         if decision is None:
             # Step 1: the decision, durable before any commit.
-            acked = [m.txn_id for m in messages if m is not None and m.txn_id]
+            acked = prepared_ids(messages)
             prepared = set(self.sink.list_prepared(batch_prefix(self.sink_id, batch)))
             missing = [txn for txn in acked if txn not in prepared]
             if missing:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from eoskit.twophase.contract import TransactionalSink
+from eoskit.twophase.contract import TwoPhaseCommitting
 from eoskit.twophase.coordinator import Coordinator
 from eoskit.twophase.decision_log import DecisionLog
 from eoskit.twophase.txn_id import TxnId, sink_prefix
@@ -23,7 +23,7 @@ class InDoubt:
     verdict: str
 
 
-def list_in_doubt(sink: TransactionalSink, decisions: DecisionLog) -> list[InDoubt]:
+def list_in_doubt(sink: TwoPhaseCommitting, decisions: DecisionLog) -> list[InDoubt]:
     prepared = sink.list_prepared(sink_prefix(decisions.sink_id))
     has_log = decisions.exists()
     out = []
@@ -45,7 +45,7 @@ def list_in_doubt(sink: TransactionalSink, decisions: DecisionLog) -> list[InDou
 
 
 def resolve_in_doubt(
-    sink: TransactionalSink, decisions: DecisionLog, orphans: str | None = None
+    sink: TwoPhaseCommitting, decisions: DecisionLog, orphans: str | None = None
 ) -> dict[str, list[str]]:
     """Settle by the decision log; ids without a log only by an explicit
     ``orphans`` choice (``rollback`` or ``commit``), never silently."""

@@ -1,4 +1,9 @@
-"""What travels from a task to the driver: the task's acknowledgement."""
+"""What travels from a task to the driver: the task's ack, a typed committable.
+
+Spark pickles each to the driver's commit process. Only a
+``PreparedTransaction`` asks anything of the driver (commit it by id); the
+others report what the task already did, for progress and checks.
+"""
 
 from __future__ import annotations
 
@@ -8,15 +13,37 @@ from pyspark.sql.datasource import WriterCommitMessage
 
 
 @dataclass(frozen=True)
-class PreparedMessage(WriterCommitMessage):
-    """A task's ack. ``txn_id`` is None when the task wrote nothing to commit:
-    a replay of a decided batch, an empty partition, or at-least-once mode
-    (where the task committed by itself)."""
+class TaskAck(WriterCommitMessage):
+    """A task attempt's ack: which task, and what it wrote."""
 
     batch: int
     partition: int
     attempt: int
-    txn_id: str | None
-    rows: int
-    bytes: int
+    rows: int = 0
+    bytes: int = 0
+
+
+@dataclass(frozen=True)
+class PreparedTransaction(TaskAck):
+    """Two-phase: the task prepared ``txn_id``; the coordinator commits it once
+    the batch is decided."""
+
+    txn_id: str = ""
+
+
+@dataclass(frozen=True)
+class CommittedByTask(TaskAck):
+    """The task committed its rows itself (marked or at-least-once commit)."""
+
+
+@dataclass(frozen=True)
+class NothingToCommit(TaskAck):
+    """The task has nothing for the driver: an empty partition, or a replay
+    (``replay``) of a batch already decided, or whose marker was committed."""
+
     replay: bool = False
+
+
+def prepared_ids(messages: object) -> list[str]:
+    """The ids a batch's acks ask the coordinator to commit."""
+    return [m.txn_id for m in messages or () if isinstance(m, PreparedTransaction)]

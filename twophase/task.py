@@ -1,10 +1,20 @@
-"""What one Spark task does with its rows, on an executor.
+"""What one Spark task does with its rows, on an executor, per commit mode.
 
-Two-phase: check the decision log (a decided batch is a replay: write
-nothing), roll back leftovers of earlier attempts of this very task, open a
-transaction named by the task, write every Arrow batch, prepare, check the
-log again (a batch decided or aborted meanwhile: roll back), ack.
-At-least-once: write and commit directly.
+Two-phase (``TwoPhaseCommitting``):
+1. The decision log already holds the batch: a replay, write nothing.
+2. Roll back prepared leftovers of earlier attempts of this very task (a
+   retry would wait on their locks; Spark never acks them).
+3. Open the transaction named by the task, write every Arrow batch, prepare.
+4. Check the log again: a batch decided without this id, or aborted,
+   meanwhile means nobody will commit it: roll it back. Then ack the id.
+
+Marked commit (``MarkedCommitting``):
+1. Open the task's transaction and claim its marker. A committed marker
+   means a replay: write nothing (after checking that the replay has the
+   rows the committed attempt had, where the sink recorded them).
+2. Write every Arrow batch, commit rows and marker atomically, ack.
+
+At-least-once (``DirectCommitting``): write, commit, ack.
 """
 
 from __future__ import annotations
@@ -14,19 +24,33 @@ from collections.abc import Iterator
 import pyarrow as pa
 
 from eoskit.twophase import crash
-from eoskit.twophase.contract import Marker, TransactionalSink
+from eoskit.twophase.contract import (
+    CommitMode,
+    CommittingWriter,
+    DirectCommitting,
+    Marker,
+    MarkedCommitting,
+    Sink,
+    SinkError,
+    TaskWriter,
+    TwoPhaseCommitting,
+)
 from eoskit.twophase.decision_log import DecisionLog
-from eoskit.twophase.messages import PreparedMessage
+from eoskit.twophase.messages import (
+    CommittedByTask,
+    NothingToCommit,
+    PreparedTransaction,
+    TaskAck,
+)
 from eoskit.twophase.txn_id import TxnId, task_prefix
-
-TWOPHASE = "twophase"
-IDEMPOTENT = "idempotent"
-AT_LEAST_ONCE = "at_least_once"
-COMMIT_MODES = (TWOPHASE, IDEMPOTENT, AT_LEAST_ONCE)
 
 
 class TaskIdentityUnavailable(RuntimeError):
     """The task runs outside a streaming micro-batch (no batch id)."""
+
+
+class ReplayMismatch(SinkError):
+    """A replayed task's rows differ from those its committed attempt wrote."""
 
 
 def task_identity() -> tuple[int, int, int]:
@@ -44,50 +68,106 @@ def task_identity() -> tuple[int, int, int]:
 
 
 def write_task(
-    sink: TransactionalSink,
+    sink: Sink,
     decisions: DecisionLog,
-    commit_mode: str,
+    commit_mode: CommitMode,
     batches: Iterator[pa.RecordBatch],
     identity: tuple[int, int, int] | None = None,
-) -> PreparedMessage:
+) -> TaskAck:
     batch, partition, attempt = identity or task_identity()
-    txn_id = TxnId.new(decisions.sink_id, batch, partition, attempt)
+    if commit_mode is CommitMode.TWOPHASE:
+        assert isinstance(sink, TwoPhaseCommitting)
+        return _two_phase(sink, decisions, batches, batch, partition, attempt)
+    marker = Marker(decisions.sink_id, batch, partition)
+    if commit_mode is CommitMode.IDEMPOTENT:
+        assert isinstance(sink, MarkedCommitting)
+        return _marked(sink, marker, attempt, batches)
+    assert isinstance(sink, DirectCommitting)
+    return _direct(sink.begin_direct(marker, attempt), marker, attempt, batches)
 
-    def ack(txn: str | None, rows: int = 0, size: int = 0, replay: bool = False) -> PreparedMessage:
-        return PreparedMessage(batch, partition, attempt, txn, rows, size, replay)
 
-    if commit_mode == TWOPHASE:
-        if decisions.get(batch) is not None:
-            return ack(None, replay=True)
-        _roll_back_earlier_attempts(sink, decisions.sink_id, batch, partition, attempt)
-    transaction = sink.begin(str(txn_id))
+def _write_all(writer: TaskWriter, batches: Iterator[pa.RecordBatch], batch: int) -> None:
+    for index, record_batch in enumerate(batches):
+        if record_batch.num_rows:
+            writer.write(record_batch)
+        if index == 0:
+            crash.crash_point(crash.TASK_DURING_WRITE, batch)
+
+
+def _two_phase(sink: TwoPhaseCommitting, decisions: DecisionLog, batches: Iterator[pa.RecordBatch],
+               batch: int, partition: int, attempt: int) -> TaskAck:
+    # Step 1: a decided batch is a replay.
+    if decisions.get(batch) is not None:
+        return NothingToCommit(batch, partition, attempt, replay=True)
+    # Step 2: release this task's earlier attempts.
+    _roll_back_earlier_attempts(sink, decisions.sink_id, batch, partition, attempt)
+    # Step 3: write and prepare.
+    txn_id = str(TxnId.new(decisions.sink_id, batch, partition, attempt))
+    writer = sink.begin_prepared(txn_id)
     try:
-        if commit_mode == IDEMPOTENT and not transaction.claim(
-            Marker(decisions.sink_id, batch, partition)
-        ):
-            transaction.abort()
-            return ack(None, replay=True)
-        for index, record_batch in enumerate(batches):
-            if record_batch.num_rows:
-                transaction.write(record_batch)
-            if index == 0:
-                crash.crash_point(crash.TASK_DURING_WRITE, batch)
-        if commit_mode in (AT_LEAST_ONCE, IDEMPOTENT):
-            transaction.commit()
-            crash.crash_point(crash.TASK_AFTER_COMMIT, batch)
-            return ack(None, transaction.rows, transaction.bytes)
-        if transaction.rows == 0:
-            transaction.abort()
-            return ack(None)
-        transaction.prepare()
+        _write_all(writer, batches, batch)
+        if writer.rows == 0:
+            writer.abort()
+            return NothingToCommit(batch, partition, attempt)
+        writer.prepare()
     except BaseException:
-        transaction.abort()
+        writer.abort()
         raise
     crash.crash_point(crash.TASK_AFTER_PREPARE, batch)
-    if _settled_without(decisions, batch, str(txn_id)):
-        sink.rollback_prepared(str(txn_id))
-        return ack(None, replay=True)
-    return ack(str(txn_id), transaction.rows, transaction.bytes)
+    # Step 4: settled meanwhile without this id? Then nobody commits it.
+    if _settled_without(decisions, batch, txn_id):
+        sink.rollback_prepared(txn_id)
+        return NothingToCommit(batch, partition, attempt, replay=True)
+    return PreparedTransaction(batch, partition, attempt, writer.rows, writer.bytes, txn_id)
+
+
+def _marked(sink: MarkedCommitting, marker: Marker, attempt: int,
+            batches: Iterator[pa.RecordBatch]) -> TaskAck:
+    writer = sink.begin_marked(marker, attempt)
+    try:
+        # Step 1: claim the marker; a committed one means a replay.
+        if not writer.claim():
+            expected = writer.committed_rows
+            writer.abort()
+            if expected is not None:
+                _check_replay_rows(marker, expected, batches)
+            return NothingToCommit(marker.batch, marker.partition, attempt, replay=True)
+        # Step 2: rows and marker commit together.
+        _write_all(writer, batches, marker.batch)
+        writer.commit()
+    except BaseException:
+        writer.abort()
+        raise
+    crash.crash_point(crash.TASK_AFTER_COMMIT, marker.batch)
+    return CommittedByTask(marker.batch, marker.partition, attempt, writer.rows, writer.bytes)
+
+
+def _direct(writer: CommittingWriter, marker: Marker, attempt: int,
+            batches: Iterator[pa.RecordBatch]) -> TaskAck:
+    try:
+        _write_all(writer, batches, marker.batch)
+        writer.commit()
+    except BaseException:
+        writer.abort()
+        raise
+    crash.crash_point(crash.TASK_AFTER_COMMIT, marker.batch)
+    return CommittedByTask(marker.batch, marker.partition, attempt, writer.rows, writer.bytes)
+
+
+def _check_replay_rows(marker: Marker, expected: int, batches: Iterator[pa.RecordBatch]) -> None:
+    """A replay is exactly-once only if each task gets the rows it had: a
+    different count means the partitioning or the transformation changed,
+    and writing would duplicate or lose rows. Refuse, saying so."""
+    rows = sum(b.num_rows for b in batches)
+    if rows != expected:
+        raise ReplayMismatch(
+            f"batch {marker.batch} is being replayed, and its task {marker.partition} now has "
+            f"{rows} rows where the committed attempt wrote {expected}: the query's "
+            "partitioning or transformation changed between runs (a different parallelism, "
+            "a non-deterministic transformation). Writing it again would duplicate or lose "
+            "rows, so the replay is refused. Restore the original settings to finish this "
+            "batch, then change them."
+        )
 
 
 def _settled_without(decisions: DecisionLog, batch: int, txn_id: str) -> bool:
@@ -104,7 +184,7 @@ def _settled_without(decisions: DecisionLog, batch: int, txn_id: str) -> bool:
 
 
 def _roll_back_earlier_attempts(
-    sink: TransactionalSink, sink_id: str, batch: int, partition: int, attempt: int
+    sink: TwoPhaseCommitting, sink_id: str, batch: int, partition: int, attempt: int
 ) -> None:
     """A retried task would wait on the locks of its own failed attempt's
     prepared transaction; Spark will never ack that attempt, so release it.

@@ -12,4 +12,4 @@ class MySQLDataSource(SqlDataSource):
     """Exactly-once writes into a MySQL or MariaDB table (see docs/mysql-sink.md)."""
 
     short_name = SHORT_NAME
-    transactions = MySQLTransactions
+    sink_type = MySQLTransactions

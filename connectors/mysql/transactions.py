@@ -46,12 +46,17 @@ from eoskit.connectors.sql.settings import SqlSinkSettings
 from eoskit.connectors.sql.tables import TargetTable, resolve_table
 from eoskit.connectors.sql.urls import parse_url, safe
 from eoskit.twophase.contract import (
+    CommitMode,
+    DirectCommitting,
     Marker,
+    MarkedCommitting,
+    MarkedWriter,
+    PreparingWriter,
     SinkContext,
     SinkError,
-    SinkTransaction,
-    TransactionalSink,
+    TwoPhaseCommitting,
 )
+from eoskit.twophase.txn_id import TxnId
 
 log = logging.getLogger(__name__)
 
@@ -72,14 +77,16 @@ DETACH_WAIT_S = 30.0
 MAX_STATEMENT_BYTES = 4 << 20
 
 
-class MySQLTransaction(SinkTransaction):
+class MySQLTransaction(PreparingWriter, MarkedWriter):
     """One task attempt's transaction: XA on a session of its own
     (``twophase``), or a local transaction on the process's cached session
     (``idempotent``, ``at_least_once``)."""
 
-    def __init__(self, sink: "MySQLTransactions", txn_id: str, xa: bool) -> None:
+    def __init__(self, sink: "MySQLTransactions", txn_id: str, xa: bool,
+                 marker: Marker | None = None) -> None:
         self.sink = sink
         self.txn_id = txn_id
+        self.marker = marker
         self.xa = xa
         self.rows = 0
         self.bytes = 0
@@ -125,11 +132,13 @@ class MySQLTransaction(SinkTransaction):
                     f"max_allowed_packet: raise it ({error_text(exc)})")
         return f"MySQL refused the write to {target}: {error_text(exc)}"
 
-    def claim(self, marker: Marker) -> bool:
+    def claim(self) -> bool:
         """``INSERT IGNORE`` of the marker row: it waits for another open
         transaction holding the same key, and inserts nothing (0 rows) if a
         committed one has it."""
+        assert self.marker is not None
         self._open()
+        marker = self.marker
         inserted = self._execute(
             f"INSERT IGNORE INTO {self.sink.marker_table_sql} (sink_id, batch, task_partition) "
             "VALUES (%s, %s, %s)", (marker.sink_id, marker.batch, marker.partition))
@@ -212,8 +221,9 @@ def upsert_clause(columns: list[str], key: tuple[str, ...], server_info: str) ->
     return f" ON DUPLICATE KEY UPDATE {sets}"
 
 
-class MySQLTransactions(TransactionalSink):
-    """The TransactionalSink for one target table in MySQL or MariaDB; picklable."""
+class MySQLTransactions(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
+    """The sink for one target table in MySQL or MariaDB, with all three commit
+    capabilities; picklable."""
 
     kind = "mysql"
 
@@ -228,7 +238,7 @@ class MySQLTransactions(TransactionalSink):
     def for_url(cls, url: str) -> "MySQLTransactions":
         """Enough of a sink to list and settle prepared ids (no table needed)."""
         settings = SqlSinkSettings(url=url, schema=None, table="-", mode="append", key=(),
-                                   commit_mode="twophase", create_table=False)
+                                   commit_mode=CommitMode.TWOPHASE, create_table=False)
         return cls(settings, StructType([]))
 
     def __getstate__(self) -> dict:
@@ -282,7 +292,7 @@ class MySQLTransactions(TransactionalSink):
         who = checks.account(conn, self.url)
         checks.check_engine(conn, target, self.settings)
         checks.check_privileges(conn, target, self.settings, self.url, who, schema.fieldNames())
-        if self.settings.commit_mode == "twophase":
+        if self.settings.commit_mode is CommitMode.TWOPHASE:
             checks.check_xa_support(conn, self.url)
             checks.check_xa_rights(conn, self.url, who)
         engine = self._engine()
@@ -290,7 +300,7 @@ class MySQLTransactions(TransactionalSink):
             checks.claim(engine, target, context, self.describe(), self.url, who)
         finally:
             engine.dispose()
-        if self.settings.commit_mode == "idempotent":
+        if self.settings.commit_mode is CommitMode.IDEMPOTENT:
             checks.create_marker_table(conn, target, self.settings, self.url, who)
 
     def _checked_connection(self) -> pymysql.connections.Connection:
@@ -300,8 +310,16 @@ class MySQLTransactions(TransactionalSink):
             raise SinkError(f"cannot connect to MySQL at {safe(self.url)}: "
                             f"{error_text(exc)}") from None
 
-    def begin(self, txn_id: str) -> MySQLTransaction:
-        return MySQLTransaction(self, txn_id, xa=self.settings.commit_mode == "twophase")
+    def begin_prepared(self, txn_id: str) -> MySQLTransaction:
+        return MySQLTransaction(self, txn_id, xa=True)
+
+    def begin_marked(self, marker: Marker, attempt: int) -> MySQLTransaction:
+        return MySQLTransaction(self, str(TxnId.new(marker.sink_id, marker.batch, marker.partition,
+                                                    attempt)), xa=False, marker=marker)
+
+    def begin_direct(self, marker: Marker, attempt: int) -> MySQLTransaction:
+        return MySQLTransaction(self, str(TxnId.new(marker.sink_id, marker.batch, marker.partition,
+                                                    attempt)), xa=False)
 
     def prune_markers(self, sink_id: str, below_batch: int) -> None:
         with cached_connection(self.url).cursor() as cursor:

@@ -12,4 +12,4 @@ class PostgresDataSource(SqlDataSource):
     """Exactly-once writes into a PostgreSQL table (see docs/postgres-sink.md)."""
 
     short_name = SHORT_NAME
-    transactions = PostgresTransactions
+    sink_type = PostgresTransactions

@@ -21,12 +21,17 @@ from eoskit.connectors.sql.settings import SqlSinkSettings
 from eoskit.connectors.sql.tables import TargetTable, resolve_table
 from eoskit.connectors.sql.urls import parse_url, safe
 from eoskit.twophase.contract import (
+    CommitMode,
+    DirectCommitting,
     Marker,
+    MarkedCommitting,
+    MarkedWriter,
+    PreparingWriter,
     SinkContext,
     SinkError,
-    SinkTransaction,
-    TransactionalSink,
+    TwoPhaseCommitting,
 )
+from eoskit.twophase.txn_id import TxnId
 
 #: How long a task waits for a row lock before failing: a wait longer than
 #: this is two tasks of one batch writing the same key (see _lock_error).
@@ -53,12 +58,13 @@ def _describe_error(exc: psycopg.Error, target: str) -> str:
     return "; ".join(parts)
 
 
-class PostgresTransaction(SinkTransaction):
+class PostgresTransaction(PreparingWriter, MarkedWriter):
     """One task attempt's transaction on the executor's cached connection."""
 
-    def __init__(self, sink: "PostgresTransactions", txn_id: str) -> None:
+    def __init__(self, sink: "PostgresTransactions", txn_id: str, marker: Marker | None = None) -> None:
         self.sink = sink
         self.txn_id = txn_id
+        self.marker = marker
         self.rows = 0
         self.bytes = 0
         self._conn: psycopg.Connection | None = None
@@ -75,13 +81,14 @@ class PostgresTransaction(SinkTransaction):
             self._conn = conn
         return self._conn
 
-    def claim(self, marker: Marker) -> bool:
+    def claim(self) -> bool:
+        assert self.marker is not None
         conn = self._open()
         inserted = conn.execute(sql.SQL(
             "INSERT INTO {} (sink_id, batch, task_partition) VALUES (%s, %s, %s) "
             "ON CONFLICT DO NOTHING"
         ).format(_in_schema(self.sink.target, self.sink.settings.marker_table)),
-            (marker.sink_id, marker.batch, marker.partition)).rowcount
+            (self.marker.sink_id, self.marker.batch, self.marker.partition)).rowcount
         return inserted == 1
 
     def _begin(self, columns: list[str]) -> None:
@@ -189,8 +196,8 @@ class PostgresTransaction(SinkTransaction):
             drop_connection(self.sink.url)
 
 
-class PostgresTransactions(TransactionalSink):
-    """The TransactionalSink for one target table; picklable."""
+class PostgresTransactions(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
+    """The sink for one PostgreSQL table, with all three commit capabilities; picklable."""
 
     kind = "postgres"
 
@@ -204,7 +211,7 @@ class PostgresTransactions(TransactionalSink):
     def for_url(cls, url: str) -> "PostgresTransactions":
         """Enough of a sink to list and settle prepared ids (no table needed)."""
         settings = SqlSinkSettings(url=url, schema=None, table="-", mode="append", key=(),
-                                   commit_mode="twophase", create_table=False)
+                                   commit_mode=CommitMode.TWOPHASE, create_table=False)
         return cls(settings, StructType([]))
 
     def describe(self) -> str:
@@ -233,7 +240,7 @@ class PostgresTransactions(TransactionalSink):
         self._target = self._resolve()
         conn = cached_connection(self.url)
         self._check_privileges(conn)
-        if self.settings.commit_mode == "twophase":
+        if self.settings.commit_mode is CommitMode.TWOPHASE:
             limit = int(conn.execute("SHOW max_prepared_transactions").fetchone()[0])
             if limit == 0:
                 raise SinkError(
@@ -253,7 +260,7 @@ class PostgresTransactions(TransactionalSink):
             ) from None
         finally:
             engine.dispose()
-        if self.settings.commit_mode == "idempotent":
+        if self.settings.commit_mode is CommitMode.IDEMPOTENT:
             try:
                 conn.execute(sql.SQL(
                     "CREATE TABLE IF NOT EXISTS {} (sink_id text NOT NULL, batch bigint NOT NULL, "
@@ -286,8 +293,14 @@ class PostgresTransactions(TransactionalSink):
                     f"{schema_name} TO {self.url.username}"
                 )
 
-    def begin(self, txn_id: str) -> PostgresTransaction:
+    def begin_prepared(self, txn_id: str) -> PostgresTransaction:
         return PostgresTransaction(self, txn_id)
+
+    def begin_marked(self, marker: Marker, attempt: int) -> PostgresTransaction:
+        return PostgresTransaction(self, str(TxnId.new(marker.sink_id, marker.batch, marker.partition, attempt)), marker)
+
+    def begin_direct(self, marker: Marker, attempt: int) -> PostgresTransaction:
+        return PostgresTransaction(self, str(TxnId.new(marker.sink_id, marker.batch, marker.partition, attempt)))
 
     def prune_markers(self, sink_id: str, below_batch: int) -> None:
         conn = cached_connection(self.url)

@@ -1,5 +1,5 @@
 """What the SQL sinks' data sources and Pipeline components share; each
-sink only names its format, its URL dialects and its TransactionalSink."""
+sink only names its format, its URL dialects and its sink type."""
 
 from __future__ import annotations
 
@@ -12,28 +12,27 @@ from pyspark.sql.types import StructType
 
 from eoskit.connectors.sql.settings import SqlSinkSettings
 from eoskit.connectors.sql.urls import parse_url, safe
-from eoskit.twophase.adapter import TwoPhaseDataSource
-from eoskit.twophase.contract import TransactionalSink
+from eoskit.twophase.adapter import TransactionalDataSource
+from eoskit.twophase.contract import CommitMode, Sink
 
 
-class SqlDataSource(TwoPhaseDataSource):
+class SqlDataSource(TransactionalDataSource):
     """A SQL sink as a PySpark streaming data source."""
 
     short_name: ClassVar[str]
-    transactions: ClassVar[type]
 
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
-        self.settings = SqlSinkSettings.parse(options, self.short_name)
+        self.settings = SqlSinkSettings.parse(options, self.short_name, self.sink_type)
 
     @classmethod
     def name(cls) -> str:
         return cls.short_name
 
-    def transactional_sink(self, schema: StructType) -> TransactionalSink:
-        return self.transactions(self.settings, schema)
+    def transactional_sink(self, schema: StructType) -> Sink:
+        return self.sink_type(self.settings, schema)  # type: ignore[call-arg]
 
-    def commit_mode(self) -> str:
+    def commit_mode(self) -> CommitMode:
         return self.settings.commit_mode
 
 
@@ -50,7 +49,8 @@ class SqlPipelineSink:
 
     def __post_init__(self) -> None:
         self.options = {k: str(v) for k, v in self.options.items()}
-        SqlSinkSettings.parse(self.all_options(), self.data_source.short_name)
+        SqlSinkSettings.parse(self.all_options(), self.data_source.short_name,
+                              self.data_source.sink_type)
         parse_url(self.url, self.backends)
 
     def all_options(self) -> dict[str, str]:

@@ -17,6 +17,8 @@ from eoskit.connectors.options import (
     parse_choice,
     parse_str,
 )
+from eoskit.connectors.sink_options import COMMIT_MODE, COMMON
+from eoskit.twophase.contract import CommitMode, Sink, resolve_commit_mode
 
 URL = Option("url", parse_str, None,
              "SQLAlchemy URL of the database, e.g. postgresql+psycopg://user:pw@host:5432/db.",
@@ -27,31 +29,14 @@ MODE = Option("mode", parse_choice("append", "upsert"), "append",
 KEY = Option("key", parse_str, None,
              "Comma-separated key columns for `upsert` (a primary key or unique constraint "
              "of the table).")
-COMMIT_MODE = Option("commitMode", parse_choice("twophase", "idempotent", "at_least_once"),
-                     "twophase",
-                     "`twophase`: exactly-once through prepared transactions; `idempotent`: "
-                     "each task commits with a progress marker, exactly-once for deterministic "
-                     "replays, for servers without prepared transactions; `at_least_once`: "
-                     "each task commits by itself.")
 MARKER_TABLE = Option("markerTable", parse_str, "eoskit_markers",
                       "Table of the idempotent mode's progress markers, in the target's "
                       "schema; created if missing.")
-SINK_ID = Option("sinkId", parse_str, None,
-                 "Namespace of the sink's transaction ids, stable across restarts and "
-                 "savepoints. Default: derived from the checkpoint location.")
 CREATE_TABLE = Option("createTable", parse_bool, False,
                       "Create the table from the DataFrame schema if it does not exist "
                       "(with `key` as primary key in upsert mode).")
-CHECKPOINT = Option("checkpointLocation", parse_str, None,
-                    "Set by Spark from writeStream's checkpointLocation; the decision log "
-                    "lives beside it.")
-
-QUERY_NAME = Option("queryName", parse_str, None,
-                    "Set by Spark from writeStream's queryName; not used by the sink.")
-
 OPTIONS = OptionSet(
-    (URL, DBTABLE, MODE, KEY, COMMIT_MODE, SINK_ID, CREATE_TABLE, MARKER_TABLE, CHECKPOINT,
-     QUERY_NAME),
+    (URL, DBTABLE, MODE, KEY, CREATE_TABLE, MARKER_TABLE, *COMMON),
     owner="this eoskit SQL sink",
 )
 
@@ -63,7 +48,7 @@ class SqlSinkSettings:
     table: str
     mode: str
     key: tuple[str, ...]
-    commit_mode: str
+    commit_mode: CommitMode
     create_table: bool
     marker_table: str = "eoskit_markers"
 
@@ -72,7 +57,10 @@ class SqlSinkSettings:
         return f"{self.schema}.{self.table}" if self.schema else self.table
 
     @classmethod
-    def parse(cls, options: Mapping[str, str], sink_name: str) -> "SqlSinkSettings":
+    def parse(cls, options: Mapping[str, str], sink_name: str,
+              sink_type: type[Sink]) -> "SqlSinkSettings":
+        """The options as settings; ``commitMode`` resolved against the
+        capabilities of ``sink_type``."""
         raw = OPTIONS.normalise(options)
         url = URL.read(raw)
         if not url:
@@ -86,5 +74,5 @@ class SqlSinkSettings:
         if mode == "upsert" and not key:
             raise OptionError(f"{sink_name}: mode 'upsert' needs the option 'key' (key columns)")
         return cls(url=url, schema=schema or None, table=table, mode=mode, key=key,
-                   commit_mode=COMMIT_MODE.read(raw), create_table=CREATE_TABLE.read(raw),
+                   commit_mode=resolve_commit_mode(sink_type, COMMIT_MODE.read(raw)), create_table=CREATE_TABLE.read(raw),
                    marker_table=MARKER_TABLE.read(raw))
