@@ -8,7 +8,7 @@ a process, against 0.25 s from site-packages), and the client libraries
 (pyarrow, confluent-kafka, psycopg, SQLAlchemy) imported again by every
 worker. This daemon, enabled with Spark's own ``spark.python.daemon.module``
 setting, imports PySpark from site-packages when that is the same version as
-the zip, imports the worker module and eoskit's connectors once, and then
+the zip, imports the worker module and every registered connector once, and then
 runs PySpark's daemon, whose forked workers inherit all of it.
 """
 
@@ -21,13 +21,8 @@ import zipfile
 from pathlib import Path
 
 _VERSION = re.compile(r"""__version__[^=]*=\s*["']([^"']+)["']""")
-PRELOAD = (
-    "pyarrow",
-    "eoskit.connectors.kafka.source",
-    "eoskit.connectors.postgres.datasource",
-    "eoskit.connectors.mysql.datasource",
-    "eoskit.twophase.adapter",
-)
+#: Besides what each registered plugin names (``eoskit.connectors.plugins``).
+PRELOAD = ("pyarrow", "eoskit.twophase.adapter")
 
 
 def _zip_version(entry: str) -> str | None:
@@ -61,7 +56,14 @@ def prefer_installed_pyspark() -> None:
 
 
 def preload(worker_module: str | None) -> None:
-    for name in ((worker_module,) if worker_module else ()) + PRELOAD:
+    names = ((worker_module,) if worker_module else ()) + PRELOAD
+    try:
+        from eoskit.connectors.plugins import plugins
+
+        names += tuple(module for plugin in plugins() for module in plugin.preload)
+    except Exception:  # noqa: BLE001 - a broken plug-in fails where it is used, with its name
+        pass
+    for name in names:
         try:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - a failed preload only costs speed; the worker reports real errors

@@ -9,20 +9,16 @@ from typing import Any
 from eoskit.twophase.contract import TwoPhaseCommitting
 
 
-def sink_for_url(url: str) -> TwoPhaseCommitting:
-    """The sink kind that owns a database URL, able to list and settle ids."""
-    from sqlalchemy.engine import make_url
+def _sink(args: argparse.Namespace) -> TwoPhaseCommitting:
+    """The registered sink that owns the target (``eoskit.connectors.plugins``)."""
+    from eoskit.connectors.plugins import PluginError, in_doubt_sink
 
-    backend = make_url(url).get_backend_name()
-    if backend == "postgresql":
-        from eoskit.connectors.postgres.transactions import PostgresTransactions
-
-        return PostgresTransactions.for_url(url)
-    if backend in ("mysql", "mariadb"):
-        from eoskit.connectors.mysql.transactions import MySQLTransactions
-
-        return MySQLTransactions.for_url(url)
-    raise SystemExit(f"eoskit txn: no eoskit sink handles {backend!r} URLs")
+    kind, target = ("url", args.url) if args.url else ("path", args.path)
+    options = dict(item.split("=", 1) for item in args.option or ())
+    try:
+        return in_doubt_sink(kind, target, options)
+    except PluginError as exc:
+        raise SystemExit(f"eoskit txn: {exc}") from None
 
 
 def _decisions(args: argparse.Namespace):
@@ -36,7 +32,7 @@ def _decisions(args: argparse.Namespace):
 def _list(args: argparse.Namespace) -> int:
     from eoskit.twophase.in_doubt import list_in_doubt
 
-    sink, decisions = sink_for_url(args.url), _decisions(args)
+    sink, decisions = _sink(args), _decisions(args)
     entries = list_in_doubt(sink, decisions)
     print(f"sink id {decisions.sink_id} in {sink.describe()}: "
           f"{len(entries)} prepared transaction(s)")
@@ -49,7 +45,7 @@ def _resolve(args: argparse.Namespace) -> int:
     from eoskit.twophase.in_doubt import resolve_in_doubt
 
     orphans = "rollback" if args.rollback_orphans else "commit" if args.commit_orphans else None
-    sink, decisions = sink_for_url(args.url), _decisions(args)
+    sink, decisions = _sink(args), _decisions(args)
     try:
         result = resolve_in_doubt(sink, decisions, orphans)
     except ValueError as exc:
@@ -68,7 +64,11 @@ def register_cli(commands: Any) -> None:
     for name, func, text in (("list", _list, "show prepared transactions and their verdicts"),
                              ("resolve", _resolve, "settle them by the decision log")):
         parser = sub.add_parser(name, help=text)
-        parser.add_argument("--url", required=True, help="the sink's SQLAlchemy URL")
+        where = parser.add_mutually_exclusive_group(required=True)
+        where.add_argument("--url", help="a database sink's SQLAlchemy URL")
+        where.add_argument("--path", help="a files sink's output path (any fsspec URL)")
+        parser.add_argument("--option", action="append", metavar="KEY=VALUE",
+                            help="a sink option the target needs (e.g. fs.s3.endpoint_url=...)")
         parser.add_argument("--checkpoint-dir", required=True,
                             help="the query's checkpoint location (holds the decision log)")
         parser.add_argument("--sink-id", help="the sink's sinkId option, if it was set")

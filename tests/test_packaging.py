@@ -1,33 +1,48 @@
-"""The folder-to-package mapping in pyproject.toml stays complete."""
+"""What setup.py derives from the tree is installed: every package, the
+pyspark_* discovery modules, and the eoskit.plugins registry."""
+
+import importlib
+import pkgutil
+from pathlib import Path
 
 import pytest
 
-tomllib = pytest.importorskip("tomllib", reason="tomllib is Python 3.11+")
-from pathlib import Path
-
 ROOT = Path(__file__).parents[1]
+FOLDERS = {"connectors": "eoskit.connectors", "twophase": "eoskit.twophase", "runtime": "eoskit.runtime"}
 
 
-def test_every_package_folder_is_listed_in_pyproject():
-    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    mapping = {v: k for k, v in config["package-dir"].items() if k}
-    found = set()
-    for folder, package in mapping.items():
+def test_every_package_folder_is_installed():
+    for folder, package in FOLDERS.items():
         for init in (ROOT / folder).rglob("__init__.py"):
             rel = init.parent.relative_to(ROOT / folder)
-            found.add(".".join([package, *rel.parts]) if rel.parts else package)
-    assert found == set(config["packages"])
+            name = ".".join([package, *rel.parts])
+            module = importlib.import_module(name)
+            assert "site-packages" in module.__file__, f"{name} is not imported from the install"
 
 
-def test_pyspark_discovery_modules_point_at_real_data_sources():
-    import importlib
-
+def test_pyspark_discovery_modules_point_at_registered_data_sources():
     from pyspark.sql.datasource import DataSource
 
-    for name in tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["py-modules"]:
-        module = importlib.import_module(name)
-        assert issubclass(module.DefaultSource, DataSource)
-        assert module.DefaultSource.name().startswith("eoskit-")
+    from eoskit.connectors.plugins import plugins
+
+    names = sorted(m.name for m in pkgutil.iter_modules() if m.name.startswith("pyspark_eoskit"))
+    assert names == sorted(p.stem for p in (ROOT / "connectors/pyspark_modules").glob("pyspark_*.py"))
+    formats = {p.format for p in plugins()}
+    for name in names:
+        source = importlib.import_module(name).DefaultSource
+        assert issubclass(source, DataSource)
+        assert source.name() in formats, f"{name} serves {source.name()}, which no plugin registers"
+
+
+def test_every_connector_folder_with_a_plugin_is_registered():
+    from eoskit.connectors.plugins import plugins
+
+    folders = sorted(p.parent.name for p in (ROOT / "connectors").glob("*/plugin.py"))
+    assert len(plugins()) == len(folders) >= 3
+    for plugin in plugins():
+        assert plugin.data_source_class().name() == plugin.format
+        for module in plugin.preload:
+            importlib.import_module(module)
 
 
 def test_spark_helper_processes_import_the_installed_pyspark_not_the_zip():

@@ -26,3 +26,13 @@ def parse_url(text: str, allowed_backends: tuple[str, ...]) -> URL:
 def safe(url: URL) -> str:
     """The URL as it may appear in logs and errors."""
     return url.render_as_string(hide_password=True)
+
+
+def owns_url(kind: str, target: str, backends: tuple[str, ...]) -> bool:
+    """Is ``target`` a database URL of one of ``backends`` (for ``eoskit txn``)?"""
+    if kind != "url":
+        return False
+    try:
+        return make_url(target).get_backend_name() in backends
+    except ArgumentError:
+        return False

@@ -1,0 +1,11 @@
+"""The Kafka source (and sink) in eoskit's plug-in registry (``eoskit.connectors.plugins``)."""
+
+from __future__ import annotations
+
+from eoskit.connectors.plugins import Plugin
+
+PLUGIN = Plugin(
+    format="eoskit-kafka",
+    data_source="eoskit.connectors.kafka.source:KafkaDataSource",
+    preload=("eoskit.connectors.kafka.source",),
+)

@@ -1,0 +1,96 @@
+"""The registry of eoskit's data sources and sinks: entry points.
+
+Every connector describes itself with one ``Plugin`` value in its own folder
+(``connectors/<name>/plugin.py``) and is found through the ``eoskit.plugins``
+entry-point group, which ``setup.py`` fills from those files; a plug-in
+outside eoskit declares the same group in its own package metadata. Nothing
+central lists connectors, so a new sink is a new folder:
+
+- Spark finds the data source through the top-level ``pyspark_<name>``
+  module Spark 4 imports for every installed ``pyspark_*`` module (eoskit's
+  own are in ``connectors/pyspark_modules/``, collected by ``setup.py``);
+- the worker daemon preloads each plugin's ``preload`` modules;
+- ``eoskit txn`` asks each plugin's ``in_doubt`` for the sink that owns a
+  target, to list and settle its in-doubt transactions.
+
+A ``Plugin`` must be cheap to import: it names modules as strings and imports
+them only when asked.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from eoskit.twophase.contract import TwoPhaseCommitting
+
+GROUP = "eoskit.plugins"
+
+#: ``in_doubt(kind, target, options)``: ``kind`` is ``url`` (a database URL) or
+#: ``path`` (a file system path or URL); returns the two-phase sink that owns
+#: ``target``, able to list and settle prepared ids, or None if not this one.
+InDoubt = Callable[[str, str, Mapping[str, str]], "TwoPhaseCommitting | None"]
+
+
+@dataclass(frozen=True)
+class Plugin:
+    """One connector: its Spark format, its data source, what workers preload."""
+
+    #: Spark format name, e.g. ``eoskit-postgres``.
+    format: str
+    #: ``module:Class`` of the PySpark ``DataSource``.
+    data_source: str
+    #: Modules a Python worker imports before its first task.
+    preload: tuple[str, ...] = ()
+    #: Settles in-doubt transactions by hand (two-phase sinks only).
+    in_doubt: InDoubt | None = field(default=None, compare=False)
+
+    def data_source_class(self) -> type:
+        module, _, name = self.data_source.partition(":")
+        return getattr(importlib.import_module(module), name)
+
+
+class PluginError(RuntimeError):
+    """A registered plug-in cannot be loaded; names the entry point."""
+
+
+@lru_cache(maxsize=1)
+def plugins() -> tuple[Plugin, ...]:
+    """Every installed plugin, eoskit's own and others', by entry-point name."""
+    found = []
+    for entry in sorted(entry_points(group=GROUP), key=lambda e: e.name):
+        try:
+            plugin = entry.load()
+        except Exception as exc:  # noqa: BLE001 - named in the error
+            raise PluginError(f"eoskit plug-in {entry.name!r} ({entry.value}) cannot be "
+                              f"loaded: {type(exc).__name__}: {exc}") from exc
+        if not isinstance(plugin, Plugin):
+            raise PluginError(f"eoskit plug-in {entry.name!r} ({entry.value}) is not an "
+                              "eoskit.connectors.plugins.Plugin")
+        found.append(plugin)
+    return tuple(found)
+
+
+def by_format(name: str) -> Plugin | None:
+    for plugin in plugins():
+        if plugin.format == name:
+            return plugin
+    return None
+
+
+def in_doubt_sink(kind: str, target: str, options: Mapping[str, str]) -> "TwoPhaseCommitting":
+    """The two-phase sink that owns ``target``, from the first plugin that
+    claims it."""
+    for plugin in plugins():
+        if plugin.in_doubt is not None:
+            sink = plugin.in_doubt(kind, target, options)
+            if sink is not None:
+                return sink
+    formats = ", ".join(p.format for p in plugins() if p.in_doubt is not None)
+    raise PluginError(f"no eoskit sink handles the {kind} {target!r} "
+                      f"(two-phase sinks installed: {formats})")
