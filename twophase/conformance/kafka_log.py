@@ -159,7 +159,7 @@ def apply_read_committed(topic: str, batches: Iterable[RecordBatch]) -> TopicLog
     for batch in batches:
         out = visible.setdefault(batch.partition, [])
         key, epoch = (batch.partition, batch.producer_id), batch.producer_epoch
-        if not batch.transactional:
+        if not batch.transactional and batch.control is None:
             out.extend(batch.records)  # Step 1.
             continue
         stale = epoch < newest.get(key, epoch)
@@ -211,6 +211,8 @@ def _read_partition(cluster: _Cluster, topic: str, partition: int,
     start = cluster.earliest(topic, partition)
     position, end, max_bytes = start, None, first_max_bytes
     while end is None or position < end:
+        cluster.check_deadline(f"topic {topic!r} partition {partition}: read up to offset "
+                               f"{position} of {end}")
         high_watermark, data = cluster.fetch(topic, partition, position, max_bytes)
         if end is None:
             # The end of this read: the first answer's high watermark, not the
@@ -236,9 +238,7 @@ def _read_partition(cluster: _Cluster, topic: str, partition: int,
                                     f"{position} is larger than {_LARGEST_MAX_BYTES} bytes")
             max_bytes *= 4
         else:
-            cluster.check_deadline(f"topic {topic!r} partition {partition}: no data at offset "
-                                   f"{position} below the high watermark {end}")
-            time.sleep(0.1)
+            time.sleep(0.1)  # nothing yet below the high watermark: ask again
 
 
 def _from_position(batch: RecordBatch, position: int) -> RecordBatch:
