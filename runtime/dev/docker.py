@@ -2,9 +2,9 @@
 
 Uses testcontainers: apache/kafka (single-node KRaft), postgres:16 with
 prepared transactions enabled, mysql:8 and motoserver/moto (S3, in memory).
-The container ids and ports go
-to ``docker.json`` in the folder so that ``down`` and ``env`` work from a
-later process (the CLI), exactly like the local services' state file.
+The container ids and ports go to ``docker.json`` in the folder so that
+``down`` and ``env`` work from a later process (the CLI), exactly like the
+local services' state file.
 """
 
 from __future__ import annotations
