@@ -1,5 +1,5 @@
-"""The dev services for real: the CLI starts Kafka, PostgreSQL and MariaDB,
-clients use them, and `down` leaves no process behind.
+"""The dev services for real: the CLI starts Kafka, PostgreSQL, MariaDB and
+S3 (moto), clients use them, and `down` leaves no process behind.
 
 The folder is under pytest's tmp dir, which (as root) the postgres user
 cannot enter, so this also covers the relocated PostgreSQL data dir.
@@ -18,7 +18,9 @@ from pathlib import Path
 import pytest
 
 from eoskit.runtime.dev import LocalServices, MissingBinaryError
+from eoskit.runtime.dev.endpoints import s3_storage_options
 from eoskit.runtime.dev.processes import group_members
+from eoskit.runtime.dev.s3 import S3Service
 
 
 def dev(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -64,6 +66,34 @@ def folder(tmp_path: Path):
         pytest.skip(str(exc))
     yield folder
     dev("down", "--purge", "--dir", str(folder), check=False)  # whatever happened
+
+
+def check_s3(endpoint: str) -> None:
+    """What the files sink and savepoints do on S3, through fsspec's s3fs."""
+    import fsspec
+
+    fs = fsspec.filesystem("s3", skip_instance_cache=True, **s3_storage_options(endpoint))
+    bucket = f"dev-{uuid.uuid4().hex[:8]}"
+    fs.mkdir(bucket)
+    assert bucket in fs.ls("")
+    with fs.open(f"{bucket}/_staging/a.json", "wb") as handle:
+        handle.write(b'{"x": 1}\n')
+    big = os.urandom(12 * 2**20)  # written in 5 MiB parts: a multipart upload
+    with fs.open(f"{bucket}/_staging/b.bin", "wb", block_size=5 * 2**20) as handle:
+        handle.write(big)
+    assert fs.cat(f"{bucket}/_staging/a.json") == b'{"x": 1}\n'
+    assert sorted(fs.ls(f"{bucket}/_staging")) == [f"{bucket}/_staging/a.json", f"{bucket}/_staging/b.bin"]
+    fs.mv(f"{bucket}/_staging/a.json", f"{bucket}/part-0.json")  # S3 rename: copy, then delete
+    fs.mv(f"{bucket}/_staging/b.bin", f"{bucket}/part-1.bin")
+    fs.invalidate_cache()
+    assert fs.find(bucket) == [f"{bucket}/part-0.json", f"{bucket}/part-1.bin"]
+    assert fs.cat(f"{bucket}/part-1.bin") == big and fs.size(f"{bucket}/part-0.json") == 9
+    fs.rm(f"{bucket}/part-0.json")
+    fs.invalidate_cache()
+    assert not fs.exists(f"{bucket}/part-0.json") and fs.find(bucket) == [f"{bucket}/part-1.bin"]
+    fs.rm(bucket, recursive=True)
+    fs.invalidate_cache()
+    assert bucket not in fs.ls("")
 
 
 def check_clients(env: dict[str, str]) -> None:
@@ -138,6 +168,8 @@ def check_clients(env: dict[str, str]) -> None:
     finally:
         conn.close()
 
+    check_s3(env["EOSKIT_S3_ENDPOINT"])
+
 
 def test_up_twice_status_env_connect_down(folder: Path):
     where = ["--dir", str(folder)]
@@ -146,7 +178,7 @@ def test_up_twice_status_env_connect_down(folder: Path):
     state = recorded(folder)
     ports = {name: entry["port"] for name, entry in state.items()}
     pids = {name: entry["pid"] for name, entry in state.items()}
-    assert set(pids) == {"kafka", "postgres", "mariadb"} and all(pids.values())
+    assert set(pids) == {"kafka", "postgres", "mariadb", "s3"} and all(pids.values())
     data_dir = Path(state["postgres"]["extra"]["data_dir"])
     if os.geteuid() == 0:  # pytest's tmp dir is 0700: postgres' data must live elsewhere
         assert data_dir.name.startswith("eoskit-postgres-") and data_dir.is_relative_to(tempfile.gettempdir())
@@ -159,6 +191,7 @@ def test_up_twice_status_env_connect_down(folder: Path):
     status = dev("status", *where).stdout
     for name, port in ports.items():
         assert f"{name}" in status and f"127.0.0.1:{port}" in status
+    assert f"http://127.0.0.1:{ports['s3']}" in status
 
     lines = dev("env", *where).stdout.splitlines()
     env = {}
@@ -169,6 +202,7 @@ def test_up_twice_status_env_connect_down(folder: Path):
     assert env["EOSKIT_KAFKA_BOOTSTRAP"] == f"127.0.0.1:{ports['kafka']}"
     assert env["EOSKIT_POSTGRES_URL"].endswith(f"@127.0.0.1:{ports['postgres']}/eoskit")
     assert env["EOSKIT_MYSQL_URL"].endswith(f"@127.0.0.1:{ports['mariadb']}/eoskit")
+    assert env["EOSKIT_S3_ENDPOINT"] == f"http://127.0.0.1:{ports['s3']}"
     # The in-process API agrees with what the CLI did.
     assert LocalServices(folder).endpoints().as_env() == env
 
@@ -179,7 +213,7 @@ def test_up_twice_status_env_connect_down(folder: Path):
         assert group_members(pid) == [], f"{name} left processes in group {pid}"
     assert processes_mentioning(folder) == []
     stopped = dev("status", *where, check=False)
-    assert stopped.returncode == 1 and stopped.stdout.count("stopped") == 3
+    assert stopped.returncode == 1 and stopped.stdout.count("stopped") == 4
     assert dev("env", *where, check=False).returncode == 1
 
     dev("down", "--purge", *where)
@@ -189,7 +223,7 @@ def test_up_twice_status_env_connect_down(folder: Path):
 def run_pytest_session(folder: Path, workdir: Path) -> subprocess.CompletedProcess[str]:
     """A separate pytest session whose tests use the plugin's fixtures."""
     (workdir / "test_uses_services.py").write_text(
-        "import sqlalchemy\n"
+        "import fsspec, sqlalchemy\n"
         "def test_services(kafka, postgres, mysql):\n"
         "    assert kafka.startswith('127.0.0.1:')\n"
         "    for url in (postgres, mysql):\n"
@@ -197,6 +231,14 @@ def run_pytest_session(folder: Path, workdir: Path) -> subprocess.CompletedProce
         "        with engine.connect() as conn:\n"
         "            assert conn.exec_driver_sql('SELECT 1').scalar() == 1\n"
         "        engine.dispose()\n"
+        "def test_bucket(s3_bucket, s3_storage_options):\n"
+        "    fs = fsspec.filesystem('s3', **s3_storage_options)\n"
+        "    assert fs.ls(s3_bucket) == []\n"
+        "    fs.pipe(f'{s3_bucket}/x/y.txt', b'hi')\n"
+        "    assert fs.cat(f'{s3_bucket}/x/y.txt') == b'hi'\n"
+        "def test_bucket_was_removed(s3_storage_options):\n"
+        "    fs = fsspec.filesystem('s3', skip_instance_cache=True, **s3_storage_options)\n"
+        "    assert [b for b in fs.ls('') if b.startswith('eoskit-test-')] == []\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("EOSKIT_")}
     env["EOSKIT_DEV_DIR"] = str(folder)
@@ -214,7 +256,7 @@ def test_pytest_plugin_stops_only_what_its_session_started(folder: Path, tmp_pat
     session = run_pytest_session(folder, tmp_path)
     assert session.returncode == 0, session.stdout + session.stderr
     pids = {name: entry["pid"] for name, entry in recorded(folder).items()}
-    assert pids == {"kafka": None, "postgres": None, "mariadb": None}  # started and stopped by it
+    assert pids == {"kafka": None, "postgres": None, "mariadb": None, "s3": None}  # started and stopped by it
 
     dev("up", "--dir", str(folder))
     running = {name: entry["pid"] for name, entry in recorded(folder).items()}
@@ -223,3 +265,53 @@ def test_pytest_plugin_stops_only_what_its_session_started(folder: Path, tmp_pat
     assert {name: entry["pid"] for name, entry in recorded(folder).items()} == running  # reused, left running
     dev("down", "--dir", str(folder))
     assert processes_mentioning(folder) == []
+
+
+def test_plugin_stops_only_the_services_its_session_started(folder: Path, tmp_path: Path):
+    """A folder from before the S3 service: the session adds S3, and stops only S3."""
+    services = LocalServices(folder)
+    services.services = [service for service in services.services if service.name != "s3"]
+    services._endpoints = lambda state: "no S3 here"  # type: ignore[method-assign]  # _endpoints wants all four
+    services.up()
+    running = services.pids()
+    session = run_pytest_session(folder, tmp_path)
+    assert session.returncode == 0, session.stdout + session.stderr
+    after = {name: entry["pid"] for name, entry in recorded(folder).items()}
+    assert after == {**running, "s3": None}
+    dev("down", "--dir", str(folder))
+
+
+def test_s3_alone_up_twice_use_restart_down(tmp_path: Path):
+    """Only moto: starting twice reuses it, a restart keeps the port but not the buckets."""
+    import fsspec
+
+    folder = tmp_path / "s3only"
+    services = LocalServices(folder)
+    services.services = [S3Service(services.root)]
+    services._endpoints = lambda state: "S3 only"  # type: ignore[method-assign]  # _endpoints wants all four
+    try:
+        services.services[0].check_installed()
+    except MissingBinaryError as exc:
+        pytest.skip(str(exc))
+    try:
+        services.up()
+        first = recorded(folder)["s3"]
+        services.up()
+        assert recorded(folder)["s3"] == first  # reused: same pid, same port
+        endpoint = f"http://127.0.0.1:{first['port']}"
+        assert services.status() == {"s3": f"running on {endpoint} (pid {first['pid']})"}
+        check_s3(endpoint)
+
+        fs = fsspec.filesystem("s3", skip_instance_cache=True, **s3_storage_options(endpoint))
+        fs.mkdir("kept-in-memory-only")
+        services.down()
+        assert group_members(first["pid"]) == [] and services.status() == {"s3": "stopped"}
+        services.up()
+        second = recorded(folder)["s3"]
+        assert second["port"] == first["port"] and second["pid"] != first["pid"]
+        fs.invalidate_cache()
+        assert fs.ls("") == []  # memory only: a restart loses the buckets
+        services.down()
+        assert group_members(second["pid"]) == [] and recorded(folder)["s3"]["pid"] is None
+    finally:
+        services.down()  # whatever happened

@@ -1,11 +1,12 @@
-"""pytest fixtures for the services eoskit's tests need: kafka, postgres, mysql.
+"""pytest fixtures for the services eoskit's tests need: kafka, postgres, mysql, s3.
 
 Registered as the ``eoskit`` pytest11 entry point. Where the services come
 from, in order:
 
 1. ``EOSKIT_KAFKA_BOOTSTRAP``, ``EOSKIT_POSTGRES_URL`` and ``EOSKIT_MYSQL_URL``
    all set: used as they are (e.g. after ``eval "$(eoskit dev env)"``, or CI
-   services);
+   services), with ``EOSKIT_S3_ENDPOINT`` for S3 (optional: only tests that
+   use S3 fail without it);
 2. ``EOSKIT_SERVICES=docker``: containers via testcontainers;
 3. otherwise local processes under ``EOSKIT_DEV_DIR`` (default
    ``.eoskit/test`` in the pytest root dir).
@@ -18,9 +19,10 @@ services that were already running are left running.
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -32,7 +34,7 @@ DEFAULT_TEST_DIR = ".eoskit/test"
 
 @pytest.fixture(scope="session")
 def service_endpoints(request: pytest.FixtureRequest) -> Iterator[ServiceEndpoints]:
-    """Endpoints of running Kafka, PostgreSQL and MySQL/MariaDB services."""
+    """Endpoints of running Kafka, PostgreSQL, MySQL/MariaDB and S3 services."""
     # Imported here so that merely having the plugin installed costs nothing.
     from eoskit.runtime.dev import DockerServices, LocalServices
     from eoskit.runtime.dev.endpoints import endpoints_from_env
@@ -51,13 +53,14 @@ def service_endpoints(request: pytest.FixtureRequest) -> Iterator[ServiceEndpoin
             docker.down()
         return
     local = LocalServices(root)
-    started_here = local.endpoints() is None
+    running_before = set(local.pids())
     endpoints = local.up()
     yield endpoints
     # Under pytest-xdist other workers may still use them: leave them running
     # (stop with `eoskit dev down --dir .eoskit/test`).
+    started_here = [service.name for service in local.services if service.name not in running_before]
     if started_here and not os.environ.get("PYTEST_XDIST_WORKER"):
-        local.down()
+        local.down(started_here)
 
 
 @pytest.fixture(scope="session")
@@ -76,3 +79,42 @@ def postgres(service_endpoints: ServiceEndpoints) -> str:
 def mysql(service_endpoints: ServiceEndpoints) -> str:
     """SQLAlchemy URL (``mysql+pymysql://``) of a MySQL/MariaDB database."""
     return service_endpoints.mysql_url
+
+
+@pytest.fixture(scope="session")
+def s3(service_endpoints: ServiceEndpoints) -> str:
+    """Endpoint URL of an S3-compatible server, ``"http://127.0.0.1:PORT"``."""
+    if service_endpoints.s3_endpoint is None:
+        pytest.fail(
+            "this test needs S3, but EOSKIT_S3_ENDPOINT is not set while EOSKIT_KAFKA_BOOTSTRAP, "
+            "EOSKIT_POSTGRES_URL and EOSKIT_MYSQL_URL are: run `eoskit dev up` and "
+            '`eval "$(eoskit dev env)"` again (with your --dir) to export all four',
+            pytrace=False,
+        )
+    return service_endpoints.s3_endpoint
+
+
+@pytest.fixture
+def s3_storage_options(s3: str) -> dict[str, Any]:
+    """fsspec options for the ``s3`` server: ``fsspec.filesystem("s3", **s3_storage_options)``.
+
+    A new dict per test, so a test may add its own options to it.
+    """
+    from eoskit.runtime.dev.endpoints import s3_storage_options as options_for
+
+    return options_for(s3)
+
+
+@pytest.fixture
+def s3_bucket(s3_storage_options: dict[str, Any]) -> Iterator[str]:
+    """The name of a new, empty bucket on the ``s3`` server; deleted with its contents after the test."""
+    import fsspec
+
+    # An instance of its own: the test's filesystem objects keep their caches.
+    fs = fsspec.filesystem("s3", skip_instance_cache=True, **s3_storage_options)
+    name = f"eoskit-test-{uuid.uuid4().hex[:16]}"
+    fs.mkdir(name)
+    yield name
+    fs.invalidate_cache()
+    if fs.exists(name):
+        fs.rm(name, recursive=True)

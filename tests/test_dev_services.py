@@ -28,7 +28,8 @@ from eoskit.runtime.dev import (
 from eoskit.runtime.dev import kafka as kafka_mod
 from eoskit.runtime.dev import mariadb as mariadb_mod
 from eoskit.runtime.dev import postgres as postgres_mod
-from eoskit.runtime.dev.endpoints import endpoints_from_env, make_endpoints, render_env
+from eoskit.runtime.dev import s3 as s3_mod
+from eoskit.runtime.dev.endpoints import endpoints_from_env, make_endpoints, render_env, s3_storage_options
 from eoskit.runtime.dev.ports import choose_port, is_port_free, pick_free_port
 from eoskit.runtime.dev.processes import (
     ProcessRef,
@@ -40,7 +41,7 @@ from eoskit.runtime.dev.processes import (
 )
 from eoskit.runtime.dev.state import DevState, ServiceState, load_state, save_state
 
-ENDPOINTS = make_endpoints(9092, 5432, 3306)
+ENDPOINTS = make_endpoints(9092, 5432, 3306, s3_port=5000)
 
 
 # -- ports ------------------------------------------------------------------
@@ -77,11 +78,27 @@ def test_endpoints_have_the_documented_shape():
         kafka_bootstrap="127.0.0.1:9092",
         postgres_url="postgresql+psycopg://eoskit:eoskit@127.0.0.1:5432/eoskit",
         mysql_url="mysql+pymysql://eoskit:eoskit@127.0.0.1:3306/eoskit",
+        s3_endpoint="http://127.0.0.1:5000",
     )
     assert ENDPOINTS.as_env() == {
         "EOSKIT_KAFKA_BOOTSTRAP": "127.0.0.1:9092",
         "EOSKIT_POSTGRES_URL": "postgresql+psycopg://eoskit:eoskit@127.0.0.1:5432/eoskit",
         "EOSKIT_MYSQL_URL": "mysql+pymysql://eoskit:eoskit@127.0.0.1:3306/eoskit",
+        "EOSKIT_S3_ENDPOINT": "http://127.0.0.1:5000",
+    }
+
+
+def test_endpoints_without_s3_have_no_s3_variable():
+    old = make_endpoints(9092, 5432, 3306)
+    assert old.s3_endpoint is None
+    assert "EOSKIT_S3_ENDPOINT" not in old.as_env() and "EOSKIT_S3_ENDPOINT" not in render_env(old)
+
+
+def test_s3_storage_options_carry_endpoint_and_fixed_credentials():
+    assert s3_storage_options("http://127.0.0.1:5000") == {
+        "key": "testing",
+        "secret": "testing",
+        "client_kwargs": {"endpoint_url": "http://127.0.0.1:5000"},
     }
 
 
@@ -90,23 +107,37 @@ def test_env_lines_are_single_quoted_exports():
         "export EOSKIT_KAFKA_BOOTSTRAP='127.0.0.1:9092'",
         "export EOSKIT_POSTGRES_URL='postgresql+psycopg://eoskit:eoskit@127.0.0.1:5432/eoskit'",
         "export EOSKIT_MYSQL_URL='mysql+pymysql://eoskit:eoskit@127.0.0.1:3306/eoskit'",
+        "export EOSKIT_S3_ENDPOINT='http://127.0.0.1:5000'",
     ]
 
 
 def test_env_lines_survive_a_real_shell_eval_even_with_quotes():
-    tricky = ServiceEndpoints("h:1", "postgresql://u:it's $x@h/db", 'mysql://"a"@h/db')
-    script = render_env(tricky) + 'printf "%s\\n" "$EOSKIT_KAFKA_BOOTSTRAP" "$EOSKIT_POSTGRES_URL" "$EOSKIT_MYSQL_URL"'
+    tricky = ServiceEndpoints("h:1", "postgresql://u:it's $x@h/db", 'mysql://"a"@h/db', "http://h:2/$x'")
+    script = render_env(tricky) + (
+        'printf "%s\\n" "$EOSKIT_KAFKA_BOOTSTRAP" "$EOSKIT_POSTGRES_URL" "$EOSKIT_MYSQL_URL" "$EOSKIT_S3_ENDPOINT"'
+    )
     out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True).stdout
-    assert out.splitlines() == ["h:1", "postgresql://u:it's $x@h/db", 'mysql://"a"@h/db']
+    assert out.splitlines() == ["h:1", "postgresql://u:it's $x@h/db", 'mysql://"a"@h/db', "http://h:2/$x'"]
 
 
-def test_endpoints_from_env_needs_all_three():
+def test_endpoints_from_env_needs_all_three_and_s3_is_optional():
     env = ENDPOINTS.as_env()
     assert endpoints_from_env(env) == ENDPOINTS
-    for name in env:
+    for name in ("EOSKIT_KAFKA_BOOTSTRAP", "EOSKIT_POSTGRES_URL", "EOSKIT_MYSQL_URL"):
         partial = {k: v for k, v in env.items() if k != name}
         assert endpoints_from_env(partial) is None
     assert endpoints_from_env({**env, "EOSKIT_MYSQL_URL": "  "}) is None
+    # An environment from before the S3 service still gives the other three.
+    older = {k: v for k, v in env.items() if k != "EOSKIT_S3_ENDPOINT"}
+    assert endpoints_from_env(older) == make_endpoints(9092, 5432, 3306)
+    assert endpoints_from_env({**env, "EOSKIT_S3_ENDPOINT": " "}) == make_endpoints(9092, 5432, 3306)
+
+
+def test_s3_endpoint_without_a_scheme_is_refused_without_echoing_it():
+    env = {**ENDPOINTS.as_env(), "EOSKIT_S3_ENDPOINT": "key:s3cret@127.0.0.1:5000"}
+    with pytest.raises(DevServicesError, match="EOSKIT_S3_ENDPOINT must be an http:// or https:// URL") as info:
+        endpoints_from_env(env)
+    assert "s3cret" not in str(info.value)
 
 
 # -- state file ---------------------------------------------------------------
@@ -176,6 +207,12 @@ def test_missing_mariadb_names_the_debian_package(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(mariadb_mod, "find_program", lambda *args, **kwargs: None)
     with pytest.raises(MissingBinaryError, match="`mariadb-server`"):
         mariadb_mod.MariaDBService(tmp_path).check_installed()
+
+
+def test_missing_moto_server_says_what_to_install(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    monkeypatch.setitem(sys.modules, "flask_cors", None)  # moto without its `server` extra
+    with pytest.raises(MissingBinaryError, match=r"s3: .*flask_cors.*pip install 'moto\[server\]'"):
+        s3_mod.S3Service(tmp_path).check_installed()
 
 
 def test_docker_without_engine_says_so(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
@@ -259,42 +296,67 @@ def test_cli_on_a_folder_with_nothing_running(tmp_path: Path, capsys: pytest.Cap
 
 def test_local_services_on_an_empty_folder(tmp_path: Path):
     services = LocalServices(tmp_path / "dev")
-    assert services.status() == {"kafka": "stopped", "postgres": "stopped", "mariadb": "stopped"}
+    assert services.status() == {"kafka": "stopped", "postgres": "stopped", "mariadb": "stopped", "s3": "stopped"}
     assert services.endpoints() is None
     services.down()  # harmless, and creates nothing
     assert not (tmp_path / "dev").exists()
 
 
-def test_pytest_plugin_uses_the_environment_when_all_three_are_set(tmp_path: Path):
-    (tmp_path / "test_it.py").write_text(
-        textwrap.dedent(
-            """
-            def test_env(kafka, postgres, mysql, service_endpoints):
-                assert kafka == "127.0.0.1:9092"
-                assert postgres.startswith("postgresql+psycopg://") and mysql.startswith("mysql+pymysql://")
-                assert service_endpoints.kafka_bootstrap == kafka
-            """
-        )
-    )
-    env = {**os.environ, **ENDPOINTS.as_env(), "EOSKIT_DEV_DIR": str(tmp_path / "never")}
+def _run_plugin_session(tmp_path: Path, test_source: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """A separate pytest session, with only ``env``'s EOSKIT_* variables, that must start nothing."""
+    (tmp_path / "test_it.py").write_text(textwrap.dedent(test_source))
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("EOSKIT_")}
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path / "test_it.py")],
         cwd=tmp_path,
-        env=env,
+        env={**clean, **env, "EOSKIT_DEV_DIR": str(tmp_path / "never")},
         capture_output=True,
         text=True,
         timeout=120,
     )
-    assert done.returncode == 0, done.stdout + done.stderr
     assert not (tmp_path / "never").exists()
+    return done
 
 
-def _fake_service(root: Path, probe_error: str | None):
+def test_pytest_plugin_uses_the_environment_when_all_three_are_set(tmp_path: Path):
+    source = """
+        def test_env(kafka, postgres, mysql, s3, s3_storage_options, service_endpoints):
+            assert kafka == "127.0.0.1:9092"
+            assert postgres.startswith("postgresql+psycopg://") and mysql.startswith("mysql+pymysql://")
+            assert service_endpoints.kafka_bootstrap == kafka
+            assert s3 == "http://127.0.0.1:5000"
+            assert s3_storage_options["client_kwargs"] == {"endpoint_url": s3}
+            s3_storage_options["anon"] = True  # each test gets its own dict
+
+        def test_options_are_fresh(s3_storage_options):
+            assert "anon" not in s3_storage_options
+    """
+    done = _run_plugin_session(tmp_path, source, ENDPOINTS.as_env())
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 passed" in done.stdout
+
+
+def test_pytest_plugin_without_s3_variable_fails_only_the_tests_that_need_s3(tmp_path: Path):
+    source = """
+        def test_kafka_only(kafka):
+            assert kafka == "127.0.0.1:9092"
+
+        def test_needs_s3(s3):
+            pass
+    """
+    older = {k: v for k, v in ENDPOINTS.as_env().items() if k != "EOSKIT_S3_ENDPOINT"}
+    done = _run_plugin_session(tmp_path, source, older)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "1 passed, 1 error" in done.stdout
+    assert "this test needs S3, but EOSKIT_S3_ENDPOINT is not set" in done.stdout
+
+
+def _fake_service(root: Path, probe_error: str | None, service_name: str = "fake"):
     """A 'server' that is just `sleep`, to test the orchestration in isolation."""
     from eoskit.runtime.dev.base import LaunchSpec, LocalService
 
     class Fake(LocalService):
-        name = "fake"
+        name = service_name
 
         def check_installed(self) -> None:
             pass
@@ -333,3 +395,27 @@ def test_up_reuses_a_running_server_and_down_stops_it(tmp_path: Path):
     assert services.status()["fake"] == f"running on 127.0.0.1:{first.port} (pid {first.pid})"
     services.down()
     assert group_members(first.pid) == [] and services.status() == {"fake": "stopped"}
+
+
+def test_down_of_named_services_stops_only_those(tmp_path: Path):
+    services = LocalServices(tmp_path)
+    services.services = [_fake_service(tmp_path, None, "one"), _fake_service(tmp_path, None, "two")]
+    services._endpoints = lambda state: ENDPOINTS  # type: ignore[method-assign]
+    services.up()
+    pids = services.pids()
+    services.down(["two"])
+    assert services.pids() == {"one": pids["one"]} and group_members(pids["two"]) == []
+    with pytest.raises(ValueError, match="no such dev service: three"):
+        services.down(["three"])
+    services.down()
+    assert services.pids() == {}
+
+
+def test_docker_state_from_before_s3_has_no_s3_endpoint(tmp_path: Path):
+    import json
+
+    old = {"containers": {}, "kafka_bootstrap": "127.0.0.1:9092", "postgres": ["h", 5432], "mysql": ["h", 3306]}
+    (tmp_path / "docker.json").write_text(json.dumps(old))
+    assert DockerServices(tmp_path).endpoints().s3_endpoint is None
+    (tmp_path / "docker.json").write_text(json.dumps({**old, "s3": ["127.0.0.1", 5000]}))
+    assert DockerServices(tmp_path).endpoints().s3_endpoint == "http://127.0.0.1:5000"

@@ -1,4 +1,4 @@
-"""Local services for development and tests: Kafka, PostgreSQL, MariaDB/MySQL.
+"""Local services for development and tests: Kafka, PostgreSQL, MariaDB/MySQL, S3.
 
 :class:`LocalServices` runs them as plain processes under one folder (no
 Docker needed); :class:`DockerServices` runs them as containers. Both hand

@@ -90,7 +90,7 @@ def _guarded(handler: Any) -> Any:
 
 def register_cli(subparsers: Any) -> None:
     """Add the ``dev`` command to an ``argparse`` subparsers object."""
-    dev = subparsers.add_parser("dev", help="local Kafka/PostgreSQL/MariaDB for development and tests")
+    dev = subparsers.add_parser("dev", help="local Kafka/PostgreSQL/MariaDB/S3 for development and tests")
     commands = dev.add_subparsers(dest="dev_command", metavar="{up,down,status,env}", required=True)
     specs = [
         ("up", cmd_up, "start the services (reusing running ones)"),

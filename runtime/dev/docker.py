@@ -1,9 +1,10 @@
 """The same services as containers, for machines with a Docker engine.
 
 Uses testcontainers: apache/kafka (single-node KRaft), postgres:16 with
-prepared transactions enabled, and mysql:8. The container ids and ports go
-to ``docker.json`` in the folder so that ``down`` and ``env`` work from a
-later process (the CLI), exactly like the local services' state file.
+prepared transactions enabled, mysql:8 and motoserver/moto (S3, in memory).
+The container ids and ports go to ``docker.json`` in the folder so that
+``down`` and ``env`` work from a later process (the CLI), exactly like the
+local services' state file.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .endpoints import DATABASE, PASSWORD, USER, ServiceEndpoints, mysql_url, postgres_url
+from .endpoints import DATABASE, PASSWORD, USER, ServiceEndpoints, mysql_url, postgres_url, s3_endpoint_url
 from .errors import DevServicesError, ServiceStartError
 from .ports import pick_free_port
 
@@ -23,6 +24,9 @@ STATE_FILE = "docker.json"
 KAFKA_IMAGE = "apache/kafka:3.9.1"
 POSTGRES_IMAGE = "postgres:16"
 MYSQL_IMAGE = "mysql:8"
+MOTO_IMAGE = "motoserver/moto:5.0.28"
+MOTO_PORT = 5000  # where moto_server listens inside the image
+SERVICES = ("kafka", "postgres", "mysql", "s3")
 _NO_DOCKER = (
     "Docker engine not reachable ({error}). Start Docker, or use the local services instead: "
     "`eoskit dev up` without --docker (and unset EOSKIT_SERVICES)."
@@ -61,7 +65,7 @@ def _kafka_env(host_port: int) -> dict[str, str]:
 
 
 class DockerServices:
-    """Kafka, PostgreSQL and MySQL in containers, with the local services' API.
+    """Kafka, PostgreSQL, MySQL and S3 in containers, with the local services' API.
 
     ``keep=True`` (the CLI) disables the testcontainers reaper so containers
     outlive the process that started them; otherwise they are also removed
@@ -83,6 +87,9 @@ class DockerServices:
         current = self.endpoints()
         if current is not None and self._all_running(client):
             return current
+        if self._state() is not None:
+            # Some died, or the folder predates a service: start the set anew.
+            self.down()
         if self.keep:
             from testcontainers.core.config import testcontainers_config
 
@@ -92,6 +99,7 @@ class DockerServices:
             bootstrap = self._start_kafka(started)
             pg_host, pg_port = self._start_postgres(started)
             my_host, my_port = self._start_mysql(started)
+            s3_port = self._start_s3(started)
         except Exception as exc:
             for container in started.values():
                 container.stop()
@@ -103,6 +111,7 @@ class DockerServices:
             "kafka_bootstrap": bootstrap,
             "postgres": [pg_host, pg_port],
             "mysql": [my_host, my_port],
+            "s3": ["127.0.0.1", s3_port],
         }
         self.root.mkdir(parents=True, exist_ok=True)
         self.state_path.write_text(json.dumps(state, indent=2) + "\n")
@@ -129,16 +138,18 @@ class DockerServices:
         """Service name -> "running on ..." / "stopped", as Docker sees it."""
         state = self._state()
         if state is None:
-            return {name: "stopped" for name in ("kafka", "postgres", "mysql")}
+            return {name: "stopped" for name in SERVICES}
         client = _docker_client()
         result = {}
         addresses = {
             "kafka": state["kafka_bootstrap"],
             "postgres": "{}:{}".format(*state["postgres"]),
             "mysql": "{}:{}".format(*state["mysql"]),
+            "s3": s3_endpoint_url(*state["s3"]) if "s3" in state else "",
         }
-        for name, container_id in state["containers"].items():
-            running = self._is_running(client, container_id)
+        for name in SERVICES:
+            container_id = state["containers"].get(name)
+            running = container_id is not None and self._is_running(client, container_id)
             result[name] = f"running on {addresses[name]} (container {container_id[:12]})" if running else "stopped"
         return result
 
@@ -151,6 +162,7 @@ class DockerServices:
             kafka_bootstrap=state["kafka_bootstrap"],
             postgres_url=postgres_url(*state["postgres"]),
             mysql_url=mysql_url(*state["mysql"]),
+            s3_endpoint=s3_endpoint_url(*state["s3"]) if "s3" in state else None,
         )
 
     # -- internals --------------------------------------------------------
@@ -162,9 +174,8 @@ class DockerServices:
             return None
 
     def _all_running(self, client: Any) -> bool:
-        state = self._state() or {"containers": {}}
-        ids = state["containers"].values()
-        return bool(ids) and all(self._is_running(client, cid) for cid in ids)
+        containers = (self._state() or {"containers": {}})["containers"]
+        return set(containers) == set(SERVICES) and all(self._is_running(client, cid) for cid in containers.values())
 
     @staticmethod
     def _is_running(client: Any, container_id: str) -> bool:
@@ -231,3 +242,21 @@ class DockerServices:
         finally:
             conn.close()
         return host, port
+
+    def _start_s3(self, started: dict[str, Any]) -> int:
+        from testcontainers.core.container import DockerContainer
+
+        from .s3 import list_buckets
+
+        port = pick_free_port()
+        started["s3"] = DockerContainer(MOTO_IMAGE).with_bind_ports(MOTO_PORT, port).start()
+        endpoint = s3_endpoint_url("127.0.0.1", port)
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                list_buckets(endpoint)
+                return port
+            except Exception as exc:
+                if time.monotonic() > deadline:
+                    raise ServiceStartError(f"s3 (moto) container not ready after {self.timeout:.0f}s: {exc}") from exc
+                time.sleep(1)

@@ -1,4 +1,4 @@
-"""Kafka, PostgreSQL and MariaDB as plain local processes under one folder.
+"""Kafka, PostgreSQL, MariaDB and S3 (moto) as plain local processes under one folder.
 
 This is the default way to get the services eoskit's tests and examples need
 on a machine without Docker: no containers, no system services touched,
@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Collection
 from pathlib import Path
 
 from .base import LocalService
@@ -20,6 +21,7 @@ from .mariadb import MariaDBService
 from .ports import choose_port
 from .postgres import PostgresService, fallback_data_dir
 from .processes import ProcessRef, is_alive, start_process, stop_process, tail
+from .s3 import S3Service
 from .state import STATE_FILE, DevState, ServiceState, load_state, locked, save_state
 
 DEFAULT_ROOT = ".eoskit/dev"
@@ -40,6 +42,7 @@ class LocalServices:
             KafkaService(self.root),
             PostgresService(self.root),
             MariaDBService(self.root),
+            S3Service(self.root),
         ]
 
     # -- public API -------------------------------------------------------
@@ -66,14 +69,18 @@ class LocalServices:
             raise ServiceStartError(f"a service stopped right after starting; see `eoskit dev status --dir {self.root}`")
         return endpoints
 
-    def down(self) -> None:
-        """Stop every process this folder started (data is kept)."""
+    def down(self, names: Collection[str] | None = None) -> None:
+        """Stop every process this folder started, or only the services ``names`` (data is kept)."""
+        unknown = set(names or ()) - {service.name for service in self.services}
+        if unknown:
+            raise ValueError(f"no such dev service: {', '.join(sorted(unknown))}")
         if not (self.root / STATE_FILE).is_file():
             return  # nothing was ever started here; do not create the folder
         with locked(self.root):
             state = load_state(self.root)
             for service in reversed(self.services):
-                self._stop(service, state)
+                if names is None or service.name in names:
+                    self._stop(service, state)
             save_state(self.root, state)
 
     def purge(self) -> None:
@@ -124,7 +131,7 @@ class LocalServices:
             if entry is None or not entry.port or not self._alive(entry):
                 return None
             ports[service.name] = entry.port
-        return make_endpoints(ports["kafka"], ports["postgres"], ports["mariadb"], HOST)
+        return make_endpoints(ports["kafka"], ports["postgres"], ports["mariadb"], HOST, s3_port=ports["s3"])
 
     def _ensure_running(self, service: LocalService, state: DevState) -> bool:
         """Make ``service`` accept connections; True if it was started now."""
