@@ -33,6 +33,7 @@ from eoskit.connectors.mysql.connection import (
     close_quietly,
     connect,
     drop_connection,
+    engine_connect_args,
 )
 from eoskit.connectors.mysql.dialect import (
     error_code,
@@ -261,7 +262,7 @@ class MySQLTransactions(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
 
     def _engine(self) -> sa.Engine:
         return sa.create_engine(self.url, poolclass=NullPool,
-                                connect_args={"init_command": "SET time_zone = '+00:00'"})
+                                connect_args=engine_connect_args(self.url))
 
     def _resolve(self) -> TargetTable:
         engine = self._engine()
