@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from eoskit.connectors.mysql.transactions import MySQLTransactions
+from eoskit.connectors.mysql.connection import check_url
+from eoskit.connectors.mysql.transactions import BACKENDS, MySQLTransactions
 from eoskit.connectors.sql.datasource import SqlDataSource
+from eoskit.connectors.sql.urls import parse_url
 
 SHORT_NAME = "eoskit-mysql"
 
@@ -13,3 +15,9 @@ class MySQLDataSource(SqlDataSource):
 
     short_name = SHORT_NAME
     sink_type = MySQLTransactions
+
+    def __init__(self, options: dict[str, str]) -> None:
+        super().__init__(options)
+        # Before anything connects: URL keys that could change how the server
+        # reads the sink's literals are refused (see connection.py).
+        check_url(parse_url(self.settings.url, BACKENDS))

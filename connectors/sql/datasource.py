@@ -49,8 +49,7 @@ class SqlPipelineSink:
 
     def __post_init__(self) -> None:
         self.options = {k: str(v) for k, v in self.options.items()}
-        SqlSinkSettings.parse(self.all_options(), self.data_source.short_name,
-                              self.data_source.sink_type)
+        self.data_source(self.all_options())  # every option check the data source makes
         parse_url(self.url, self.backends)
 
     def all_options(self) -> dict[str, str]:
