@@ -38,7 +38,7 @@ from eoskit.twophase.contract import (
     resolve_commit_mode,
 )
 from eoskit.twophase.coordinator import Coordinator
-from eoskit.twophase.decision_log import RETAIN_BATCHES, DecisionLog, latest_planned_batch
+from eoskit.twophase.decision_log import DecisionLog, latest_planned_batch
 from eoskit.twophase.messages import TaskAck
 from eoskit.twophase.task import write_task
 from eoskit.twophase.txn_id import sink_id_for_checkpoint, validate_sink_id
@@ -65,9 +65,8 @@ class TransactionalStreamWriter(DataSourceStreamArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         if isinstance(self.sink, TwoPhaseCommitting) and self.commit_mode is CommitMode.TWOPHASE:
             Coordinator(self.sink, self.decisions).commit(messages, batchId)  # type: ignore[arg-type]
-        elif (isinstance(self.sink, MarkedCommitting) and self.commit_mode is CommitMode.IDEMPOTENT
-              and batchId % 100 == 0 and batchId > RETAIN_BATCHES):
-            self.sink.prune_markers(self.decisions.sink_id, batchId - RETAIN_BATCHES)
+        elif isinstance(self.sink, MarkedCommitting) and self.commit_mode is CommitMode.IDEMPOTENT:
+            self.sink.batch_committed(self.decisions, batchId, [m for m in messages if m is not None])
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         if isinstance(self.sink, TwoPhaseCommitting) and self.commit_mode is CommitMode.TWOPHASE:
@@ -124,7 +123,7 @@ class TransactionalDataSource(DataSource):
             _checked[key] = sink
         if self.commit_mode() is CommitMode.TWOPHASE:
             Coordinator(sink, decisions).sweep(latest_planned_batch(self.checkpoint_location()))
-            decisions.create()
+        decisions.create()
         return TransactionalStreamWriter(sink, decisions, self.commit_mode())
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:

@@ -31,11 +31,17 @@ at most 64 bytes of ASCII, unique per task attempt.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyspark.sql.types import StructType
+
+if TYPE_CHECKING:
+    from eoskit.twophase.decision_log import DecisionLog
+    from eoskit.twophase.messages import TaskAck
 
 
 class SinkError(RuntimeError):
@@ -193,9 +199,12 @@ class MarkedCommitting(Sink):
     def begin_marked(self, marker: Marker, attempt: int) -> MarkedWriter:
         """On an executor: open the transaction of ``marker``'s task."""
 
-    def prune_markers(self, sink_id: str, below_batch: int) -> None:
-        """On the driver, now and then: forget markers of batches below
-        ``below_batch`` (Spark never replays them). Optional."""
+    def batch_committed(self, decisions: "DecisionLog", batch: int, acks: Sequence["TaskAck"]) -> None:
+        """On the driver, once every task of ``batch`` committed (Spark's
+        commit call; it may be repeated after a crash): forget markers Spark
+        will never replay, record what a restart needs in the sink's metadata
+        beside the checkpoint (``decisions.write_meta``). Optional; raising
+        fails the query, although the batch's rows are committed."""
 
 
 class DirectCommitting(Sink):

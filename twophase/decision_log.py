@@ -115,6 +115,16 @@ class DecisionLog:
                 "createdAt": time.time(),
             })
 
+    # -- a sink's own metadata --------------------------------------------
+
+    def read_meta(self, name: str) -> dict | None:
+        """A sink's small JSON record under ``meta/`` (None if never written)."""
+        return self._read(f"meta/{name}.json")
+
+    def write_meta(self, name: str, payload: dict) -> None:
+        """Atomically replace a sink's JSON record ``name`` (driver side)."""
+        self._write_atomic(f"meta/{name}.json", payload)
+
     # -- decisions -------------------------------------------------------
 
     def get(self, batch: int) -> Decision | None:
@@ -187,3 +197,11 @@ def latest_planned_batch(checkpoint_location: str) -> int | None:
         return None
     ids = [int(n.rstrip("/").rsplit("/", 1)[-1]) for n in names if n.rstrip("/").rsplit("/", 1)[-1].isdigit()]
     return max(ids) if ids else None
+
+
+def prune_due(batch: int) -> int | None:
+    """Markers below the returned batch may be forgotten now (every 100
+    batches, keeping ``RETAIN_BATCHES``), or None."""
+    if batch % 100 == 0 and batch > RETAIN_BATCHES:
+        return batch - RETAIN_BATCHES
+    return None

@@ -17,6 +17,8 @@ names, cannot express NULL apart from '' in Arrow's CSV, and has no
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import logging
 import time
 
@@ -57,6 +59,8 @@ from eoskit.twophase.contract import (
     SinkError,
     TwoPhaseCommitting,
 )
+from eoskit.twophase.decision_log import DecisionLog, prune_due
+from eoskit.twophase.messages import TaskAck
 from eoskit.twophase.txn_id import TxnId
 
 log = logging.getLogger(__name__)
@@ -322,7 +326,12 @@ class MySQLTransactions(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
         return MySQLTransaction(self, str(TxnId.new(marker.sink_id, marker.batch, marker.partition,
                                                     attempt)), xa=False)
 
-    def prune_markers(self, sink_id: str, below_batch: int) -> None:
+    def batch_committed(self, decisions: DecisionLog, batch: int, acks: Sequence[TaskAck]) -> None:
+        below = prune_due(batch)
+        if below is not None:
+            self._prune_markers(decisions.sink_id, below)
+
+    def _prune_markers(self, sink_id: str, below_batch: int) -> None:
         with cached_connection(self.url).cursor() as cursor:
             cursor.execute(f"DELETE FROM {self.marker_table_sql} WHERE sink_id = %s AND batch < %s",
                            (sink_id, below_batch))
