@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
+from functools import cached_property
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
-    DataSource,
     DataSourceReader,
     DataSourceStreamReader,
     InputPartition,
@@ -44,6 +44,9 @@ from eoskit.connectors.kafka.offsets import (
 from eoskit.connectors.kafka.reader import DataLossError, read_range
 from eoskit.connectors.kafka.schema import spark_schema
 from eoskit.connectors.kafka.settings import KafkaSourceSettings
+from eoskit.connectors.kafka.sink_settings import KafkaSinkSettings
+from eoskit.connectors.kafka.transactions import KafkaTransactions
+from eoskit.twophase.adapter import TransactionalDataSource
 
 log = logging.getLogger(__name__)
 
@@ -58,12 +61,27 @@ class KafkaInputPartition(InputPartition):
         self.offset_range = offset_range
 
 
-class KafkaDataSource(DataSource):
-    """Spark's Kafka source options and columns; offsets in Spark's offset log."""
+class KafkaDataSource(TransactionalDataSource):
+    """Spark's Kafka source and sink, by the same format name: options and
+    columns as in Spark; the source's offsets live in Spark's offset log, the
+    sink commits each task's Kafka transaction with a progress marker.
 
-    def __init__(self, options: dict[str, str]) -> None:
-        super().__init__(options)
-        self.settings = KafkaSourceSettings.parse(options)
+    Spark builds one from the options of a read or of a write; each side
+    parses (and checks) its own options when Spark first asks for it.
+    """
+
+    sink_type = KafkaTransactions
+
+    @cached_property
+    def settings(self) -> KafkaSourceSettings:
+        return KafkaSourceSettings.parse(self.options)
+
+    @cached_property
+    def sink_settings(self) -> KafkaSinkSettings:
+        return KafkaSinkSettings.parse(self.options)
+
+    def transactional_sink(self, schema: StructType) -> KafkaTransactions:
+        return KafkaTransactions(self.sink_settings, schema)
 
     @classmethod
     def name(cls) -> str:

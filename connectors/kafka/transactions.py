@@ -1,0 +1,148 @@
+"""Kafka as an eoskit sink: driver-side checks and the two capabilities.
+
+``MarkedCommitting`` (commit mode ``idempotent``, what ``exactly_once``
+means for Kafka): each task commits its own Kafka transaction together with
+its progress marker (``sink_writer.py`` has the steps). ``DirectCommitting``
+(``at_least_once``): an idempotent producer without transactions.
+
+Checked on the driver at query start, before any data moves: the columns
+Spark's Kafka sink takes, the broker, the topics, and the sink's history:
+- markers of this sink id in Kafka with no record of them beside the
+  checkpoint (a deleted checkpoint, a copied job) would make every batch
+  look like a replay: refused;
+- transactional ids of task partitions an earlier run had and this run may
+  not have are initialised once, which aborts a transaction they left open
+  (read_committed readers would otherwise wait on it for good).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
+
+from eoskit.connectors.kafka import sink_markers
+from eoskit.connectors.kafka.client import BrokerUnreachable, KafkaMetadata
+from eoskit.connectors.kafka.schema import HEADER_SPARK_TYPE
+from eoskit.connectors.kafka.sink_settings import KafkaSinkSettings
+from eoskit.connectors.kafka.sink_writer import (
+    KafkaDirectWriter,
+    KafkaMarkedWriter,
+    drop_producer,
+    missing_topic_message,
+    producer,
+    read_marker,
+)
+from eoskit.twophase.contract import (
+    CommitMode,
+    DirectCommitting,
+    Marker,
+    MarkedCommitting,
+    SinkContext,
+    SinkError,
+)
+from eoskit.twophase.decision_log import DecisionLog
+from eoskit.twophase.messages import TaskAck
+
+#: The sink's metadata record of how many task partitions it has ever had.
+TASKS_META = "kafka-tasks"
+
+_TEXT_OR_BINARY = (StringType(), BinaryType())
+
+
+def check_columns(schema: StructType, settings: KafkaSinkSettings) -> None:
+    """Spark's Kafka sink columns: value (string or binary) required; key
+    (string or binary), topic (string), partition (int), headers optional."""
+    fields = {f.name: f.dataType for f in schema.fields}
+    columns = ", ".join(schema.fieldNames()) or "none"
+    if "value" not in fields:
+        raise SinkError(f"the DataFrame has no 'value' column (its columns: {columns}); the "
+                        "Kafka sink writes value (string or binary) and optionally key, topic, "
+                        "partition and headers")
+    expected = {"value": _TEXT_OR_BINARY, "key": _TEXT_OR_BINARY, "topic": (StringType(),),
+                "partition": (IntegerType(),), "headers": (HEADER_SPARK_TYPE,)}
+    for name, types in expected.items():
+        if name in fields and fields[name].simpleString() not in {t.simpleString() for t in types}:
+            wanted = " or ".join(t.simpleString() for t in types)
+            raise SinkError(f"column {name!r} is {fields[name].simpleString()}; the Kafka sink "
+                            f"needs {wanted}: cast it in the transform")
+    if settings.topic is None and "topic" not in fields:
+        raise SinkError("the Kafka sink needs a topic: set the 'topic' option or give the "
+                        f"DataFrame a 'topic' column (its columns: {columns})")
+    if "headers" in fields and not settings.include_headers:
+        raise SinkError("the DataFrame has a 'headers' column but 'includeHeaders' is not "
+                        "true: set includeHeaders=true to write them, or drop the column")
+
+
+class KafkaTransactions(MarkedCommitting, DirectCommitting):
+    """The Kafka sink of one query; picklable (settings only)."""
+
+    kind = "kafka"
+
+    def __init__(self, settings: KafkaSinkSettings, schema: StructType) -> None:
+        self.settings = settings
+        self.schema = schema
+
+    def describe(self) -> str:
+        where = f"topic {self.settings.topic}" if self.settings.topic else "the rows' topics"
+        return f"Kafka at {self.settings.bootstrap_servers} ({where})"
+
+    # -- driver ------------------------------------------------------------
+
+    def check(self, schema: StructType, context: SinkContext) -> None:
+        check_columns(schema, self.settings)
+        try:
+            topics = KafkaMetadata(self.settings.kafka, timeout_s=15).topics()
+        except BrokerUnreachable as exc:
+            raise SinkError(str(exc)) from None
+        if self.settings.topic is not None and self.settings.topic not in topics:
+            raise SinkError(missing_topic_message(self.settings.topic))
+        if context.commit_mode is not CommitMode.IDEMPOTENT:
+            return
+        if self.settings.marker_topic is None:
+            raise SinkError("the rows carry their topic, so the sink needs the option "
+                            "'markerTopic': any existing topic, under whose partition 0 the "
+                            "sink's progress markers are committed")
+        if self.settings.marker_topic not in topics:
+            raise SinkError(f"option 'markerTopic': {missing_topic_message(self.settings.marker_topic)}")
+        decisions = DecisionLog(context.checkpoint_location, context.sink_id)
+        if not decisions.exists():
+            self._refuse_foreign_markers(context.sink_id, decisions)
+        self._abort_leftovers(context.sink_id, decisions)
+
+    def _refuse_foreign_markers(self, sink_id: str, decisions: DecisionLog) -> None:
+        committed = read_marker(self.settings, sink_markers.marker_group(sink_id, 0))
+        if committed is not None:
+            raise SinkError(
+                f"sink id {sink_id!r} already committed batch {committed.batch} to Kafka, but "
+                f"this query's checkpoint has no record of that sink (nothing under "
+                f"{decisions.root}): a deleted checkpoint, or another job with the same "
+                "sinkId. Every batch would look like a replay and be skipped. Set a new "
+                f"'sinkId' (or delete the consumer groups eoskit-{sink_id}-* if this sink's "
+                "output is to be written again)")
+
+    def _abort_leftovers(self, sink_id: str, decisions: DecisionLog) -> None:
+        """Initialise the transactional id of every task partition an earlier
+        run had: that aborts whatever transaction it left open."""
+        known = (decisions.read_meta(TASKS_META) or {}).get("partitions", 0)
+        for partition in range(known):
+            made = producer(self.settings, sink_markers.transactional_id(sink_id, partition),
+                            fresh=True)
+            drop_producer(made)
+
+    def batch_committed(self, decisions: DecisionLog, batch: int, acks: Sequence[TaskAck]) -> None:
+        partitions = max((a.partition for a in acks), default=-1) + 1
+        known = (decisions.read_meta(TASKS_META) or {}).get("partitions", 0)
+        if partitions > known:
+            decisions.write_meta(TASKS_META, {"partitions": partitions, "batch": batch})
+
+    # -- executors ---------------------------------------------------------
+
+    def begin_marked(self, marker: Marker, attempt: int) -> KafkaMarkedWriter:
+        return KafkaMarkedWriter(self.settings, marker, attempt)
+
+    def begin_direct(self, marker: Marker, attempt: int) -> KafkaDirectWriter:
+        return KafkaDirectWriter(self.settings)
+
+
+__all__ = ["KafkaTransactions", "check_columns"]
