@@ -21,8 +21,11 @@ TASK_AFTER_COMMIT = "task_after_commit"
 DRIVER_AFTER_DECISION = "driver_after_decision"
 DRIVER_AFTER_SOME_COMMITS = "driver_after_some_commits"
 DRIVER_AFTER_ALL_COMMITS = "driver_after_all_commits"
+#: Fired in a task that committed by itself (marked or at-least-once commit):
+#: the driver dies with some of the batch's tasks committed and others not.
+DRIVER_AFTER_TASK_COMMIT = "driver_after_task_commit"
 POINTS = (TASK_AFTER_PREPARE, TASK_DURING_WRITE, TASK_AFTER_COMMIT, DRIVER_AFTER_DECISION,
-          DRIVER_AFTER_SOME_COMMITS, DRIVER_AFTER_ALL_COMMITS)
+          DRIVER_AFTER_SOME_COMMITS, DRIVER_AFTER_ALL_COMMITS, DRIVER_AFTER_TASK_COMMIT)
 ENV = "EOSKIT_CRASH_AT"
 ONCE_ENV = "EOSKIT_CRASH_ONCE"
 #: The driver's process group, exported before Spark starts: PySpark puts

@@ -139,6 +139,7 @@ def _marked(sink: MarkedCommitting, marker: Marker, attempt: int,
         writer.abort()
         raise
     crash.crash_point(crash.TASK_AFTER_COMMIT, marker.batch)
+    crash.crash_point(crash.DRIVER_AFTER_TASK_COMMIT, marker.batch)
     return CommittedByTask(marker.batch, marker.partition, attempt, writer.rows, writer.bytes)
 
 

@@ -16,6 +16,8 @@ from eoskit.runtime import Pipeline
 
 SCHEMA = "id BIGINT, amount BIGINT, customer STRING"
 FAIL_ID = os.environ.get("EOSKIT_TEST_FAIL_ID")
+SELECT = json.loads(os.environ.get("EOSKIT_TEST_SELECT") or "[]")
+MIN_PARTITIONS = os.environ.get("EOSKIT_TEST_MIN_PARTITIONS")
 
 
 def parse(df):
@@ -24,7 +26,8 @@ def parse(df):
         # A poison record: the task holding it fails, and Spark aborts the batch.
         rows = rows.withColumn("id", F.when(F.col("id") == int(FAIL_ID),
                                F.raise_error(F.lit("poison record"))).otherwise(F.col("id")))
-    return rows
+    # The columns the sink under test takes (e.g. key and value for Kafka).
+    return rows.selectExpr(*SELECT) if SELECT else rows
 
 
 pipeline = Pipeline(
@@ -33,6 +36,7 @@ pipeline = Pipeline(
         "subscribe": os.environ["EOSKIT_TEST_TOPIC"],
         "startingOffsets": "earliest",
         "maxOffsetsPerTrigger": os.environ["EOSKIT_TEST_MAX_OFFSETS"],
+        **({"minPartitions": MIN_PARTITIONS} if MIN_PARTITIONS else {}),
     }),
     transform=parse,
     sink=SparkSink(os.environ["EOSKIT_TEST_FORMAT"], json.loads(os.environ["EOSKIT_TEST_OPTIONS"])),

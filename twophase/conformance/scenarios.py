@@ -68,6 +68,8 @@ class Scenario:
     run: Callable[["Run"], None]
     doc: str = ""
     modes: frozenset[str] = ALL_MODES
+    #: Only for targets whose markers record row counts.
+    needs_replay_rows: bool = False
 
 
 @dataclass
@@ -80,6 +82,9 @@ class Run:
     spark: Any = None
     table: str = field(default_factory=lambda: f"conf_{uuid.uuid4().hex[:10]}")
     sink_id: str = field(default_factory=lambda: f"conf{uuid.uuid4().hex[:10]}")
+    #: False once a run split input partitions over several tasks, which
+    #: gives up their order (as Spark's own Kafka source with minPartitions).
+    ordered: bool = True
 
     @property
     def checkpoint(self) -> Path:
@@ -95,6 +100,7 @@ class Run:
             "EOSKIT_TEST_MAX_OFFSETS": str(self.workload.batch_offsets),
             "EOSKIT_TEST_FORMAT": self.target.format,
             "EOSKIT_TEST_OPTIONS": json.dumps(options),
+            "EOSKIT_TEST_SELECT": json.dumps(list(self.target.select)),
             "PYSPARK_PYTHON": sys.executable,
         })
         env.update(extra)
@@ -126,15 +132,15 @@ class Run:
         logs = sorted(self.workdir.glob("run-*.log"))
         return logs[-1].read_text() if logs else ""
 
-    def recover(self) -> None:
+    def recover(self, **extra: str) -> None:
         """Restart from the checkpoint and run until caught up. In the test's
         own (warm) SparkSession when one is given: the crash already killed a
         real driver, and a warm restart saves a JVM start per scenario."""
         if self.spark is None:
-            code, log = self.run_job()
+            code, log = self.run_job(**extra)
             assert code == 0, f"recovery run failed (exit {code}):\n{log[-4000:]}"
             return
-        self.run_in_process()
+        self.run_in_process(**extra)
 
     def run_in_process(self, **extra: str) -> str:
         """Run the job until caught up in ``self.spark``; raises PipelineFailed."""
@@ -180,17 +186,19 @@ class Run:
         )
         assert sum(r[1] for r in rows) == sum(e[1] for e in expected), "sum of amounts differs"
         assert rows == expected, "some rows carry wrong values"
+        if self.ordered:
+            self.target.check_order(self.table)
         self.assert_nothing_prepared()
 
     def assert_nothing_prepared(self) -> None:
-        left = self.target.prepared(sink_prefix(self.sink_id))
+        left = self.target.in_doubt(sink_prefix(self.sink_id), self.table)
         assert left == [], f"prepared transactions left behind: {left}"
 
     def wait_until_nothing_prepared(self, timeout: float = 30.0) -> None:
         """A cancelled task may still be finishing on its Python worker when
         the job has already failed; give it ``timeout`` seconds to settle."""
         deadline = time.monotonic() + timeout
-        while self.target.prepared(sink_prefix(self.sink_id)) and time.monotonic() < deadline:
+        while self.target.in_doubt(sink_prefix(self.sink_id), self.table) and time.monotonic() < deadline:
             time.sleep(0.5)
         self.assert_nothing_prepared()
 
@@ -267,6 +275,25 @@ def _replay_of_committed_batch(run: Run) -> None:
     run.verify_exactly_once()
 
 
+def _replay_with_other_parallelism_is_refused(run: Run) -> None:
+    """Every task of the last batch committed with its marker, Spark lost its
+    commit; the restart splits the batch into other tasks (fewer: each one
+    holds other rows than its committed attempt did). Writing would
+    duplicate, skipping would lose rows: the replay must be refused, and
+    finish exactly once with the original settings."""
+    run.ordered = False
+    run.recover(EOSKIT_TEST_MIN_PARTITIONS=str(2 * run.workload.partitions))
+    commits = run.checkpoint / "commits"
+    last = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+    for name in (str(last), f".{last}.crc"):
+        (commits / name).unlink(missing_ok=True)
+    error = run.expect_failure()
+    assert "is being replayed" in error and "rows where the committed attempt wrote" in error, \
+        error[-3000:]
+    run.recover(EOSKIT_TEST_MIN_PARTITIONS=str(2 * run.workload.partitions))
+    run.verify_exactly_once()
+
+
 def _checkpoint_deleted(run: Run) -> None:
     import shutil
 
@@ -306,12 +333,20 @@ SCENARIOS = [
     Scenario("failing_task_aborts_batch", _failing_task_aborts_batch),
     Scenario("replay_of_committed_batch", _replay_of_committed_batch),
     Scenario("checkpoint_deleted_is_refused", _checkpoint_deleted, modes=TWOPHASE_ONLY),
+    Scenario("driver_killed_after_some_task_commits",
+             _crash_then_recover(crash.DRIVER_AFTER_TASK_COMMIT),
+             "the driver dies once one task of the batch committed its rows and marker",
+             frozenset({"idempotent"})),
+    Scenario("replay_with_other_parallelism_is_refused", _replay_with_other_parallelism_is_refused,
+             modes=frozenset({"idempotent"}), needs_replay_rows=True),
 ]
 
 
-def scenarios_for(commit_mode: str) -> list[Scenario]:
-    """The scenarios that apply to a sink in ``commit_mode``."""
-    return [s for s in SCENARIOS if commit_mode in s.modes]
+def scenarios_for(commit_mode: str, target: type[ConformanceTarget] | None = None) -> list[Scenario]:
+    """The scenarios that apply to a sink in ``commit_mode`` (and, given the
+    target class, to what its markers record)."""
+    rows = target is not None and target.records_replay_rows
+    return [s for s in SCENARIOS if commit_mode in s.modes and (rows or not s.needs_replay_rows)]
 
 
 def run_scenario(

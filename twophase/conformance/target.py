@@ -10,6 +10,12 @@ class ConformanceTarget(ABC):
 
     #: Spark format name, e.g. ``eoskit-postgres``.
     format: str
+    #: SQL expressions over (id, amount, customer) giving the columns the sink
+    #: takes, when it does not take those three (e.g. Kafka's key and value).
+    select: tuple[str, ...] = ()
+    #: Does the sink record each task's row count with its marker (so that a
+    #: replay with other rows is refused)? Enables the scenarios that need it.
+    records_replay_rows: bool = False
 
     @abstractmethod
     def options(self, table: str) -> dict[str, str]:
@@ -29,9 +35,19 @@ class ConformanceTarget(ABC):
     def prepared(self, prefix: str) -> list[str]:
         """Ids of the server's prepared / in-doubt transactions starting with ``prefix``."""
 
+    def in_doubt(self, prefix: str, table: str) -> list[str]:
+        """What the sink left in doubt after a scenario: by default the
+        prepared transactions; a sink without them (Kafka) reports what it
+        can leave behind instead (open transactions in ``table``)."""
+        return self.prepared(prefix)
+
     def resolve_command(self) -> list[str]:
         """Arguments of ``eoskit txn`` that name this sink (e.g. ``--url ...``)."""
         return []
+
+    def check_order(self, table: str) -> None:
+        """Assert what the sink promises about order (optional), e.g. that
+        records of one input partition keep their order per output partition."""
 
     def drop_table(self, table: str) -> None:
         """Remove the table after a scenario (optional)."""

@@ -1,0 +1,89 @@
+"""The conformance crash scenarios against the Kafka sink (task commit with
+progress markers), Kafka to Kafka, verified from the topic's raw log by a
+reader that applies read_committed itself (the local broker does not drop
+aborted transactions' records): every input record's output exactly once,
+in order per input partition, and no transaction left open."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from eoskit.twophase.conformance import ConformanceTarget, Workload, run_scenario, scenarios_for
+from eoskit.twophase.conformance.kafka_log import read_topic
+
+INPUT_PARTITIONS = 4
+OUTPUT_PARTITIONS = 3
+
+
+class KafkaTarget(ConformanceTarget):
+    format = "eoskit-kafka"
+    select = ("CAST(id AS STRING) AS key",
+              "to_json(named_struct('id', id, 'amount', amount, 'customer', customer)) AS value")
+    records_replay_rows = True
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+        self.admin = AdminClient({"bootstrap.servers": bootstrap})
+
+    def options(self, table: str) -> dict[str, str]:
+        return {"kafka.bootstrap.servers": self.bootstrap, "topic": table}
+
+    def create_table(self, table: str) -> None:
+        for future in self.admin.create_topics([NewTopic(table, OUTPUT_PARTITIONS, 1)]).values():
+            future.result(30)
+        while table not in self.admin.list_topics(timeout=10).topics:
+            time.sleep(0.2)
+
+    def drop_table(self, table: str) -> None:
+        for future in self.admin.delete_topics([table]).values():
+            future.result(30)
+
+    def _records(self, table: str):
+        return read_topic(self.bootstrap, table).records()
+
+    def rows(self, table: str) -> list[tuple[int, int]]:
+        rows = []
+        for record in self._records(table):
+            value = json.loads(record.value)
+            assert record.key == str(value["id"]).encode(), record
+            rows.append((value["id"], value["amount"]))
+        return rows
+
+    def check_order(self, table: str) -> None:
+        last: dict[tuple[int, int], int] = {}
+        for record in self._records(table):
+            record_id = json.loads(record.value)["id"]
+            source = (record.partition, record_id % INPUT_PARTITIONS)
+            assert last.get(source, -1) < record_id, (
+                f"output partition {record.partition} has id {record_id} after "
+                f"{last[source]} of the same input partition")
+            last[source] = record_id
+
+    def prepared(self, prefix: str) -> list[str]:
+        """Kafka has no prepared transactions (a task commits its own)."""
+        return []
+
+    def in_doubt(self, prefix: str, table: str) -> list[str]:
+        """Transactions left open in the output topic: read_committed readers
+        would stall on them."""
+        log = read_topic(self.bootstrap, table)
+        return sorted(f"partition {p} producer {pid}" for p, pids in log.open_transactions.items()
+                      for pid in pids)
+
+
+@pytest.fixture(scope="module")
+def workload(kafka: str) -> Workload:
+    return Workload.produce(kafka, records=100_000, partitions=INPUT_PARTITIONS, batches=5)
+
+
+SCENARIOS = scenarios_for("idempotent", KafkaTarget)
+
+
+@pytest.mark.crash
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
+def test_kafka_exactly_once(spark, kafka, workload, scenario, tmp_path):
+    run_scenario(KafkaTarget(kafka), workload, scenario, tmp_path, spark)
