@@ -17,6 +17,7 @@ PAGES = {
     "kafka-source.md": "eoskit.connectors.kafka.settings",
     "postgres-sink.md": "eoskit.connectors.sql.settings",
     "mysql-sink.md": "eoskit.connectors.sql.settings",
+    "kafka-sink.md": "eoskit.connectors.kafka.sink_settings",
 }
 BEGIN, END = "<!-- options:begin -->\n", "<!-- options:end -->"
 
