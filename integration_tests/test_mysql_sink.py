@@ -238,6 +238,7 @@ def test_constraint_violation_fails_the_batch_and_keeps_what_was_committed(
     produce_to(topic, {0: [(b"bad", json.dumps({"id": 50, "amount": -5, "customer": "x"}).encode())]})
     q = write(spark, kafka, topic, tmp_path / "c", **opts)
     assert q.exception() is not None and "amount_positive" in str(q.exception())
+    assert f"MySQL refused a row for table {table}, column 'amount': " in str(q.exception())
     assert sorted(r[0] for r in query(mysql, f"SELECT id FROM `{table}`")) == [0, 1, 2, 3]
     assert prepared(mysql) == []
 
@@ -259,3 +260,121 @@ def test_batch_write_is_refused_clearly(spark, mysql, table):
     df = spark.createDataFrame([(1,)], "id BIGINT")
     with pytest.raises(Exception, match="writes streaming queries only"):
         df.write.format("eoskit-mysql").option("url", mysql).option("dbtable", table).mode("append").save()
+
+
+# --- Names as Spark's JDBC source reads them, and rows the server refuses.
+# Most of these drive the sink's own transaction API against the server,
+# without Spark: what is tested is what the server says and how the sink
+# words it. One query shows the names end to end.
+
+def sink_for(url: str, dbtable: str, columns: dict[str, str], **options):
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    from eoskit.connectors.mysql.transactions import MySQLTransactions
+    from eoskit.connectors.sql.settings import SqlSinkSettings
+
+    types = {"long": LongType(), "string": StringType()}
+    schema = StructType([StructField(name, types[kind]) for name, kind in columns.items()])
+    settings = SqlSinkSettings.parse({"url": url, "dbtable": dbtable, **options},
+                                     "eoskit-mysql", MySQLTransactions)
+    return MySQLTransactions(settings, schema)
+
+
+def resolve_error(url: str, dbtable: str, columns: dict[str, str], **options) -> str:
+    from eoskit.twophase.contract import SinkError
+
+    with pytest.raises(SinkError) as caught:
+        sink_for(url, dbtable, columns, **options).target
+    return str(caught.value)
+
+
+def test_dbtable_in_backticks_or_double_quotes_reaches_the_table(mysql, table):
+    mixed = table.replace("sink_", "Sink_")
+    database = make_url(mysql).database
+    query(mysql, f"CREATE TABLE `{mixed}` (id bigint)")
+    try:
+        for dbtable in (f"`{mixed}`", f'"{mixed}"', mixed, f"`{database}`.`{mixed}`", f"{database}.{mixed}"):
+            target = sink_for(mysql, dbtable, {"id": "long"}).target
+            assert target.name == mixed, dbtable
+        if query(mysql, "SELECT @@lower_case_table_names") == [(0,)]:
+            message = resolve_error(mysql, table, {"id": "long"})
+            assert message.startswith(f"table {table} does not exist; {mixed} does, but this server "
+                                      "compares table and database names case-sensitively"), message
+            assert f"set dbtable to {mixed}" in message
+        message = resolve_error(mysql, f"`no_such_{table}`.t", {"id": "long"})
+        assert message == f"database no_such_{table} of dbtable `no_such_{table}`.t does not exist"
+    finally:
+        query(mysql, f"DROP TABLE IF EXISTS `{mixed}`")
+
+
+def test_dataframe_columns_find_table_columns_whatever_their_case(mysql, table):
+    query(mysql, f"CREATE TABLE `{table}` (id bigint PRIMARY KEY, Amount bigint, customer text)")
+    target = sink_for(mysql, table, {"ID": "long", "amount": "long", "Customer": "string"},
+                      mode="upsert", key="Id").target
+    assert target.column_of == {"ID": "id", "amount": "Amount", "Customer": "customer"}
+    assert target.key == ("id",)
+    message = resolve_error(mysql, table, {"id": "long", "amout": "long"})
+    assert (f"cannot write to {table}: DataFrame column(s) 'amout' have no column in the table "
+            "(DataFrame columns: id, amout; table columns: id, Amount, customer)") in message
+
+
+def test_backquoted_dbtable_and_case_differing_columns_end_to_end(spark, kafka, mysql, records_topic, tmp_path):
+    name = f"OrderItems_{uuid.uuid4().hex[:6]}"
+    query(mysql, f"CREATE TABLE `{name}` (id bigint PRIMARY KEY, Amount bigint, customer text)")
+    try:
+        rows = [{"id": i % 3, "amount": i, "customer": f"c{i}"} for i in range(6)]
+        topic = records_topic(rows, partitions=1)
+        q = write(spark, kafka, topic, tmp_path / "c", url=mysql, dbtable=f"`{name}`",
+                  mode="upsert", key="ID", transform=lambda df: df.toDF("ID", "amount", "CUSTOMER"))
+        assert q.exception() is None, q.exception()
+        assert sorted(query(mysql, f"SELECT id, Amount, customer FROM `{name}`")) == [
+            (0, 3, "c3"), (1, 4, "c4"), (2, 5, "c5")]
+        assert prepared(mysql) == []
+    finally:
+        query(mysql, f"DROP TABLE IF EXISTS `{name}`")
+
+
+REFUSED_TABLE = ("(id bigint PRIMARY KEY, name varchar(5), amount int NOT NULL, "
+                 "CONSTRAINT amount_positive CHECK (amount > 0))")
+
+
+def refused(sink, rows: list[tuple]) -> str:
+    """Write ``rows`` as one task of batch 7, partition 1 (in two Arrow
+    batches, so two INSERTs), and return the error that refused them."""
+    import pyarrow as pa
+
+    from eoskit.twophase.contract import SinkError
+    from eoskit.twophase.txn_id import TxnId
+
+    arrow = pa.schema([("id", pa.int64()), ("name", pa.string()), ("amount", pa.int64())])
+    batches = [pa.RecordBatch.from_pylist([dict(zip(arrow.names, r)) for r in part], schema=arrow)
+               for part in (rows[:1], rows[1:])]
+    txn_id = str(TxnId.new("refused", 7, 1, 0))
+    txn = sink.begin_prepared(txn_id)
+    try:
+        for batch in batches:
+            txn.write(batch)
+        txn.prepare()
+    except SinkError as exc:
+        return str(exc)
+    finally:
+        txn.abort()
+    sink.rollback_prepared(txn_id)
+    pytest.fail("the rows were not refused")
+
+
+@pytest.mark.parametrize("bad, column, reason, where", [
+    ((3, "c", None), "amount", "Column 'amount' cannot be null (error 1048)", "row 3 of"),
+    ((3, "abcdefgh", 1), "name", "Data too long for column 'name' at row 2 (error 1406)", "row 3 of"),
+    ((3, "c", 3_000_000_000), "amount", "Out of range value for column 'amount' at row 2", "row 3 of"),
+    ((3, "c", -1), "amount", "amount_positive", "in"),
+    ((1, "c", 1), "id", "Duplicate entry '1' for key", "in"),  # MySQL 8: 'table.PRIMARY'
+], ids=["not-null", "too-long", "out-of-range", "check", "duplicate-key"])
+def test_a_refused_row_names_table_column_and_row(mysql, table, bad, column, reason, where):
+    query(mysql, f"CREATE TABLE `{table}` {REFUSED_TABLE}")
+    sink = sink_for(mysql, table, {"id": "long", "name": "string", "amount": "long"})
+    message = refused(sink, [(1, "a", 1), (2, "b", 2), bad])
+    assert message.startswith(f"MySQL refused a row for table {table}, column {column!r}: "), message
+    assert reason in message and f"{where} batch 7, partition 1" in message, message
+    assert query(mysql, f"SELECT count(*) FROM `{table}`") == [(0,)]
+    assert [r for r in prepared(mysql) if r[3].startswith(b"eoskit:refused:")] == []

@@ -30,10 +30,12 @@ def table() -> str:
     return f"sink_{uuid.uuid4().hex[:10]}"
 
 
-def write(spark, kafka, topic, checkpoint, **options):
+def write(spark, kafka, topic, checkpoint, transform=None, **options):
     df = (spark.readStream.format("eoskit-kafka").option("kafka.bootstrap.servers", kafka)
           .option("subscribe", topic).option("startingOffsets", "earliest").load()
           .select(F.from_json(F.col("value").cast("string"), SCHEMA).alias("r")).select("r.*"))
+    if transform is not None:
+        df = transform(df)
     query_ = (df.writeStream.format("eoskit-postgres").options(**options)
               .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
     try:
@@ -132,6 +134,7 @@ def test_constraint_violation_fails_the_batch_and_keeps_what_was_committed(
     produce_to(topic, {0: [(b"bad", json.dumps({"id": 50, "amount": -5, "customer": "x"}).encode())]})
     q = write(spark, kafka, topic, tmp_path / "c", **opts)
     assert q.exception() is not None and "amount_positive" in str(q.exception())
+    assert f"PostgreSQL refused a row for table {table}, column 'amount': " in str(q.exception())
     assert sorted(r[0] for r in query(postgres, f"SELECT id FROM {table}")) == [0, 1, 2, 3]
     assert query(postgres, "SELECT count(*) FROM pg_prepared_xacts")[0][0] == 0
 
@@ -195,3 +198,161 @@ def test_max_prepared_transactions_zero_is_refused_before_data_moves(
     message = failure(spark, kafka, topic, tmp_path, url=url, dbtable=table, createTable="true")
     assert "max_prepared_transactions = 0" in message and "commitMode=idempotent" in message
     assert query(url, f"SELECT count(*) FROM {table}")[0][0] == 0
+
+
+# --- Names as Spark's JDBC source reads them, and rows the server refuses.
+# Most of these drive the sink's own transaction API against the server,
+# without Spark: what is tested is what the server says and how the sink
+# words it. One query shows the names end to end.
+
+def sink_for(url: str, dbtable: str, columns: dict[str, str], **options):
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    from eoskit.connectors.postgres.transactions import PostgresTransactions
+    from eoskit.connectors.sql.settings import SqlSinkSettings
+
+    types = {"long": LongType(), "string": StringType()}
+    schema = StructType([StructField(name, types[kind]) for name, kind in columns.items()])
+    settings = SqlSinkSettings.parse({"url": url, "dbtable": dbtable, **options},
+                                     "eoskit-postgres", PostgresTransactions)
+    return PostgresTransactions(settings, schema)
+
+
+def resolve_error(url: str, dbtable: str, columns: dict[str, str], **options) -> str:
+    from eoskit.twophase.contract import SinkError
+
+    with pytest.raises(SinkError) as caught:
+        sink_for(url, dbtable, columns, **options).target
+    return str(caught.value)
+
+
+def test_dbtable_quoted_as_in_sql_reaches_mixed_case_schema_and_table(postgres):
+    suffix = uuid.uuid4().hex[:6]
+    schema, table = f"My Shop {suffix}", f"Order.Items{suffix}"
+    query(postgres, f'CREATE SCHEMA "{schema}"')
+    try:
+        query(postgres, f'CREATE TABLE "{schema}"."{table}" (id bigint)')
+        target = sink_for(postgres, f'"{schema}"."{table}"', {"id": "long"}).target
+        assert (target.schema, target.name) == (schema, table)
+        message = resolve_error(postgres, f'"{schema.lower()}"."{table}"', {"id": "long"})
+        assert f'schema "{schema.lower()}" of dbtable' in message and "does not exist" in message
+        assert f'set dbtable to "{schema}"."{table}"' in message
+    finally:
+        query(postgres, f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def test_a_bare_dbtable_is_folded_to_lower_case_as_spark_jdbc_does(postgres, table):
+    mixed = table.replace("sink_", "Sink_")
+    query(postgres, f'CREATE TABLE "{mixed}" (id bigint)')
+    try:
+        assert sink_for(postgres, f'"{mixed}"', {"id": "long"}).target.name == mixed
+        message = resolve_error(postgres, mixed, {"id": "long"})
+        assert message.startswith(f"table {table} does not exist; \"{mixed}\" does, but PostgreSQL "
+                                  "folds a bare name in dbtable to lower case")
+        assert f'set dbtable to "{mixed}"' in message
+        # createTable would make a second table beside it: refused with both ways out.
+        message = resolve_error(postgres, mixed, {"id": "long"}, createTable="true")
+        assert f'or quote the name ("{table}") to create a new table' in message
+        # With no such neighbour, a bare name creates the folded table, as Spark's does.
+        query(postgres, f'DROP TABLE "{mixed}"')
+        assert sink_for(postgres, mixed, {"id": "long"}, createTable="true").target.name == table
+        assert query(postgres, "SELECT count(*) FROM pg_tables WHERE tablename = %s", (table,)) == [(1,)]
+    finally:
+        query(postgres, f'DROP TABLE IF EXISTS "{mixed}"')
+        query(postgres, f"DROP TABLE IF EXISTS {table}")
+
+
+def test_dataframe_columns_find_table_columns_whatever_their_case(postgres, table):
+    query(postgres, f'CREATE TABLE {table} (id bigint PRIMARY KEY, "Amount" bigint, customer text, '
+                    'note text, "NOTE" text)')
+    target = sink_for(postgres, table, {"ID": "long", "amount": "long", "Customer": "string"},
+                      mode="upsert", key="Id").target
+    assert target.column_of == {"ID": "id", "amount": "Amount", "Customer": "customer"}
+    assert target.key == ("id",)
+    message = resolve_error(postgres, table, {"id": "long", "Note": "string"})
+    assert ("DataFrame column 'Note' matches table columns 'note' and 'NOTE', which differ only "
+            "in case") in message
+    message = resolve_error(postgres, table, {"id": "long", "amout": "long"})
+    assert (f"cannot write to {table}: DataFrame column(s) 'amout' have no column in the table "
+            "(DataFrame columns: id, amout; table columns: id, Amount, customer, note, NOTE)") in message
+
+
+def test_quoted_dbtable_and_case_differing_columns_end_to_end(spark, kafka, postgres, records_topic, tmp_path):
+    suffix = uuid.uuid4().hex[:6]
+    schema = f"Shop {suffix}"
+    query(postgres, f'CREATE SCHEMA "{schema}"')
+    try:
+        query(postgres, f'CREATE TABLE "{schema}"."OrderItems" (id bigint PRIMARY KEY, "Amount" bigint, '
+                        "customer text)")
+        rows = [{"id": i % 3, "amount": i, "customer": f"c{i}"} for i in range(6)]
+        topic = records_topic(rows, partitions=1)
+        q = write(spark, kafka, topic, tmp_path / "c", url=postgres,
+                  dbtable=f'"{schema}"."OrderItems"', mode="upsert", key="ID",
+                  transform=lambda df: df.toDF("ID", "amount", "CUSTOMER"))
+        assert q.exception() is None, q.exception()
+        assert sorted(query(postgres, f'SELECT id, "Amount", customer FROM "{schema}"."OrderItems"')) == [
+            (0, 3, "c3"), (1, 4, "c4"), (2, 5, "c5")]
+        assert query(postgres, "SELECT count(*) FROM pg_prepared_xacts")[0][0] == 0
+    finally:
+        query(postgres, f'DROP SCHEMA "{schema}" CASCADE')
+
+
+REFUSED_TABLE = ("(id bigint PRIMARY KEY, name varchar(5), "
+                 "amount integer NOT NULL CONSTRAINT amount_positive CHECK (amount > 0))")
+
+
+def refused(sink, rows: list[tuple]) -> str:
+    """Write ``rows`` as one task of batch 7, partition 1 (in two Arrow
+    batches), and return the error that refused them."""
+    import pyarrow as pa
+
+    from eoskit.twophase.contract import SinkError
+    from eoskit.twophase.txn_id import TxnId
+
+    arrow = pa.schema([("id", pa.int64()), ("name", pa.string()), ("amount", pa.int64())])
+    batches = [pa.RecordBatch.from_pylist([dict(zip(arrow.names, r)) for r in part], schema=arrow)
+               for part in (rows[:1], rows[1:])]
+    txn_id = str(TxnId.new("refused", 7, 1, 0))
+    txn = sink.begin_prepared(txn_id)
+    try:
+        for batch in batches:
+            txn.write(batch)
+        txn.prepare()
+    except SinkError as exc:
+        return str(exc)
+    finally:
+        txn.abort()
+    sink.rollback_prepared(txn_id)
+    pytest.fail("the rows were not refused")
+
+
+@pytest.mark.parametrize("bad, column, reason", [
+    ((3, "c", None), "amount", 'null value in column "amount"'),
+    ((3, "abcdefgh", 1), "name", "value too long for type character varying(5)"),
+    ((3, "c", 3_000_000_000), "amount", 'value "3000000000" is out of range for type integer'),
+    ((3, "c", -1), "amount", 'violates check constraint "amount_positive"'),
+    ((1, "c", 1), "id", "duplicate key value violates unique constraint"),
+], ids=["not-null", "too-long", "out-of-range", "check", "duplicate-key"])
+def test_a_refused_row_names_table_column_and_row(postgres, table, bad, column, reason):
+    query(postgres, f"CREATE TABLE {table} {REFUSED_TABLE}")
+    message = refused(sink_for(postgres, table, {"id": "long", "name": "string", "amount": "long"}),
+                      [(1, "a", 1), (2, "b", 2), bad])
+    assert message.startswith(f"PostgreSQL refused a row for table {table}, column {column!r}: "), message
+    assert reason in message and "row 3 of batch 7, partition 1" in message, message
+    assert query(postgres, f"SELECT count(*) FROM {table}") == [(0,)]
+    assert query(postgres, "SELECT count(*) FROM pg_prepared_xacts WHERE gid LIKE %s",
+                 ("eoskit:refused:%",)) == [(0,)]
+
+
+def test_a_row_refused_in_upserts_staging_table_is_named_for_the_target(postgres, table):
+    query(postgres, f"CREATE TABLE {table} {REFUSED_TABLE}")
+    sink = sink_for(postgres, table, {"id": "long", "name": "string", "amount": "long"},
+                    mode="upsert", key="id")
+    message = refused(sink, [(1, "a", 1), (2, "b", None)])
+    assert message.startswith(f"PostgreSQL refused a row for table {table}, column 'amount': "
+                              f'null value in column "amount" of relation "{table}"'), message
+    assert "row 2 of batch 7, partition 1" in message and "eoskit_stage" not in message
+    message = refused(sink, [(1, "a", 1), (2, "b", -1)])  # checked by the merge, not the COPY
+    assert message.startswith(f"PostgreSQL refused a row for table {table}, column 'amount': "), message
+    assert "amount_positive" in message and "in batch 7, partition 1" in message
+    assert query(postgres, f"SELECT count(*) FROM {table}") == [(0,)]

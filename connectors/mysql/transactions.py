@@ -20,9 +20,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import logging
+import re
 import time
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pymysql
 import sqlalchemy as sa
 from pyspark.sql.types import StructType
@@ -45,8 +47,10 @@ from eoskit.connectors.mysql.dialect import (
     server_version,
 )
 from eoskit.connectors.mysql.literals import statements, value_rows
+from eoskit.connectors.sql.identifiers import parse_table_name
+from eoskit.connectors.sql.refusals import Refusal
 from eoskit.connectors.sql.settings import SqlSinkSettings
-from eoskit.connectors.sql.tables import TargetTable, resolve_table
+from eoskit.connectors.sql.tables import TargetTable, constraint_columns, resolve_table
 from eoskit.connectors.sql.urls import parse_url, safe
 from eoskit.twophase.contract import (
     CommitMode,
@@ -74,6 +78,45 @@ XA_RBROLLBACK = 1402  # the branch was rolled back (a read-only branch, on XA CO
 LOCK_WAIT_TIMEOUT = 1205
 DEADLOCK = 1213
 PACKET_TOO_LARGE = 1153
+
+#: Where a server message names the column of a refused row: 1048 (cannot be
+#: null), 1406 (data too long), 1264 (out of range), 1366 / 1292 (incorrect
+#: value; MariaDB qualifies the column with database and table).
+_COLUMN = (
+    re.compile(r"^Column '(?P<name>.*)' cannot be null$"),
+    re.compile(r"for column `(?:[^`]|``)*`\.`(?:[^`]|``)*`\.`(?P<name>(?:[^`]|``)*)` at row \d+$"),
+    re.compile(r"for column '(?P<name>.*)' at row \d+$"),
+)
+#: Where it names a constraint or key: MariaDB's and MySQL's CHECK, a
+#: duplicate key (MySQL 8 prefixes the table), a foreign key.
+_CONSTRAINT = (
+    re.compile(r"^CONSTRAINT `(?P<name>(?:[^`]|``)*)` failed for "),
+    re.compile(r"^Check constraint '(?P<name>.*)' is violated\.?$"),
+    re.compile(r"^Duplicate entry '.*' for key '(?P<name>.*)'$", re.DOTALL),
+    re.compile(r", CONSTRAINT `(?P<name>(?:[^`]|``)*)` FOREIGN KEY "),
+)
+_AT_ROW = re.compile(r" at row (?P<row>\d+)$")
+NOT_NULL = 1048
+
+
+def refused_row_facts(text: str, table: str) -> tuple[str | None, str | None, int | None]:
+    """(column, constraint, row within the statement) a server message names."""
+    column = constraint = None
+    for pattern in _COLUMN:
+        match = pattern.search(text)
+        if match:
+            column = match["name"].replace("``", "`")
+            break
+    for pattern in _CONSTRAINT:
+        match = pattern.search(text)
+        if match:
+            constraint = match["name"].replace("``", "`")
+            if constraint.startswith(table + "."):  # MySQL 8: 'orders.PRIMARY'
+                constraint = constraint[len(table) + 1:]
+            break
+    row = _AT_ROW.search(text)
+    return column, constraint, int(row["row"]) if row else None
+
 
 #: How long ``XA COMMIT`` / ``XA ROLLBACK`` wait for a prepared transaction
 #: to be detached from the session that prepared it (see connection.py).
@@ -119,8 +162,14 @@ class MySQLTransaction(PreparingWriter, MarkedWriter):
         except pymysql.MySQLError as exc:
             raise SinkError(self._describe(exc)) from None
 
-    def _describe(self, exc: pymysql.MySQLError) -> str:
+    def _describe(self, exc: pymysql.MySQLError, rows: pa.RecordBatch | None = None) -> str:
+        """The error in the sink's words. ``rows``: the statement's rows, the
+        first of them the task's row ``self.rows + 1``; a refused row is
+        named with its table, column and position among the task's rows."""
         code = error_code(exc)
+        refusal = self._refusal(exc, rows)
+        if refusal is not None:
+            return refusal.message()
         target = self.sink.target.qualified
         if code in (LOCK_WAIT_TIMEOUT, DEADLOCK):
             return (
@@ -137,6 +186,24 @@ class MySQLTransaction(PreparingWriter, MarkedWriter):
                     f"max_allowed_packet: raise it ({error_text(exc)})")
         return f"MySQL refused the write to {target}: {error_text(exc)}"
 
+    def _refusal(self, exc: pymysql.MySQLError, rows: pa.RecordBatch | None) -> Refusal | None:
+        target = self.sink.target
+        text = exc.args[1] if len(exc.args) >= 2 and isinstance(exc.args[1], str) else ""
+        column, constraint, row = refused_row_facts(text, target.name)
+        if column is None and constraint is None:
+            return None
+        lower = {c.lower(): c for c in target.columns}
+        columns: tuple[str, ...] = ()
+        if column is not None:
+            columns = (lower.get(column.lower(), column),)
+        elif constraint is not None:
+            columns = self.sink.constraint_columns(constraint)
+        if row is None and rows is not None and error_code(exc) == NOT_NULL and columns:
+            row = _first_null(rows, target, columns[0])
+        return Refusal("MySQL", target.qualified, error_text(exc), columns,
+                       row=None if row is None or rows is None else self.rows + row,
+                       constraint=constraint, txn_id=self.txn_id)
+
     def claim(self) -> bool:
         """``INSERT IGNORE`` of the marker row: it waits for another open
         transaction holding the same key, and inserts nothing (0 rows) if a
@@ -152,21 +219,30 @@ class MySQLTransaction(PreparingWriter, MarkedWriter):
     def _statement_parts(self, columns: list[str]) -> tuple[bytes, bytes, int]:
         """INSERT prefix, upsert suffix, and the statement budget."""
         conn = self._open()
-        into = qualified(self.sink.target.schema, self.sink.target.name)
+        target = self.sink.target
+        columns = target.table_columns(columns)
+        into = qualified(target.schema, target.name)
         prefix = f"INSERT INTO {into} ({', '.join(map(quote, columns))}) VALUES "
         suffix = ""
         if self.sink.settings.mode == "upsert":
-            suffix = upsert_clause(columns, self.sink.settings.key, conn.get_server_info())
+            suffix = upsert_clause(columns, target.key, conn.get_server_info())
         return prefix.encode(), suffix.encode(), self.sink.statement_budget(conn)
 
     def write(self, batch: pa.RecordBatch) -> None:
         if self._sql is None:
             self._sql = self._statement_parts(batch.schema.names)
         prefix, suffix, budget = self._sql
+        assert self._conn is not None
+        start = 0
         for statement, count in statements(prefix, value_rows(batch), suffix, budget):
-            self._execute(statement)
+            try:
+                with self._conn.cursor() as cursor:
+                    cursor.execute(statement)
+            except pymysql.MySQLError as exc:
+                raise SinkError(self._describe(exc, batch.slice(start, count))) from None
             self.rows += count
             self.bytes += len(statement)
+            start += count
 
     def prepare(self) -> None:
         """``XA END`` + ``XA PREPARE``, then close the session: only that
@@ -210,6 +286,16 @@ class MySQLTransaction(PreparingWriter, MarkedWriter):
             drop_connection(self.sink.url)
 
 
+def _first_null(rows: pa.RecordBatch, target: TargetTable, column: str) -> int | None:
+    """1-based position of the first row whose value for table column
+    ``column`` is null (MySQL's "cannot be null" says no row)."""
+    for name in rows.schema.names:
+        if target.column_of.get(name, name) == column:
+            position = pc.index(pc.is_null(rows.column(name)), True).as_py()
+            return position + 1 if position is not None and position >= 0 else None
+    return None
+
+
 def upsert_clause(columns: list[str], key: tuple[str, ...], server_info: str) -> str:
     """``ON DUPLICATE KEY UPDATE`` for every non-key column, from the row
     being inserted. Rows of one statement (and of one task) are applied in
@@ -231,6 +317,9 @@ class MySQLTransactions(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
     capabilities; picklable."""
 
     kind = "mysql"
+    #: How ``dbtable`` quotes a name (read by SqlSinkSettings.parse): backticks,
+    #: or double quotes as under ANSI_QUOTES.
+    identifier_quotes = '`"'
 
     def __init__(self, settings: SqlSinkSettings, schema: StructType) -> None:
         self.settings = settings
@@ -242,7 +331,7 @@ class MySQLTransactions(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
     @classmethod
     def for_url(cls, url: str) -> "MySQLTransactions":
         """Enough of a sink to list and settle prepared ids (no table needed)."""
-        settings = SqlSinkSettings(url=url, schema=None, table="-", mode="append", key=(),
+        settings = SqlSinkSettings(url=url, table=parse_table_name("-"), mode="append", key=(),
                                    commit_mode=CommitMode.TWOPHASE, create_table=False)
         return cls(settings, StructType([]))
 
@@ -281,6 +370,17 @@ class MySQLTransactions(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
         finally:
             engine.dispose()
 
+    def constraint_columns(self, constraint: str) -> tuple[str, ...]:
+        """The target's columns a constraint or key covers, for an error
+        message (empty if they cannot be read)."""
+        engine = self._engine()
+        try:
+            return constraint_columns(engine, self.target, constraint)
+        except sa.exc.SQLAlchemyError:
+            return ()
+        finally:
+            engine.dispose()
+
     def statement_budget(self, conn: pymysql.connections.Connection) -> int:
         """Bytes per INSERT: MAX_STATEMENT_BYTES, or half the server's
         max_allowed_packet if that is smaller."""
@@ -296,7 +396,8 @@ class MySQLTransactions(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
         conn = self._checked_connection()
         who = checks.account(conn, self.url)
         checks.check_engine(conn, target, self.settings)
-        checks.check_privileges(conn, target, self.settings, self.url, who, schema.fieldNames())
+        checks.check_privileges(conn, target, self.settings, self.url, who,
+                                target.table_columns(schema.fieldNames()))
         if self.settings.commit_mode is CommitMode.TWOPHASE:
             checks.check_xa_support(conn, self.url)
             checks.check_xa_rights(conn, self.url, who)

@@ -18,9 +18,11 @@ from sqlalchemy.pool import NullPool
 
 from eoskit.connectors.postgres.connection import cached_connection, drop_connection
 from eoskit.connectors.postgres.csv import to_copy_csv
+from eoskit.connectors.sql.identifiers import parse_table_name
+from eoskit.connectors.sql.refusals import Refusal
 from eoskit.connectors.sql.registry import claim_sink_id
 from eoskit.connectors.sql.settings import SqlSinkSettings
-from eoskit.connectors.sql.tables import TargetTable, resolve_table
+from eoskit.connectors.sql.tables import TargetTable, constraint_columns, resolve_table
 from eoskit.connectors.sql.urls import parse_url, safe
 from eoskit.twophase.contract import (
     CommitMode,
@@ -62,6 +64,28 @@ def _describe_error(exc: psycopg.Error, target: str) -> str:
     return "; ".join(parts)
 
 
+def copy_position(context: str | None, relations: list[str], columns: list[str]) -> tuple[int | None, str | None]:
+    """The line and column of a COPY error's context, ``COPY <relation>, line
+    <n>[, column <name>][: "<text>"]``: the relation and column names are
+    printed bare, so they are matched against the known ones."""
+    for text in (context or "").splitlines():
+        for relation in relations:
+            prefix = f"COPY {relation}, line "
+            if not text.startswith(prefix):
+                continue
+            rest = text[len(prefix):]
+            digits = len(rest) - len(rest.lstrip("0123456789"))
+            if not digits:
+                continue
+            line, rest = int(rest[:digits]), rest[digits:]
+            if rest.startswith(", column "):
+                rest = rest[len(", column "):]
+                named = [c for c in columns if rest == c or rest.startswith(c + ": ")]
+                return line, max(named, key=len) if named else None
+            return line, None
+    return None, None
+
+
 class PostgresTransaction(PreparingWriter, MarkedWriter):
     """One task attempt's transaction on the executor's cached connection."""
 
@@ -76,6 +100,9 @@ class PostgresTransaction(PreparingWriter, MarkedWriter):
         self._copy = None
         self._columns: list[str] | None = None
         self._stage: str | None = None
+        #: COPY counts lines, and a value with a line break spans several:
+        #: up to this many lines (all rows so far), line n is row n.
+        self._exact_lines: int | None = None
 
     def _open(self) -> psycopg.Connection:
         if self._conn is None:
@@ -107,17 +134,22 @@ class PostgresTransaction(PreparingWriter, MarkedWriter):
                 "__eoskit_row bigint GENERATED ALWAYS AS IDENTITY)"
             ).format(stage, into))
             into = stage
-        self._columns = columns
+        self._columns = columns = target.table_columns(columns)
         cursor = conn.cursor()
         self._copy_cm = cursor.copy(sql.SQL("COPY {} ({}) FROM STDIN WITH (FORMAT csv)").format(
             into, sql.SQL(", ").join(map(sql.Identifier, columns))))
         self._copy = self._copy_cm.__enter__()
 
     def write(self, batch: pa.RecordBatch) -> None:
-        if self._copy is None:
-            self._begin(batch.schema.names)
-        data = to_copy_csv(batch)
-        self._copy.write(data)
+        try:
+            if self._copy is None:
+                self._begin(batch.schema.names)
+            data = to_copy_csv(batch)
+            if self._exact_lines is None and data.count(b"\n") != batch.num_rows:
+                self._exact_lines = self.rows
+            self._copy.write(data)
+        except psycopg.Error as exc:
+            raise SinkError(self._describe(exc)) from None
         self.rows += batch.num_rows
         self.bytes += len(data)
 
@@ -131,11 +163,39 @@ class PostgresTransaction(PreparingWriter, MarkedWriter):
         except psycopg.errors.LockNotAvailable:
             raise SinkError(self._lock_error()) from None
         except psycopg.Error as exc:
-            raise SinkError(_describe_error(exc, self.sink.target.qualified)) from None
+            raise SinkError(self._describe(exc)) from None
+
+    def _describe(self, exc: psycopg.Error) -> str:
+        """The error in the sink's words; a refused row (a data exception or
+        a constraint violation) with its table, column and position."""
+        target = self.sink.target
+        if not (exc.sqlstate or "").startswith(("22", "23")):
+            return _describe_error(exc, target.qualified)
+        diag = exc.diag
+
+        def ours(text: str | None) -> str | None:
+            # A row refused in upsert's staging table is refused for the target.
+            return text.replace(self._stage, target.name) if text and self._stage else text
+
+        relations = [target.name] + ([self._stage] if self._stage else [])
+        line, column = copy_position(diag.context, relations, list(target.columns))
+        columns: tuple[str, ...] = ()
+        if diag.column_name or column:
+            columns = (diag.column_name or column,)
+        elif diag.constraint_name:
+            columns = self.sink.constraint_columns(diag.constraint_name)
+        exact = line is not None and (self._exact_lines is None or line <= self._exact_lines)
+        return Refusal(
+            "PostgreSQL", target.qualified, ours(diag.message_primary) or str(exc), columns,
+            row=line if exact else None,
+            server_position=f"COPY line {line} (values with line breaks span several lines)"
+            if line is not None and not exact else "",
+            constraint=ours(diag.constraint_name), detail=diag.message_detail, txn_id=self.txn_id,
+        ).message()
 
     def _merge_stage(self) -> None:
         target = self.sink.target
-        key = self.sink.settings.key
+        key = target.key
         columns = [sql.Identifier(c) for c in self._columns or []]
         updates = [c for c in self._columns or [] if c not in key]
         stage = sql.Identifier(*([target.schema] if target.schema else []), self._stage)
@@ -175,7 +235,7 @@ class PostgresTransaction(PreparingWriter, MarkedWriter):
                     "PostgreSQL's max_prepared_transactions is too low for this job: set it to "
                     "at least twice the number of write tasks per batch and restart the server"
                 ) from None
-            raise SinkError(_describe_error(exc, self.sink.target.qualified)) from None
+            raise SinkError(self._describe(exc)) from None
 
     def commit(self) -> None:
         self._finish_writes()
@@ -183,7 +243,7 @@ class PostgresTransaction(PreparingWriter, MarkedWriter):
             try:
                 self._conn.execute("COMMIT")
             except psycopg.Error as exc:
-                raise SinkError(_describe_error(exc, self.sink.target.qualified)) from None
+                raise SinkError(self._describe(exc)) from None
 
     def abort(self) -> None:
         if self._conn is None:
@@ -204,6 +264,8 @@ class PostgresTransactions(TwoPhaseCommitting, MarkedCommitting, DirectCommittin
     """The sink for one PostgreSQL table, with all three commit capabilities; picklable."""
 
     kind = "postgres"
+    #: How ``dbtable`` quotes a name (read by SqlSinkSettings.parse).
+    identifier_quotes = '"'
 
     def __init__(self, settings: SqlSinkSettings, schema: StructType) -> None:
         self.settings = settings
@@ -214,7 +276,7 @@ class PostgresTransactions(TwoPhaseCommitting, MarkedCommitting, DirectCommittin
     @classmethod
     def for_url(cls, url: str) -> "PostgresTransactions":
         """Enough of a sink to list and settle prepared ids (no table needed)."""
-        settings = SqlSinkSettings(url=url, schema=None, table="-", mode="append", key=(),
+        settings = SqlSinkSettings(url=url, table=parse_table_name("-"), mode="append", key=(),
                                    commit_mode=CommitMode.TWOPHASE, create_table=False)
         return cls(settings, StructType([]))
 
@@ -237,6 +299,17 @@ class PostgresTransactions(TwoPhaseCommitting, MarkedCommitting, DirectCommittin
         except sa.exc.OperationalError as exc:
             raise SinkError(f"cannot connect to PostgreSQL at {safe(self.url)}: "
                             f"{str(exc.orig).strip().splitlines()[0]}") from None
+        finally:
+            engine.dispose()
+
+    def constraint_columns(self, constraint: str) -> tuple[str, ...]:
+        """The target's columns a constraint covers, for an error message
+        (empty if they cannot be read)."""
+        engine = self._engine()
+        try:
+            return constraint_columns(engine, self.target, constraint)
+        except sa.exc.SQLAlchemyError:
+            return ()
         finally:
             engine.dispose()
 

@@ -2,6 +2,8 @@
 
 Names follow Spark's JDBC data source where one exists (``url``,
 ``dbtable``); ``url`` is a SQLAlchemy URL rather than a JDBC one.
+``dbtable`` is read as SQL, as Spark's JDBC source reads it (see
+``identifiers.py``).
 """
 
 from __future__ import annotations
@@ -18,12 +20,16 @@ from eoskit.connectors.options import (
     parse_str,
 )
 from eoskit.connectors.sink_options import COMMIT_MODE, COMMON
+from eoskit.connectors.sql.identifiers import QUOTES, IdentifierError, TableName, parse_table_name
 from eoskit.twophase.contract import CommitMode, Sink, resolve_commit_mode
 
 URL = Option("url", parse_str, None,
              "SQLAlchemy URL of the database, e.g. postgresql+psycopg://user:pw@host:5432/db.",
              secret=True)
-DBTABLE = Option("dbtable", parse_str, None, "Target table, `table` or `schema.table`.")
+DBTABLE = Option("dbtable", parse_str, None,
+                 "Target table, `table` or `schema.table`, written as in SQL: a bare name is "
+                 "folded as the database folds it (PostgreSQL: lower case), a quoted one "
+                 "(`\"OrderItems\"`, MySQL also `` `OrderItems` ``) is taken as it is.")
 MODE = Option("mode", parse_choice("append", "upsert"), "append",
               "`append` inserts every row; `upsert` inserts or updates by `key`.")
 KEY = Option("key", parse_str, None,
@@ -44,8 +50,7 @@ OPTIONS = OptionSet(
 @dataclass(frozen=True)
 class SqlSinkSettings:
     url: str
-    schema: str | None
-    table: str
+    table: TableName
     mode: str
     key: tuple[str, ...]
     commit_mode: CommitMode
@@ -54,7 +59,8 @@ class SqlSinkSettings:
 
     @property
     def dbtable(self) -> str:
-        return f"{self.schema}.{self.table}" if self.schema else self.table
+        """The option as the user gave it."""
+        return self.table.text
 
     @classmethod
     def parse(cls, options: Mapping[str, str], sink_name: str,
@@ -68,11 +74,15 @@ class SqlSinkSettings:
         dbtable = DBTABLE.read(raw)
         if not dbtable:
             raise OptionError(f"{sink_name} needs the option 'dbtable'")
-        schema, _, table = dbtable.rpartition(".")
+        quotes = getattr(sink_type, "identifier_quotes", QUOTES)
+        try:
+            table = parse_table_name(dbtable, quotes)
+        except IdentifierError as exc:
+            raise OptionError(f"{sink_name}: option 'dbtable' = {dbtable!r}: {exc}") from None
         mode = MODE.read(raw)
         key = tuple(k.strip() for k in (KEY.read(raw) or "").split(",") if k.strip())
         if mode == "upsert" and not key:
             raise OptionError(f"{sink_name}: mode 'upsert' needs the option 'key' (key columns)")
-        return cls(url=url, schema=schema or None, table=table, mode=mode, key=key,
+        return cls(url=url, table=table, mode=mode, key=key,
                    commit_mode=resolve_commit_mode(sink_type, COMMIT_MODE.read(raw)), create_table=CREATE_TABLE.read(raw),
                    marker_table=MARKER_TABLE.read(raw))
