@@ -23,6 +23,7 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from eoskit.runtime.progress import ProgressPrinter, RunSummary
 from eoskit.runtime.spark import get_session
+from eoskit.twophase.identity import qualified_location
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _POLL_S = 0.5
@@ -69,7 +70,9 @@ class Pipeline:
         if self.transform is not None:
             df = self.transform(df)
         writer = self.sink.write_stream(df).queryName(self.name)
-        writer = writer.option("checkpointLocation", str(checkpoint_dir))
+        # Absolute on the driver: executors elsewhere resolve a relative path
+        # from their own working directory.
+        writer = writer.option("checkpointLocation", qualified_location(str(checkpoint_dir)))
         if until_caught_up:
             writer = writer.trigger(availableNow=True)
         else:

@@ -23,10 +23,12 @@ def _sink(args: argparse.Namespace) -> TwoPhaseCommitting:
 
 def _decisions(args: argparse.Namespace):
     from eoskit.twophase.decision_log import DecisionLog
-    from eoskit.twophase.txn_id import sink_id_for_checkpoint, validate_sink_id
+    from eoskit.twophase.identity import default_sink_id, qualified_location
+    from eoskit.twophase.txn_id import validate_sink_id
 
-    sink_id = validate_sink_id(args.sink_id) if args.sink_id else sink_id_for_checkpoint(args.checkpoint_dir)
-    return DecisionLog(args.checkpoint_dir, sink_id)
+    location = qualified_location(args.checkpoint_dir)
+    sink_id = validate_sink_id(args.sink_id) if args.sink_id else default_sink_id(location)
+    return DecisionLog(location, sink_id)
 
 
 def _list(args: argparse.Namespace) -> int:

@@ -383,3 +383,29 @@ def test_commit_modes_come_from_the_capabilities():
     assert resolve_commit_mode(MarkedOnly, "Idempotent") is IDEMPOTENT
     with pytest.raises(SinkError, match="'commitMode' = 'twophase': marked-only supports exactly_once, idempotent$"):
         resolve_commit_mode(MarkedOnly, "twophase")
+
+
+def test_checkpoint_locations_are_qualified_and_the_default_sink_id_is_recorded(tmp_path, monkeypatch):
+    from eoskit.twophase import identity
+
+    monkeypatch.chdir(tmp_path)
+    assert identity.qualified_location("ck") == str(tmp_path / "ck")
+    assert identity.qualified_location("file:ck") == f"file:{tmp_path / 'ck'}"
+    assert identity.qualified_location("s3a://b/ck") == "s3a://b/ck"
+    first = identity.default_sink_id("ck")
+    assert first == sink_id_for_checkpoint(str(tmp_path / "ck"))
+    identity.record_identity("ck", first)
+    identity._cache.clear()
+    # The same checkpoint typed another way, or moved: the recorded id holds.
+    (tmp_path / "ck").rename(tmp_path / "moved")
+    assert identity.default_sink_id(str(tmp_path / "moved")) == first
+
+
+def test_a_checkpoint_from_before_the_identity_record_keeps_its_derived_sink_id(tmp_path, monkeypatch):
+    from eoskit.twophase import identity
+
+    monkeypatch.chdir(tmp_path)
+    legacy = sink_id_for_checkpoint("relative/ck")  # derived from the path as typed then
+    DecisionLog("relative/ck", legacy).create()
+    identity._cache.clear()
+    assert identity.default_sink_id("relative/ck") == legacy

@@ -41,7 +41,8 @@ from eoskit.twophase.coordinator import Coordinator
 from eoskit.twophase.decision_log import DecisionLog, latest_planned_batch
 from eoskit.twophase.messages import TaskAck
 from eoskit.twophase.task import write_task
-from eoskit.twophase.txn_id import sink_id_for_checkpoint, validate_sink_id
+from eoskit.twophase.identity import default_sink_id, qualified_location, record_identity
+from eoskit.twophase.txn_id import validate_sink_id
 
 
 #: Sinks already checked by this planning process (it is reused batch after
@@ -99,16 +100,18 @@ class TransactionalDataSource(DataSource):
 
     def sink_id(self) -> str:
         given = self.options.get("sinkId") or self.options.get("sinkid")
-        return validate_sink_id(given) if given else sink_id_for_checkpoint(self.checkpoint_location())
+        return validate_sink_id(given) if given else default_sink_id(self.checkpoint_location())
 
     def checkpoint_location(self) -> str:
+        """Absolute, as the driver means it: tasks on other nodes and other
+        working directories read the decision log from this path."""
         location = self.options.get("checkpointLocation") or self.options.get("checkpointlocation")
         if not location:
             raise SinkError(
                 f"{self.name()} needs the query's 'checkpointLocation' option on writeStream: "
                 "its decision log lives beside the checkpoint"
             )
-        return location
+        return qualified_location(location)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> TransactionalStreamWriter:
         decisions = DecisionLog(self.checkpoint_location(), self.sink_id())
@@ -123,7 +126,9 @@ class TransactionalDataSource(DataSource):
             _checked[key] = sink
         if self.commit_mode() is CommitMode.TWOPHASE:
             Coordinator(sink, decisions).sweep(latest_planned_batch(self.checkpoint_location()))
-        decisions.create()
+        if self.commit_mode().exactly_once:  # at-least-once keeps nothing beside the checkpoint
+            decisions.create()
+            record_identity(self.checkpoint_location(), default_sink_id(self.checkpoint_location()))
         return TransactionalStreamWriter(sink, decisions, self.commit_mode())
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:

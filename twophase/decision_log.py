@@ -47,7 +47,8 @@ class Decision:
     done: bool
 
 
-def _fs_path(location: str) -> str:
+def fs_path(location: str) -> str:
+    """A Hadoop checkpoint location as an fsspec URL or path."""
     for hadoop, fsspec_scheme in _SCHEMES.items():
         if location.startswith(hadoop):
             return fsspec_scheme + location[len(hadoop):]
@@ -62,7 +63,7 @@ class DecisionLog:
     def __init__(self, checkpoint_location: str, sink_id: str) -> None:
         self.checkpoint_location = checkpoint_location
         self.sink_id = sink_id
-        self.root = _fs_path(checkpoint_location).rstrip("/") + f"/eoskit/sinks/{sink_id}"
+        self.root = fs_path(checkpoint_location).rstrip("/") + f"/eoskit/sinks/{sink_id}"
 
     @property
     def fs(self) -> fsspec.AbstractFileSystem:
@@ -190,7 +191,7 @@ class DecisionLog:
 
 def latest_planned_batch(checkpoint_location: str) -> int | None:
     """The newest batch id in Spark's offset log: the batch being planned."""
-    fs, path = fsspec.core.url_to_fs(_fs_path(checkpoint_location).rstrip("/") + "/offsets")
+    fs, path = fsspec.core.url_to_fs(fs_path(checkpoint_location).rstrip("/") + "/offsets")
     try:
         names = fs.ls(path, detail=False)
     except FileNotFoundError:
@@ -205,3 +206,7 @@ def prune_due(batch: int) -> int | None:
     if batch % 100 == 0 and batch > RETAIN_BATCHES:
         return batch - RETAIN_BATCHES
     return None
+
+
+#: The old private name, for callers written before it was public.
+_fs_path = fs_path
