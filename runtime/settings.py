@@ -1,0 +1,190 @@
+"""A job's runtime settings, declared once: name, type, default, help, and the
+error for a bad value.
+
+``Pipeline`` takes them as keyword arguments, a job file sets them on its
+``Pipeline``, and ``eoskit run`` derives one flag per setting from the same
+declarations (a flag given on the command line wins over the job file).
+``docs/operations.md`` lists them, generated from here, beside the Flink
+names they mirror.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from eoskit.runtime.restart import RestartStrategy, parse_strategy
+
+
+class SettingError(ValueError):
+    """A runtime setting has a bad value; the message names the setting."""
+
+
+_DURATION = re.compile(
+    r"^\s*(?P<n>-?\d+(?:\.\d+)?)\s*(?P<unit>ms|milliseconds?|s|secs?|seconds?|m|mins?|minutes?|h|hours?)?\s*$")
+_UNITS = {"ms": 0.001, "millisecond": 0.001, "milliseconds": 0.001, "s": 1, "sec": 1, "secs": 1,
+          "second": 1, "seconds": 1, "m": 60, "min": 60, "mins": 60, "minute": 60, "minutes": 60,
+          "h": 3600, "hour": 3600, "hours": 3600}
+
+
+def parse_duration(text: str | float | int) -> float:
+    """Seconds from ``"5 seconds"``, ``"500 ms"``, ``"2m"`` or a number of seconds."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        seconds = float(text)
+    else:
+        match = _DURATION.match(str(text))
+        if match is None:
+            raise ValueError("expected a duration such as '5 seconds', '500 ms' or '2m'")
+        seconds = float(match["n"]) * _UNITS[match["unit"] or "s"]
+    if seconds < 0:
+        raise ValueError("a duration cannot be negative")
+    return seconds
+
+
+def _positive_duration(text: Any) -> float:
+    seconds = parse_duration(text)
+    if seconds <= 0:
+        raise ValueError("expected a duration greater than zero")
+    return seconds
+
+
+def _non_negative_int(text: Any) -> int:
+    value = int(text)
+    if value < 0:
+        raise ValueError("expected a whole number, 0 or more")
+    return value
+
+
+def _positive_int(text: Any) -> int:
+    value = int(text)
+    if value <= 0:
+        raise ValueError("expected a whole number greater than zero")
+    return value
+
+
+def _mode(text: Any) -> str:
+    value = str(text).strip().lower().replace("-", "_")
+    if value not in ("exactly_once", "at_least_once"):
+        raise ValueError("expected exactly_once or at_least_once")
+    return value
+
+
+def _strategy(text: Any) -> RestartStrategy:
+    return text if isinstance(text, RestartStrategy) else parse_strategy(str(text))
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One runtime setting."""
+
+    name: str  # the Pipeline keyword and JobSettings field
+    parse: Callable[[Any], Any]  # text or value -> value; ValueError says what is wrong
+    default: Any
+    help: str
+    flink: str = ""  # the Flink option it mirrors, for the docs
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    def check(self, value: Any) -> Any:
+        if value is None:
+            return None
+        try:
+            return self.parse(value)
+        except (ValueError, TypeError) as exc:
+            raise SettingError(f"setting {self.name} ({self.flag}) = {value!r}: {exc}") from None
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("checkpoint_interval", _positive_duration, 5.0,
+            "How often a micro-batch (a checkpoint) starts: Spark's processing-time trigger.",
+            "execution.checkpointing.interval"),
+    Setting("checkpoint_timeout", _positive_duration, None,
+            "A batch running longer than this is failed and handled by the restart strategy. "
+            "Default: no timeout.", "execution.checkpointing.timeout"),
+    Setting("min_pause", parse_duration, 0.0,
+            "Least time between the end of one batch and the start of the next.",
+            "execution.checkpointing.min-pause"),
+    Setting("tolerable_failures", _non_negative_int, 0,
+            "Consecutive failed batches tolerated before the job fails; each is retried "
+            "by a restart from the checkpoint, without counting against the restart strategy.",
+            "execution.checkpointing.tolerable-failed-checkpoints"),
+    Setting("retained_checkpoints", _positive_int, 100,
+            "Batches kept in the checkpoint's logs (Spark's minBatchesToRetain): how far back "
+            "`eoskit checkpoint list` and savepoints can reach.",
+            "state.checkpoints.num-retained"),
+    Setting("mode", _mode, "exactly_once",
+            "exactly_once or at_least_once: sets the commitMode of every eoskit sink.",
+            "execution.checkpointing.mode"),
+    Setting("restart_strategy", _strategy, None,
+            "none, fixed_delay(attempts, delay), failure_rate(max_failures, interval, delay) or "
+            "exponential_delay(initial, max, multiplier, reset_after, jitter). Default: "
+            "exponential_delay with Flink's defaults.", "restart-strategy.type"),
+)
+
+BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    """The checked settings of one job. Build with ``JobSettings.of(...)``."""
+
+    checkpoint_interval: float = 5.0
+    checkpoint_timeout: float | None = None
+    min_pause: float = 0.0
+    tolerable_failures: int = 0
+    retained_checkpoints: int = 100
+    mode: str = "exactly_once"
+    restart_strategy: RestartStrategy | None = None
+
+    @classmethod
+    def of(cls, **values: Any) -> "JobSettings":
+        unknown = sorted(set(values) - set(BY_NAME))
+        if unknown:
+            raise SettingError(f"unknown setting(s) {', '.join(unknown)}; known: "
+                               f"{', '.join(BY_NAME)}")
+        checked = {}
+        for name, value in values.items():
+            value = BY_NAME[name].check(value)
+            if value is not None:
+                checked[name] = value
+        return cls(**checked)
+
+    def override(self, values: Mapping[str, Any]) -> "JobSettings":
+        """These settings with ``values`` (e.g. command-line flags) on top."""
+        given = {k: v for k, v in values.items() if v is not None}
+        return replace(self, **{k: BY_NAME[k].check(v) for k, v in given.items()})
+
+    def strategy(self) -> RestartStrategy:
+        return self.restart_strategy or parse_strategy("exponential_delay")
+
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    """One ``eoskit run`` flag per setting, derived from the declarations."""
+    group = parser.add_argument_group("job settings (override the job file's)")
+    for setting in SETTINGS:
+        default = "" if setting.default is None else f" (default {setting.default})"
+        group.add_argument(setting.flag, dest=f"setting_{setting.name}", metavar="VALUE",
+                           help=setting.help + default)
+
+
+def from_flags(args: argparse.Namespace) -> dict[str, Any]:
+    return {s.name: getattr(args, f"setting_{s.name}", None) for s in SETTINGS
+            if getattr(args, f"setting_{s.name}", None) is not None}
+
+
+def docs() -> Iterable[str]:
+    """Markdown rows for docs/operations.md."""
+    yield "| setting | `eoskit run` flag | default | Flink | meaning |"
+    yield "| --- | --- | --- | --- | --- |"
+    for s in SETTINGS:
+        default = "" if s.default is None else f"`{s.default}`"
+        yield f"| `{s.name}` | `{s.flag}` | {default} | `{s.flink}` | {s.help} |"
+
+
+assert {f.name for f in fields(JobSettings)} == set(BY_NAME), "a setting without a field"
+assert all(getattr(JobSettings(), s.name) == s.default for s in SETTINGS), "defaults differ"

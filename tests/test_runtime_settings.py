@@ -1,0 +1,64 @@
+"""Runtime settings declared once, and the restart strategies' arithmetic."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from eoskit.runtime.restart import ExponentialDelay, FailureRate, FixedDelay, NoRestart, parse_strategy
+from eoskit.runtime.settings import JobSettings, SettingError, add_flags, from_flags, parse_duration
+
+
+def test_durations_read_the_way_spark_triggers_are_written():
+    assert parse_duration("5 seconds") == 5.0
+    assert parse_duration("500 ms") == 0.5
+    assert parse_duration("2m") == 120.0
+    assert parse_duration(3) == 3.0
+    with pytest.raises(ValueError, match="duration"):
+        parse_duration("soon")
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"checkpoint_interval": "-1 s"}, "checkpoint_interval (--checkpoint-interval) = '-1 s': a duration cannot be negative"),
+    ({"checkpoint_interval": "0s"}, "greater than zero"),
+    ({"tolerable_failures": -2}, "tolerable_failures"),
+    ({"mode": "twice"}, "exactly_once or at_least_once"),
+    ({"restart_strategy": "fixed_delay(attempts=0, delay=1s)"}, "attempts = 0: must be at least 1"),
+    ({"restart_strategy": "sometimes"}, "unknown restart strategy 'sometimes'"),
+    ({"retention": 3}, "unknown setting(s) retention"),
+])
+def test_nonsense_settings_are_refused_naming_the_setting(values, message):
+    with pytest.raises(SettingError) as err:
+        JobSettings.of(**values)
+    assert message in str(err.value)
+
+
+def test_flags_are_derived_from_the_declarations_and_win_over_the_job_file():
+    parser = argparse.ArgumentParser()
+    add_flags(parser)
+    args = parser.parse_args(["--checkpoint-interval", "2s", "--restart-strategy", "none"])
+    settings = JobSettings.of(checkpoint_interval="10 seconds", mode="at_least_once")
+    merged = settings.override(from_flags(args))
+    assert merged.checkpoint_interval == 2.0 and merged.mode == "at_least_once"
+    assert isinstance(merged.restart_strategy, NoRestart)
+    assert isinstance(JobSettings().strategy(), ExponentialDelay)
+
+
+def test_fixed_delay_gives_up_after_its_attempts():
+    tracker = parse_strategy("fixed_delay(attempts=2, delay=10s)").tracker()
+    assert [tracker.on_failure(t) for t in (0, 1, 2)] == [10.0, 10.0, None]
+    assert parse_strategy("fixed_delay(3, 1m)") == FixedDelay(3, 60.0)
+
+
+def test_failure_rate_counts_failures_within_the_interval():
+    tracker = FailureRate(max_failures=2, interval=60, delay=1).tracker()
+    assert [tracker.on_failure(t) for t in (0, 10, 70, 75)] == [1, 1, 1, 1]
+    assert tracker.on_failure(76) is None  # 70, 75, 76 within 60 s
+
+
+def test_exponential_delay_grows_caps_and_resets_after_a_quiet_spell():
+    tracker = ExponentialDelay(initial=1, max=4, multiplier=2, reset_after=100, jitter=0).tracker()
+    assert [tracker.on_failure(t) for t in (0, 1, 2, 3, 4)] == [1, 2, 4, 4, 4]
+    assert tracker.on_failure(200) == 1
+    assert NoRestart().tracker().on_failure(0) is None
