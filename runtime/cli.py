@@ -11,9 +11,16 @@ def _run(args: argparse.Namespace) -> int:
     from eoskit.runtime.jobfile import JobFileError, load_pipeline
     from eoskit.runtime.pipeline import PipelineFailed
 
+    from eoskit.runtime.listeners import PrometheusMetrics, StatusFile
+    from eoskit.runtime.settings import from_flags
+
     try:
         pipeline = load_pipeline(args.job)
-        pipeline.run(args.checkpoint_dir, until_caught_up=args.until_caught_up)
+        listeners = ([PrometheusMetrics(args.metrics_port)] if args.metrics_port else []) + \
+            ([StatusFile(args.status_file)] if args.status_file else [])
+        pipeline.run(args.checkpoint_dir, until_caught_up=args.until_caught_up,
+                     settings=from_flags(args), listeners=tuple(listeners),
+                     from_savepoint=args.from_savepoint)
     except (JobFileError, PipelineFailed, ValueError) as exc:
         print(f"eoskit run: {exc}", file=sys.stderr)
         return 1
@@ -37,6 +44,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--until-caught-up", action="store_true",
         help="read what exists at start (availableNow trigger), then exit 0",
     )
+    run.add_argument("--from-savepoint", metavar="SAVEPOINT",
+                     help="start from this savepoint, restored into the (empty) checkpoint directory")
+    run.add_argument("--metrics-port", type=int, metavar="PORT",
+                     help="serve Prometheus metrics on 127.0.0.1:PORT/metrics")
+    run.add_argument("--status-file", metavar="PATH",
+                     help="keep the run's state in this JSON file, replaced at every event")
+    from eoskit.runtime.settings import add_flags
+
+    add_flags(run)
     run.set_defaults(func=_run)
 
     demo = commands.add_parser(

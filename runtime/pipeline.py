@@ -10,24 +10,20 @@ from __future__ import annotations
 
 import os
 import re
-import signal
-import threading
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Protocol, TextIO
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, TextIO
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.errors import StreamingQueryException
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
-from eoskit.runtime.progress import ProgressPrinter, RunSummary
+from eoskit.runtime.listeners import RunListener
+from eoskit.runtime.progress import RunSummary
+from eoskit.runtime.runner import PipelineFailed, Runner
+from eoskit.runtime.settings import JobSettings
 from eoskit.runtime.spark import get_session
 from eoskit.twophase.identity import qualified_location
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_POLL_S = 0.5
-_STOP_POLL_S = 0.05
 
 
 class Source(Protocol):
@@ -40,32 +36,34 @@ class Sink(Protocol):
     def describe(self) -> str: ...
 
 
-class PipelineFailed(RuntimeError):
-    """The streaming query stopped with an error; the message is Spark's cause."""
-
-
-@dataclass
 class Pipeline:
-    """Source -> transform -> sink, one micro-batch per checkpoint interval."""
+    """Source -> transform -> sink, one micro-batch per checkpoint interval.
 
-    name: str
-    source: Source
-    sink: Sink
-    transform: Callable[[DataFrame], DataFrame] | None = None
-    checkpoint_interval: str = "5 seconds"
-    spark_conf: dict[str, str] = field(default_factory=dict)
+    Keyword settings (``checkpoint_interval="5 seconds"``,
+    ``restart_strategy="fixed_delay(3, 10s)"``, ...) are the runtime's
+    declared settings (``eoskit.runtime.settings``), checked here.
+    """
 
-    def __post_init__(self) -> None:
-        if not _NAME.match(self.name):
+    def __init__(self, name: str, source: Source, sink: Sink,
+                 transform: Callable[[DataFrame], DataFrame] | None = None,
+                 spark_conf: Mapping[str, str] | None = None, **settings: Any) -> None:
+        if not _NAME.match(name):
             raise ValueError(
-                f"Pipeline name {self.name!r} must be letters, digits and underscores "
+                f"Pipeline name {name!r} must be letters, digits and underscores "
                 "(it is the Spark query name, and the table name of a memory sink)"
             )
+        self.name = name
+        self.source = source
+        self.sink = sink
+        self.transform = transform
+        self.spark_conf = dict(spark_conf or {})
+        self.settings = JobSettings.of(**settings)
 
-    def start(
-        self, spark: SparkSession, checkpoint_dir: str, until_caught_up: bool = False
-    ) -> StreamingQuery:
+    def start(self, spark: SparkSession, checkpoint_dir: str, until_caught_up: bool = False,
+              settings: JobSettings | None = None) -> StreamingQuery:
         """Start the query; ``until_caught_up`` reads what exists now, then ends."""
+        settings = settings or self.settings
+        spark.conf.set("spark.sql.streaming.minBatchesToRetain", str(settings.retained_checkpoints))
         df = self.source.read_stream(spark)
         if self.transform is not None:
             df = self.transform(df)
@@ -73,10 +71,12 @@ class Pipeline:
         # Absolute on the driver: executors elsewhere resolve a relative path
         # from their own working directory.
         writer = writer.option("checkpointLocation", qualified_location(str(checkpoint_dir)))
+        if settings.mode == "at_least_once":
+            writer = writer.option("commitMode", "at_least_once")  # every eoskit sink's mode
         if until_caught_up:
             writer = writer.trigger(availableNow=True)
         else:
-            writer = writer.trigger(processingTime=self.checkpoint_interval)
+            writer = writer.trigger(processingTime=f"{settings.checkpoint_interval:g} seconds")
         return writer.start()
 
     def run(
@@ -85,78 +85,18 @@ class Pipeline:
         until_caught_up: bool = False,
         spark: SparkSession | None = None,
         out: TextIO | None = None,
+        settings: Mapping[str, Any] | None = None,
+        listeners: tuple[RunListener, ...] = (),
+        from_savepoint: str | None = None,
     ) -> RunSummary:
-        """Run until caught up, stopped by SIGINT/SIGTERM, or failed.
-
-        A stop request waits for the batch in flight to finish, so the job
-        ends at a batch boundary; a second signal stops at once (the batch
-        in flight is replayed from the offset log on the next start).
-        """
+        """Run until caught up, stopped (SIGINT/SIGTERM, ``eoskit stop``), or
+        failed beyond what the restart strategy allows (``runner.py``).
+        ``settings`` override the pipeline's own (e.g. command-line flags)."""
         spark = spark or get_session(self.name, self.spark_conf)
-        printer = ProgressPrinter(self.name, out)
-        stop = _StopRequest()
-        query = self.start(spark, os.fspath(checkpoint_dir), until_caught_up)
-        with stop.installed():
-            in_flight_after: int | None = None
-            while query.isActive:
-                for progress in query.recentProgress:
-                    printer.observe(progress)
-                if stop.requested:
-                    last_done = printer.summary.last_batch
-                    if in_flight_after is None:
-                        # The batch in flight when the signal came must finish first.
-                        in_flight_after = -1 if last_done is None else last_done
-                    finished = last_done is not None and last_done > in_flight_after
-                    if stop.forced or finished or not query.status["isTriggerActive"]:
-                        query.stop()
-                        break
-                time.sleep(_STOP_POLL_S if stop.requested else _POLL_S)
-            try:
-                query.awaitTermination()
-            except StreamingQueryException:
-                pass  # reported below, from query.exception()
-        for progress in query.recentProgress:
-            printer.observe(progress)
-        printer.summary.ended = time.monotonic()
-        error = query.exception()
-        if error is not None:
-            raise PipelineFailed(f"pipeline {self.name} failed: {error}")
-        printer.out.write(printer.summary.render(self.name) + "\n")
-        printer.out.flush()
-        return printer.summary
+        runner = Runner(self, qualified_location(os.fspath(checkpoint_dir)), spark,
+                        self.settings.override(settings or {}), out, until_caught_up, listeners,
+                        from_savepoint)
+        return runner.run()
 
 
-class _StopRequest:
-    """SIGINT/SIGTERM handling for the duration of a run (main thread only)."""
-
-    def __init__(self) -> None:
-        self.count = 0
-
-    @property
-    def requested(self) -> bool:
-        return self.count > 0
-
-    @property
-    def forced(self) -> bool:
-        return self.count > 1
-
-    def _handle(self, signum: int, frame: object) -> None:
-        self.count += 1
-
-    def installed(self) -> "_Installed":
-        return _Installed(self)
-
-
-class _Installed:
-    def __init__(self, request: _StopRequest) -> None:
-        self.request = request
-        self.previous: dict[int, object] = {}
-
-    def __enter__(self) -> None:
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self.previous[sig] = signal.signal(sig, self.request._handle)
-
-    def __exit__(self, *exc: object) -> None:
-        for sig, handler in self.previous.items():
-            signal.signal(sig, handler)  # type: ignore[arg-type]
+__all__ = ["Pipeline", "PipelineFailed", "Sink", "Source"]

@@ -8,10 +8,13 @@ so it is the number of offsets not yet read, per topic-partition.
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, TextIO
+
+from eoskit.runtime.listeners import RunListener
 
 
 def _offsets(value: Any) -> dict[str, dict[str, int]]:
@@ -53,6 +56,12 @@ class RunSummary:
     ended: float | None = None
     lag: int | None = None
     last_commit: str | None = None
+    #: Flink's checkpoint statistics, in Spark terms: batches completed and
+    #: failed (a failure fails the batch in flight), restarts, the last restore.
+    failed_batches: int = 0
+    restarts: int = 0
+    last_restore: str | None = None
+    batch_ms: list[int] = field(default_factory=list)
 
     @property
     def seconds(self) -> float:
@@ -65,15 +74,29 @@ class RunSummary:
         return (
             f"[{name}] done: {self.batches} batches{span}, {self.rows} rows in "
             f"{self.seconds:.1f}s ({rate:,.0f} rows/s), lag {lag}, "
-            f"last commit {self.last_commit or 'none'}"
+            f"last commit {self.last_commit or 'none'}\n"
+            f"[{name}] checkpoints: {self.batches} completed, {self.failed_batches} failed, "
+            f"{self.restarts} restart(s), last restore {self.last_restore or 'none'}, "
+            f"batch duration {self.percentiles()}"
         )
 
+    def percentiles(self) -> str:
+        if not self.batch_ms:
+            return "n/a"
+        ordered = sorted(self.batch_ms)
+        if len(ordered) == 1:
+            return f"{ordered[0]} ms"
+        cuts = statistics.quantiles(ordered, n=100, method="inclusive")
+        return f"p50 {cuts[49]:.0f} ms, p90 {cuts[89]:.0f} ms, p99 {cuts[98]:.0f} ms, max {ordered[-1]} ms"
 
-class ProgressPrinter:
-    """One line per completed batch: batch id, rows, rows/s, lag."""
 
-    def __init__(self, name: str, out: TextIO | None = None) -> None:
+class ProgressPrinter(RunListener):
+    """One line per completed batch: batch id, rows, rows/s, lag, and toward
+    a caught-up end a bar; a line per restart and savepoint."""
+
+    def __init__(self, name: str, out: TextIO | None = None, bar: bool = False) -> None:
         self.name = name
+        self.bar = bar
         self.out = out or sys.stderr
         self.summary = RunSummary()
         self._seen: set[int] = set()
@@ -95,11 +118,35 @@ class ProgressPrinter:
         s.last_batch = batch
         s.lag = sum(lag.values()) if lag else s.lag
         s.last_commit = progress.get("timestamp")
+        duration = (progress.get("durationMs") or {}).get("triggerExecution")
+        if isinstance(duration, int):
+            s.batch_ms.append(duration)
         worst = ", ".join(f"{tp}={n}" for tp, n in sorted(lag.items(), key=lambda kv: -kv[1])[:3] if n)
         self.out.write(
             f"[{self.name}] batch {batch}: {rows} rows, {rate:,.0f} rows/s, "
             f"lag {s.lag if s.lag is not None else '?'}"
             + (f" ({worst})" if worst else "")
+            + (f"  {self._bar(s.lag)}" if self.bar and s.lag is not None else "")
             + "\n"
         )
+        self.out.flush()
+
+    def _bar(self, lag: int) -> str:
+        done = self.summary.rows
+        share = 1.0 if done + lag == 0 else done / (done + lag)
+        filled = int(share * 20)
+        return f"[{'#' * filled}{'.' * (20 - filled)}] {share:4.0%} caught up"
+
+    def on_progress(self, progress: dict[str, Any]) -> None:
+        self.observe(progress)
+
+    def on_restart(self, count: int, cause: str, delay: float) -> None:
+        self.summary.restarts = count
+        self.summary.failed_batches += 1
+        self.summary.last_restore = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() + delay))
+        self.out.write(f"[{self.name}] restart {count} in {delay:.1f}s after: {cause}\n")
+        self.out.flush()
+
+    def on_savepoint(self, path: str, batch: int) -> None:
+        self.out.write(f"[{self.name}] savepoint of batch {batch}: {path}\n")
         self.out.flush()

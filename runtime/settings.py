@@ -106,9 +106,6 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("checkpoint_timeout", _positive_duration, None,
             "A batch running longer than this is failed and handled by the restart strategy. "
             "Default: no timeout.", "execution.checkpointing.timeout"),
-    Setting("min_pause", parse_duration, 0.0,
-            "Least time between the end of one batch and the start of the next.",
-            "execution.checkpointing.min-pause"),
     Setting("tolerable_failures", _non_negative_int, 0,
             "Consecutive failed batches tolerated before the job fails; each is retried "
             "by a restart from the checkpoint, without counting against the restart strategy.",
@@ -135,7 +132,6 @@ class JobSettings:
 
     checkpoint_interval: float = 5.0
     checkpoint_timeout: float | None = None
-    min_pause: float = 0.0
     tolerable_failures: int = 0
     retained_checkpoints: int = 100
     mode: str = "exactly_once"

@@ -62,3 +62,21 @@ def test_exponential_delay_grows_caps_and_resets_after_a_quiet_spell():
     assert [tracker.on_failure(t) for t in (0, 1, 2, 3, 4)] == [1, 2, 4, 4, 4]
     assert tracker.on_failure(200) == 1
     assert NoRestart().tracker().on_failure(0) is None
+
+
+def test_the_cause_is_the_innermost_python_error_and_says_if_a_restart_helps():
+    from eoskit.runtime.failures import classify
+
+    spark_text = (
+        "[STREAM_FAILED] Query [id = 1] terminated with exception: Writing job failed.\n"
+        "Caused by: org.apache.spark.api.python.PythonException: Traceback (most recent call last):\n"
+        '  File "x.py", line 3, in write\n'
+        "eoskit.twophase.contract.SinkError: table orders does not exist in PostgreSQL\n"
+        "\tat org.apache.spark.sql.X(X.scala:1)\n")
+    failure = classify(spark_text)
+    assert failure.line() == "SinkError: table orders does not exist in PostgreSQL"
+    assert failure.permanent
+    down = classify("eoskit.twophase.contract.ServiceUnavailable: cannot connect to PostgreSQL")
+    assert not down.permanent
+    assert not classify("py4j.protocol.Py4JJavaError: executor lost").permanent
+    assert classify("something odd\nmore").line() == "Error: something odd"

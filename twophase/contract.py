@@ -45,7 +45,13 @@ if TYPE_CHECKING:
 
 
 class SinkError(RuntimeError):
-    """A sink refused a write or a setting; the message says what to change."""
+    """A sink refused a write or a setting; the message says what to change.
+    A restart does not fix it (the runtime's restart strategy does not retry it)."""
+
+
+class ServiceUnavailable(SinkError):
+    """The sink's service did not answer (unreachable, restarting, timed out):
+    a restart may well fix it."""
 
 
 class CommitMode(str, Enum):
@@ -248,6 +254,7 @@ def resolve_commit_mode(sink_type: type[Sink], requested: str | None) -> CommitM
 
 __all__ = [
     "CommitMode", "CommittingWriter", "DirectCommitting", "EXACTLY_ONCE", "MarkedCommitting",
-    "MarkedWriter", "Marker", "PreparingWriter", "Sink", "SinkContext", "SinkError",
+    "MarkedWriter", "Marker", "PreparingWriter", "ServiceUnavailable", "Sink", "SinkContext",
+    "SinkError",
     "TaskWriter", "TwoPhaseCommitting", "commit_modes", "resolve_commit_mode",
 ]

@@ -34,7 +34,13 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from eoskit.connectors.kafka import sink_markers
 from eoskit.connectors.kafka.sink_settings import KafkaSinkSettings
-from eoskit.twophase.contract import CommittingWriter, Marker, MarkedWriter, SinkError
+from eoskit.twophase.contract import (
+    CommittingWriter,
+    MarkedWriter,
+    Marker,
+    ServiceUnavailable,
+    SinkError,
+)
 
 #: librdkafka's own log lines (every refused connection) stay out of Spark's
 #: output; failures surface as errors that name the broker.
@@ -77,7 +83,7 @@ def producer(settings: KafkaSinkSettings, transactional_id: str | None, fresh: b
         try:
             made.init_transactions(TIMEOUT_S)
         except KafkaException as exc:
-            raise SinkError(
+            raise ServiceUnavailable(
                 f"cannot start the Kafka transactions of {transactional_id} at "
                 f"kafka.bootstrap.servers={settings.bootstrap_servers!r}: {_error_text(exc)}"
             ) from None
@@ -121,7 +127,7 @@ def read_marker(settings: KafkaSinkSettings, group: str) -> sink_markers.Committ
     try:
         [committed] = consumer.committed([TopicPartition(settings.marker_topic, 0)], TIMEOUT_S)
     except KafkaException as exc:
-        raise SinkError(f"cannot read the progress marker of group {group!r} on "
+        raise ServiceUnavailable(f"cannot read the progress marker of group {group!r} on "
                         f"{settings.marker_topic}-0 at kafka.bootstrap.servers="
                         f"{settings.bootstrap_servers!r}: {_error_text(exc)}") from None
     if committed.error is not None:
@@ -147,7 +153,7 @@ class _Topics:
         try:
             metadata = self.producer.list_topics(topic, timeout=TIMEOUT_S)
         except KafkaException as exc:
-            raise SinkError(f"cannot reach Kafka at kafka.bootstrap.servers="
+            raise ServiceUnavailable(f"cannot reach Kafka at kafka.bootstrap.servers="
                             f"{self.settings.bootstrap_servers!r}: {_error_text(exc)}") from None
         found = metadata.topics.get(topic)
         if found is None or found.error is not None or not found.partitions:

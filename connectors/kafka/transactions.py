@@ -38,6 +38,7 @@ from eoskit.twophase.contract import (
     DirectCommitting,
     Marker,
     MarkedCommitting,
+    ServiceUnavailable,
     SinkContext,
     SinkError,
 )
@@ -94,7 +95,7 @@ class KafkaTransactions(MarkedCommitting, DirectCommitting):
         try:
             topics = KafkaMetadata(self.settings.kafka, timeout_s=15).topics()
         except BrokerUnreachable as exc:
-            raise SinkError(str(exc)) from None
+            raise ServiceUnavailable(str(exc)) from None
         if self.settings.topic is not None and self.settings.topic not in topics:
             raise SinkError(missing_topic_message(self.settings.topic))
         if context.commit_mode is not CommitMode.IDEMPOTENT:

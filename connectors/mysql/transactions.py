@@ -59,6 +59,7 @@ from eoskit.twophase.contract import (
     MarkedCommitting,
     MarkedWriter,
     PreparingWriter,
+    ServiceUnavailable,
     SinkContext,
     SinkError,
     TwoPhaseCommitting,
@@ -362,7 +363,7 @@ class MySQLTransactions(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
         try:
             return resolve_table(engine, self.settings, self.schema)
         except sa.exc.OperationalError as exc:
-            raise SinkError(f"cannot connect to MySQL at {safe(self.url)}: "
+            raise ServiceUnavailable(f"cannot connect to MySQL at {safe(self.url)}: "
                             f"{error_text(exc.orig)}") from None
         except sa.exc.DBAPIError as exc:
             raise SinkError(f"cannot read table {self.settings.dbtable} in MySQL at "
@@ -413,7 +414,7 @@ class MySQLTransactions(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
         try:
             return cached_connection(self.url)
         except pymysql.MySQLError as exc:
-            raise SinkError(f"cannot connect to MySQL at {safe(self.url)}: "
+            raise ServiceUnavailable(f"cannot connect to MySQL at {safe(self.url)}: "
                             f"{error_text(exc)}") from None
 
     def begin_prepared(self, txn_id: str) -> MySQLTransaction:

@@ -31,6 +31,7 @@ from eoskit.twophase.contract import (
     MarkedCommitting,
     MarkedWriter,
     PreparingWriter,
+    ServiceUnavailable,
     SinkContext,
     SinkError,
     TwoPhaseCommitting,
@@ -297,7 +298,7 @@ class PostgresTransactions(TwoPhaseCommitting, MarkedCommitting, DirectCommittin
         try:
             return resolve_table(engine, self.settings, self.schema)
         except sa.exc.OperationalError as exc:
-            raise SinkError(f"cannot connect to PostgreSQL at {safe(self.url)}: "
+            raise ServiceUnavailable(f"cannot connect to PostgreSQL at {safe(self.url)}: "
                             f"{str(exc.orig).strip().splitlines()[0]}") from None
         finally:
             engine.dispose()

@@ -41,6 +41,8 @@ pipeline = Pipeline(
     transform=parse,
     sink=SparkSink(os.environ["EOSKIT_TEST_FORMAT"], json.loads(os.environ["EOSKIT_TEST_OPTIONS"])),
     checkpoint_interval="500 milliseconds",
+    # A scenario's failure must end the run, not be retried: restarts are the scenario's.
+    restart_strategy=os.environ.get("EOSKIT_TEST_RESTART_STRATEGY", "none"),
     spark_conf={
         # local[2,3]: two cores, and up to three attempts per task, as a cluster retries.
         "spark.master": "local[2,3]",

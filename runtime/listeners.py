@@ -1,0 +1,202 @@
+"""The listener seam: what happens in a run, told to whoever listens.
+
+Spark tells a ``StreamingQueryListener`` about each batch's progress; eoskit's
+run loop adds its own events (a restart and its cause, a savepoint, the end
+of the run). ``Listeners`` registers one Spark listener per query and fans
+both out to ``RunListener`` parts, each in charge of one view:
+
+- ``ProgressPrinter`` (``runtime/progress.py``): a line per batch, a bar
+  toward the caught-up offsets, the run's summary;
+- ``PrometheusMetrics``: an endpoint for a monitoring system to scrape
+  (``eoskit run --metrics-port``);
+- ``StatusFile``: the run's state as a JSON file (``--status-file``).
+
+Spark calls its listener from another thread; every part takes the events
+it is given and guards its own state.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from typing import Any
+
+from pyspark.sql.streaming import StreamingQueryListener
+
+
+class RunListener:
+    """A part of the seam: override what it cares about. Never raises into the run."""
+
+    def on_start(self, job: str, checkpoint: str) -> None: ...
+
+    def on_progress(self, progress: dict[str, Any]) -> None: ...
+
+    def on_restart(self, count: int, cause: str, delay: float) -> None: ...
+
+    def on_savepoint(self, path: str, batch: int) -> None: ...
+
+    def on_end(self, failed: str | None) -> None: ...
+
+
+class Listeners(RunListener):
+    """The parts, called in order; one that raises is reported once and dropped."""
+
+    def __init__(self, *parts: RunListener) -> None:
+        self.parts = list(parts)
+        self._lock = threading.Lock()
+
+    def _each(self, method: str, *args: Any) -> None:
+        with self._lock:
+            for part in list(self.parts):
+                try:
+                    getattr(part, method)(*args)
+                except Exception as exc:  # noqa: BLE001 - a view must never stop the job
+                    print(f"eoskit: listener {type(part).__name__} failed and is switched off: "
+                          f"{exc}", flush=True)
+                    self.parts.remove(part)
+
+    def on_start(self, job: str, checkpoint: str) -> None:
+        self._each("on_start", job, checkpoint)
+
+    def on_progress(self, progress: dict[str, Any]) -> None:
+        self._each("on_progress", progress)
+
+    def on_restart(self, count: int, cause: str, delay: float) -> None:
+        self._each("on_restart", count, cause, delay)
+
+    def on_savepoint(self, path: str, batch: int) -> None:
+        self._each("on_savepoint", path, batch)
+
+    def on_end(self, failed: str | None) -> None:
+        self._each("on_end", failed)
+
+    def spark_listener(self, query_name: str) -> StreamingQueryListener:
+        """The Spark listener feeding this seam with one query's progress."""
+        return _SparkListener(self, query_name)
+
+
+class _SparkListener(StreamingQueryListener):
+    def __init__(self, listeners: Listeners, query_name: str) -> None:
+        self.listeners = listeners
+        self.query_name = query_name
+
+    def onQueryStarted(self, event: Any) -> None:
+        pass
+
+    def onQueryProgress(self, event: Any) -> None:
+        progress = json.loads(event.progress.json)
+        if progress.get("name") == self.query_name:
+            self.listeners.on_progress(progress)
+
+    def onQueryIdle(self, event: Any) -> None:
+        pass
+
+    def onQueryTerminated(self, event: Any) -> None:
+        pass
+
+
+class StatusFile(RunListener):
+    """The run's state as JSON, replaced atomically at every event."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.state: dict[str, Any] = {"state": "starting", "restarts": 0, "batches": 0}
+
+    def _write(self) -> None:
+        self.state["updated"] = time.time()
+        temporary = f"{self.path}.tmp"
+        with open(temporary, "w") as handle:
+            json.dump(self.state, handle, sort_keys=True)
+        os.replace(temporary, self.path)
+
+    def on_start(self, job: str, checkpoint: str) -> None:
+        self.state.update(job=job, checkpoint=checkpoint, state="running", pid=os.getpid())
+        self._write()
+
+    def on_progress(self, progress: dict[str, Any]) -> None:
+        from eoskit.runtime.progress import lag_per_partition
+
+        lag = lag_per_partition(progress)
+        self.state.update(
+            state="running", batches=self.state["batches"] + 1, last_batch=progress.get("batchId"),
+            last_checkpoint=progress.get("timestamp"),
+            input_rows_per_second=progress.get("inputRowsPerSecond"),
+            processed_rows_per_second=progress.get("processedRowsPerSecond"),
+            batch_ms=(progress.get("durationMs") or {}).get("triggerExecution"),
+            lag=lag, total_lag=sum(lag.values()) if lag else None)
+        self._write()
+
+    def on_restart(self, count: int, cause: str, delay: float) -> None:
+        self.state.update(state="restarting", restarts=count, last_failure=cause)
+        self._write()
+
+    def on_savepoint(self, path: str, batch: int) -> None:
+        self.state.update(last_savepoint={"path": path, "batch": batch, "at": time.time()})
+        self._write()
+
+    def on_end(self, failed: str | None) -> None:
+        self.state.update(state="failed" if failed else "finished", failure=failed)
+        self._write()
+
+
+class PrometheusMetrics(RunListener):
+    """Metrics on ``http://127.0.0.1:<port>/metrics`` (prometheus-client)."""
+
+    def __init__(self, port: int, address: str = "127.0.0.1") -> None:
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+        self.registry = registry = CollectorRegistry()
+        self.input_rate = Gauge("eoskit_input_rows_per_second", "Rows/s arriving, last batch",
+                                ["job"], registry=registry)
+        self.processed_rate = Gauge("eoskit_processed_rows_per_second",
+                                    "Rows/s processed, last batch", ["job"], registry=registry)
+        self.rows = Counter("eoskit_rows", "Rows processed", ["job"], registry=registry)
+        self.batches = Counter("eoskit_batches", "Completed batches (checkpoints)", ["job"],
+                               registry=registry)
+        self.lag = Gauge("eoskit_lag_offsets", "Offsets not yet read, per topic-partition",
+                         ["job", "topic_partition"], registry=registry)
+        self.batch_seconds = Histogram("eoskit_batch_duration_seconds",
+                                       "Whole micro-batch (trigger) duration", ["job"],
+                                       registry=registry)
+        self.commit_seconds = Histogram("eoskit_commit_duration_seconds",
+                                        "The batch's write and commit (Spark's addBatch)",
+                                        ["job"], registry=registry)
+        self.restarts = Counter("eoskit_restarts", "Restarts by the restart strategy", ["job"],
+                                registry=registry)
+        self.last_checkpoint = Gauge("eoskit_last_checkpoint_timestamp_seconds",
+                                     "When the last batch completed", ["job"], registry=registry)
+        self.last_savepoint = Gauge("eoskit_last_savepoint_timestamp_seconds",
+                                    "When the last savepoint was taken", ["job"],
+                                    registry=registry)
+        self.server, self.thread = start_http_server(port, addr=address, registry=registry)
+        self.job = "?"
+
+    def on_start(self, job: str, checkpoint: str) -> None:
+        self.job = job
+
+    def on_progress(self, progress: dict[str, Any]) -> None:
+        from eoskit.runtime.progress import lag_per_partition
+
+        job, durations = self.job, progress.get("durationMs") or {}
+        self.input_rate.labels(job).set(float(progress.get("inputRowsPerSecond") or 0))
+        self.processed_rate.labels(job).set(float(progress.get("processedRowsPerSecond") or 0))
+        self.rows.labels(job).inc(int(progress.get("numInputRows") or 0))
+        self.batches.labels(job).inc()
+        for partition, behind in lag_per_partition(progress).items():
+            self.lag.labels(job, partition).set(behind)
+        if "triggerExecution" in durations:
+            self.batch_seconds.labels(job).observe(durations["triggerExecution"] / 1000)
+        if "addBatch" in durations:
+            self.commit_seconds.labels(job).observe(durations["addBatch"] / 1000)
+        self.last_checkpoint.labels(job).set(time.time())
+
+    def on_restart(self, count: int, cause: str, delay: float) -> None:
+        self.restarts.labels(self.job).inc()
+
+    def on_savepoint(self, path: str, batch: int) -> None:
+        self.last_savepoint.labels(self.job).set(time.time())
+
+    def on_end(self, failed: str | None) -> None:
+        self.server.shutdown()

@@ -1,0 +1,215 @@
+"""Running a Pipeline: the loop that starts its query, watches it, restarts it
+by the restart strategy, and answers the commands addressed to it.
+
+One run, step by step:
+
+1. Claim the checkpoint (``control.py``): a second job on the same
+   checkpoint directory is refused, naming the first. With
+   ``--from-savepoint``, restore the savepoint into the (empty) checkpoint
+   first.
+2. Start the query from the checkpoint, with the job's settings (trigger
+   interval, retained batches, exactly-once or at-least-once).
+3. Watch it: heartbeat the run record, pass Spark's progress to the
+   listeners (``listeners.py``), take a savepoint when asked (a copy of the
+   last committed batch, safe while the next one runs: nothing of a
+   committed batch changes), fail a batch that outlives the checkpoint
+   timeout, and stop at a batch boundary on SIGINT/SIGTERM or ``eoskit stop``.
+4. When the query fails: a cause a restart cannot fix (``failures.py``) ends
+   the run at once; up to ``tolerable_failures`` consecutive failures are
+   restarted at once; beyond that the restart strategy says how long to
+   wait, or gives up. Every restart starts from the checkpoint, where the
+   sinks' recovery settles whatever the failed attempt left in doubt, so a
+   restart never duplicates or loses a record.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, TextIO
+
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from eoskit.runtime.control import ControlDir, Request
+from eoskit.runtime.failures import Failure, classify
+from eoskit.runtime.listeners import Listeners, RunListener
+from eoskit.runtime.progress import ProgressPrinter, RunSummary
+from eoskit.runtime.settings import JobSettings
+from eoskit.runtime.signals import StopRequest
+
+if TYPE_CHECKING:
+    from eoskit.runtime.pipeline import Pipeline
+
+POLL_S = 0.5
+STOP_POLL_S = 0.05
+
+
+class PipelineFailed(RuntimeError):
+    """The job ended with an error; the message's first line is its cause."""
+
+
+class _Finished:
+    """The query ended by itself (caught up) or was stopped on request."""
+
+
+FINISHED = _Finished()
+
+
+class Runner:
+    def __init__(self, pipeline: "Pipeline", checkpoint: str, spark: SparkSession,
+                 settings: JobSettings, out: TextIO | None = None, until_caught_up: bool = False,
+                 listeners: tuple[RunListener, ...] = (), from_savepoint: str | None = None) -> None:
+        self.pipeline = pipeline
+        self.checkpoint = checkpoint
+        self.spark = spark
+        self.settings = settings
+        self.until_caught_up = until_caught_up
+        self.from_savepoint = from_savepoint
+        self.printer = ProgressPrinter(pipeline.name, out, bar=until_caught_up)
+        self.listeners = Listeners(self.printer, *listeners)
+        self.control = ControlDir(checkpoint)
+        self.stop = StopRequest()
+        self.stop_savepoint: Request | None = None
+
+    @property
+    def summary(self) -> RunSummary:
+        return self.printer.summary
+
+    def run(self) -> RunSummary:
+        # Step 1: claim the checkpoint; restore a savepoint into it.
+        record = self.control.claim(self.pipeline.name)
+        failed: str | None = None
+        spark_listener = self.listeners.spark_listener(self.pipeline.name)
+        self.spark.streams.addListener(spark_listener)
+        try:
+            if self.from_savepoint:
+                from eoskit.runtime.savepoints import restore_savepoint
+
+                restore_savepoint(self.from_savepoint, self.checkpoint, job_name=self.pipeline.name)
+                self.summary.last_restore = self.from_savepoint
+            self.listeners.on_start(self.pipeline.name, self.checkpoint)
+            with self.stop.installed():
+                self._loop(record)
+        except PipelineFailed as exc:
+            failed = str(exc)
+            raise
+        finally:
+            self.spark.streams.removeListener(spark_listener)
+            self.summary.ended = time.monotonic()
+            self.listeners.on_end(failed)
+            record.release()
+        self.printer.out.write(self.summary.render(self.pipeline.name) + "\n")
+        self.printer.out.flush()
+        return self.summary
+
+    def _loop(self, record) -> None:
+        tracker = self.settings.strategy().tracker()
+        restarts = consecutive = 0
+        while True:
+            # Step 2: start from the checkpoint.
+            batches_before = self.summary.batches
+            query = self.pipeline.start(self.spark, self.checkpoint, self.until_caught_up,
+                                        self.settings)
+            # Step 3: watch it.
+            outcome = self._watch(query, record)
+            if outcome is FINISHED:
+                return
+            # Step 4: restart, or give up.
+            assert isinstance(outcome, Failure)
+            if self.summary.batches > batches_before:
+                consecutive = 0
+            name = self.pipeline.name
+            if outcome.permanent:
+                raise PipelineFailed(f"{outcome.line()}\n(pipeline {name}: not restarted, a "
+                                     "restart cannot fix this)")
+            if consecutive < self.settings.tolerable_failures:
+                consecutive += 1
+                delay: float | None = 0.0
+            else:
+                delay = tracker.on_failure(time.monotonic())
+            if delay is None:
+                raise PipelineFailed(
+                    f"{outcome.line()}\n(pipeline {name}: the restart strategy "
+                    f"{self.settings.strategy().describe()} gave up after {restarts} restart(s))")
+            restarts += 1
+            self.listeners.on_restart(restarts, outcome.line(), delay)
+            if self._sleep(delay, record):
+                return  # stopped while waiting: the checkpoint is consistent
+
+    def _sleep(self, seconds: float, record) -> bool:
+        """Wait, heartbeating; True if a stop was asked for meanwhile."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            record.beat(force=False)
+            self._read_requests()
+            if self.stop.requested:
+                return True
+            time.sleep(min(POLL_S, max(0.0, deadline - time.monotonic())))
+        return self.stop.requested
+
+    def _read_requests(self) -> list[Request]:
+        savepoints = []
+        for request in self.control.pending():
+            if request.kind == "stop":
+                self.stop.count += 1
+                self.stop_savepoint = request
+                if not request.target:
+                    self.control.answer(request, status="stopping")
+            elif request.kind == "savepoint":
+                savepoints.append(request)
+            else:
+                self.control.answer(request, status="error", error=f"unknown request {request.kind!r}")
+        return savepoints
+
+    def _savepoint(self, request: Request) -> None:
+        from eoskit.runtime.savepoints import create_savepoint
+
+        try:
+            manifest = create_savepoint(self.checkpoint, request.target, job_name=self.pipeline.name)
+        except Exception as exc:  # noqa: BLE001 - answered to the command that asked
+            self.control.answer(request, status="error", error=classify(str(exc)).line())
+            return
+        self.listeners.on_savepoint(request.target, manifest.batch)
+        self.control.answer(request, status="done", path=request.target, batch=manifest.batch)
+
+    def _watch(self, query: StreamingQuery, record) -> Failure | _Finished:
+        in_flight_after: int | None = None
+        trigger_since: float | None = None
+        timeout = self.settings.checkpoint_timeout
+        while query.isActive:
+            record.beat(force=False)
+            for request in self._read_requests():
+                self._savepoint(request)
+            progress = query.lastProgress
+            last_done = progress.get("batchId") if progress else None
+            if self.stop.requested:
+                if in_flight_after is None:
+                    # The batch in flight when the stop came must finish first.
+                    in_flight_after = -1 if last_done is None else last_done
+                finished = last_done is not None and last_done > in_flight_after
+                if self.stop.forced or finished or not query.status["isTriggerActive"]:
+                    query.stop()
+                    break
+            if timeout is not None:
+                if query.status["isTriggerActive"]:
+                    trigger_since = trigger_since or time.monotonic()
+                    if time.monotonic() - trigger_since > timeout:
+                        query.stop()
+                        return Failure("CheckpointTimeout", f"batch {0 if last_done is None else last_done + 1} "
+                                       f"ran longer than checkpoint_timeout ({timeout:g} s)", False)
+                else:
+                    trigger_since = None
+            time.sleep(STOP_POLL_S if self.stop.requested else POLL_S)
+        try:
+            query.awaitTermination()
+        except StreamingQueryException:
+            pass  # read below, from query.exception()
+        for progress in query.recentProgress:  # Spark's listener events may still be queued
+            self.printer.observe(progress)
+        error = query.exception()
+        if error is not None and not self.stop.requested:
+            return classify(str(error))
+        if self.stop_savepoint is not None and self.stop_savepoint.target:
+            self._savepoint(self.stop_savepoint)
+        return FINISHED
