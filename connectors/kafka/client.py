@@ -161,8 +161,7 @@ class KafkaMetadata:
                 f"cannot reach Kafka at kafka.bootstrap.servers={self._bootstrap!r} "
                 f"within {self._timeout_s:g} s: {_reason(exc)}{self._log.reason()}"
             ) from None
-        finally:
-            self._drain_log()
+        self._drain_log()
         return {
             name: sorted(topic.partitions)
             for name, topic in metadata.topics.items()
@@ -180,25 +179,23 @@ class KafkaMetadata:
             request_timeout=self._timeout_s,
         )
         result: dict[TopicPartition, Any] = {}
-        try:
-            for tp, future in futures.items():
-                try:
-                    result[(tp.topic, tp.partition)] = future.result()
-                except KafkaException as exc:
-                    error = exc.args[0] if exc.args else None
-                    if error is not None and error.code() in _NOT_FOUND:
-                        raise PartitionNotFound(
-                            f"partition {tp.topic}-{tp.partition} does not exist at "
-                            f"kafka.bootstrap.servers={self._bootstrap!r} ({_reason(exc)})"
-                        ) from None
-                    self._drain_log()
-                    raise BrokerUnreachable(
-                        f"listing offsets of {tp.topic}-{tp.partition} at "
-                        f"kafka.bootstrap.servers={self._bootstrap!r} failed: "
-                        f"{_reason(exc)}{self._log.reason()}"
+        for tp, future in futures.items():
+            try:
+                result[(tp.topic, tp.partition)] = future.result()
+            except KafkaException as exc:
+                self._drain_log()
+                error = exc.args[0] if exc.args else None
+                if error is not None and error.code() in _NOT_FOUND:
+                    raise PartitionNotFound(
+                        f"partition {tp.topic}-{tp.partition} does not exist at "
+                        f"kafka.bootstrap.servers={self._bootstrap!r} ({_reason(exc)})"
                     ) from None
-        finally:
-            self._drain_log()
+                raise BrokerUnreachable(
+                    f"listing offsets of {tp.topic}-{tp.partition} at "
+                    f"kafka.bootstrap.servers={self._bootstrap!r} failed: "
+                    f"{_reason(exc)}{self._log.reason()}"
+                ) from None
+        self._drain_log()
         return result
 
     def _offsets(self, partitions: Iterable[TopicPartition], spec: OffsetSpec) -> PartitionOffsets:

@@ -79,11 +79,7 @@ class KafkaDataSource(DataSource):
     def schema(self) -> StructType:
         # Spark asks for the schema when load() is called: the last moment to
         # report an unreachable broker before a query starts.
-        metadata = KafkaMetadata(self.settings.kafka, timeout_s=15)
-        try:
-            metadata.topics()
-        finally:
-            metadata.close()
+        KafkaMetadata(self.settings.kafka, timeout_s=15).topics()
         return spark_schema(self.settings.include_headers)
 
     def streamReader(self, schema: StructType) -> "KafkaStreamReader":
@@ -293,23 +289,20 @@ class KafkaBatchReader(DataSourceReader):
 
     def partitions(self) -> list[InputPartition]:
         settings = self.settings
-        metadata = KafkaMetadata(settings.kafka)
-        try:
-            broker_topics = metadata.topics()
-            settings.subscription.require_present(broker_topics, settings.bootstrap_servers)
-            tps = settings.subscription.select(broker_topics)
-            earliest = metadata.earliest(tps)
-            latest = metadata.latest(tps)
-            start = _resolve(
-                settings.starting_offsets or "earliest", tps, metadata, earliest, latest,
-                "startingOffsets", "earliest", settings, is_start=True,
-            )
-            end = _resolve(
-                settings.ending_offsets or "latest", tps, metadata, earliest, latest,
-                "endingOffsets", "latest", settings, is_start=False,
-            )
-        finally:
-            metadata.close()
+        metadata = KafkaMetadata(settings.kafka)  # freed when planning returns
+        broker_topics = metadata.topics()
+        settings.subscription.require_present(broker_topics, settings.bootstrap_servers)
+        tps = settings.subscription.select(broker_topics)
+        earliest = metadata.earliest(tps)
+        latest = metadata.latest(tps)
+        start = _resolve(
+            settings.starting_offsets or "earliest", tps, metadata, earliest, latest,
+            "startingOffsets", "earliest", settings, is_start=True,
+        )
+        end = _resolve(
+            settings.ending_offsets or "latest", tps, metadata, earliest, latest,
+            "endingOffsets", "latest", settings, is_start=False,
+        )
         backwards = [tp for tp in tps if start[tp] > end[tp]]
         if backwards:
             raise OptionError(
