@@ -213,7 +213,9 @@ def resolve_spec(
         return {tp: chosen[tp] for tp in partitions}
     unknown = sorted(set(spec) - set(partitions))
     if unknown:
-        raise OptionError(f"option '{option}' names partitions that do not exist: {_names(unknown)}")
+        raise OptionError(
+            f"option '{option}' names partitions that do not exist: {_names(unknown)}"
+        )
     resolved: PartitionOffsets = {}
     for tp in partitions:
         offset = spec.get(tp)
@@ -384,4 +386,7 @@ def _split(r: OffsetRange, parts: int) -> list[OffsetRange]:
         return [r]
     step = r.size / parts
     bounds = [r.start + math.floor(i * step) for i in range(parts)] + [r.end]
-    return [OffsetRange(r.topic, r.partition, lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo]
+    return [
+        OffsetRange(r.topic, r.partition, lo, hi)
+        for lo, hi in zip(bounds, bounds[1:]) if hi > lo
+    ]

@@ -276,7 +276,9 @@ def _span(partitions: list[int]) -> str:
     return ",".join(map(str, partitions))
 
 
-def _parse_timestamps(raw: Mapping[str, str], single: Option[int], by_partition: Option[str]) -> Timestamps | None:
+def _parse_timestamps(
+    raw: Mapping[str, str], single: Option[int], by_partition: Option[str]
+) -> Timestamps | None:
     """Spark's precedence: the single timestamp, then the per-partition JSON."""
     everywhere = single.read(raw)
     if everywhere is not None:
