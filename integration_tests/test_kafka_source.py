@@ -297,14 +297,6 @@ def test_source_commits_offsets_to_named_group_for_lag_tools(
         query.stop()
 
 
-def test_unreachable_broker_is_named_before_the_query_starts(spark):
-    with pytest.raises(Exception) as err:
-        (spark.readStream.format("eoskit-kafka")
-         .option("kafka.bootstrap.servers", "127.0.0.1:1").option("subscribe", "x")
-         .option("kafka.socket.connection.setup.timeout.ms", "1000").load())
-    assert "cannot reach Kafka at kafka.bootstrap.servers='127.0.0.1:1'" in str(err.value)
-
-
 def test_unknown_option_fails_at_load(spark, kafka):
     with pytest.raises(Exception) as err:
         (spark.readStream.format("eoskit-kafka").option("kafka.bootstrap.servers", kafka)
@@ -344,3 +336,204 @@ def test_spark_finds_the_source_without_registration(
         cmd = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[1]", str(script), kafka, topic]
     result = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert "COUNT 3" in result.stdout, result.stderr[-3000:]
+
+
+# --- the edges, as Spark users expect them --------------------------------
+
+
+def batch(spark, kafka, **options):
+    reader = spark.read.format("eoskit-kafka").option("kafka.bootstrap.servers", kafka)
+    return reader.options(**{k: str(v) for k, v in options.items()}).load()
+
+
+def test_batch_read_of_an_empty_topic_or_unmatched_pattern_is_an_empty_dataframe(spark, kafka, new_topic):
+    topic = new_topic(2)
+    assert batch(spark, kafka, subscribe=topic).count() == 0
+    assert batch(spark, kafka, subscribePattern=f"{topic}-nothing-.*").count() == 0
+
+
+@pytest.mark.parametrize("option", ["subscribe", "assign"])
+def test_batch_read_of_a_missing_topic_names_it(spark, kafka, option):
+    topic = f"missing-{time.time_ns()}"
+    value = topic if option == "subscribe" else json.dumps({topic: [0]})
+    with pytest.raises(Exception) as err:
+        batch(spark, kafka, **{option: value}).collect()
+    text = str(err.value)
+    assert f"option '{option}' names topic '{topic}' that does not exist" in text
+    assert "cannot reach" not in text
+    # and the source created nothing
+    assert topic not in AdminClient({"bootstrap.servers": kafka}).list_topics(timeout=10).topics
+
+
+def test_assign_of_a_partition_the_topic_lacks_names_it(spark, kafka, new_topic):
+    topic = new_topic(2)
+    with pytest.raises(Exception) as err:
+        batch(spark, kafka, assign=json.dumps({topic: [0, 5]})).collect()
+    assert f"{topic}-5 ({topic} has partitions 0-1)" in str(err.value)
+
+
+def test_batch_read_refuses_latest_start_naming_the_option(spark, kafka, new_topic):
+    topic = new_topic(1)
+    with pytest.raises(Exception) as err:
+        batch(spark, kafka, subscribe=topic, startingOffsets="latest").collect()
+    assert "option 'startingOffsets' cannot be latest" in str(err.value)
+
+
+def test_streaming_subscribe_to_a_missing_topic_fails_the_query_naming_it(spark, kafka, tmp_path):
+    topic = f"missing-{time.time_ns()}"
+    query = (
+        stream(spark, kafka, topic).writeStream.format("memory").queryName("missing_sink")
+        .option("checkpointLocation", str(tmp_path / "c")).start()
+    )
+    try:
+        with pytest.raises(Exception) as err:
+            query.awaitTermination(120)
+        assert f"option 'subscribe' names topic '{topic}' that does not exist" in str(err.value)
+    finally:
+        query.stop()
+
+
+def test_spark_option_eoskit_lacks_is_named_at_load_not_taken_for_a_typo(spark, kafka):
+    with pytest.raises(Exception) as err:
+        (spark.readStream.format("eoskit-kafka").option("kafka.bootstrap.servers", kafka)
+         .option("subscribe", "x").option("fetchOffset.numRetries", "5").load())
+    assert ("option 'fetchOffset.numRetries' is a Spark Kafka source option that eoskit-kafka "
+            "does not support") in str(err.value)
+    assert "Did you mean" not in str(err.value)
+
+
+def _values(df) -> list[int]:
+    return sorted(int(r.v) for r in df.selectExpr("cast(value as string) v").collect())
+
+
+@pytest.fixture
+def two_eras(new_topic, produce_to, numbered_records):
+    """A 2-partition topic: records 0-9, then (a second later) records 100-109,
+    and a timestamp between the two."""
+    topic = new_topic(2)
+    produce_to(topic, numbered_records(2, 5))
+    time.sleep(1.0)
+    boundary = int(time.time() * 1000)
+    time.sleep(1.0)
+    produce_to(topic, numbered_records(2, 5, start=100))
+    return topic, boundary
+
+
+def test_batch_reads_start_and_end_by_timestamp(spark, kafka, two_eras):
+    topic, boundary = two_eras
+    assert _values(batch(spark, kafka, subscribe=topic, startingTimestamp=boundary)) == list(range(100, 110))
+    assert _values(batch(spark, kafka, subscribe=topic, endingTimestamp=boundary)) == list(range(10))
+    per_partition = json.dumps({topic: {"0": boundary, "1": 0}})
+    got = batch(spark, kafka, subscribe=topic, startingOffsetsByTimestamp=per_partition)
+    # partition 0 (even values) from the boundary on, partition 1 (odd values) from its start
+    assert _values(got) == [v for v in [*range(10), *range(100, 110)] if v % 2 == 1 or v >= 100]
+    late = int(time.time() * 1000) + 3_600_000
+    with pytest.raises(Exception) as err:
+        batch(spark, kafka, subscribe=topic, startingTimestamp=late).collect()
+    assert "option 'startingTimestamp': no record at or after the given timestamp" in str(err.value)
+    assert "startingOffsetsByTimestampStrategy=latest" in str(err.value)
+    assert batch(spark, kafka, subscribe=topic, startingTimestamp=late,
+                 startingOffsetsByTimestampStrategy="latest").count() == 0
+
+
+def test_streaming_query_starts_at_a_timestamp(spark, kafka, two_eras, tmp_path):
+    topic, boundary = two_eras
+    df = stream(spark, kafka, topic, startingTimestamp=boundary)
+    run_available_now(df, tmp_path / "o", tmp_path / "c")
+    assert _values(spark.read.parquet(str(tmp_path / "o"))) == list(range(100, 110))
+
+
+def test_max_records_per_partition_and_group_id_prefix(spark, kafka, new_topic, produce_to, numbered_records):
+    topic = new_topic(1)
+    produce_to(topic, numbered_records(1, 100))
+    df = batch(spark, kafka, subscribe=topic, maxRecordsPerPartition=30, groupIdPrefix="eoskit-test")
+    assert df.rdd.getNumPartitions() == 4
+    assert sorted(r.offset for r in df.select("offset").collect()) == list(range(100))
+
+
+def _batch_sizes(query) -> list[int]:
+    return [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+
+
+def test_min_offsets_per_trigger_waits_for_enough_offsets_or_the_delay(
+    spark, kafka, new_topic, produce_to, numbered_records, tmp_path
+):
+    topic = new_topic(1)
+    produce_to(topic, numbered_records(1, 3))
+    query = (
+        stream(spark, kafka, topic, minOffsetsPerTrigger=5, maxTriggerDelay="1h")
+        .writeStream.format("memory").queryName("min_sink")
+        .option("checkpointLocation", str(tmp_path / "c1"))
+        .trigger(processingTime="300 milliseconds").start()
+    )
+    try:
+        _wait_for(lambda: _memory_count(spark, "min_sink") == 3, what="first trigger")  # always runs
+        produce_to(topic, numbered_records(1, 3, start=10))
+        time.sleep(3)  # ten triggers, each with 3 < 5 offsets: all skipped
+        assert _memory_count(spark, "min_sink") == 3
+        produce_to(topic, numbered_records(1, 2, start=20))
+        _wait_for(lambda: _memory_count(spark, "min_sink") == 8, what="enough offsets")
+        assert _batch_sizes(query) == [3, 5]
+    finally:
+        query.stop()
+
+    # The same topic from the start, but few offsets and a short delay: the
+    # delay lets a small batch through.
+    query = (
+        stream(spark, kafka, topic, minOffsetsPerTrigger=1000, maxTriggerDelay="2s")
+        .writeStream.format("memory").queryName("delay_sink")
+        .option("checkpointLocation", str(tmp_path / "c2"))
+        .trigger(processingTime="300 milliseconds").start()
+    )
+    try:
+        _wait_for(lambda: _memory_count(spark, "delay_sink") == 8, what="first trigger")
+        produce_to(topic, numbered_records(1, 2, start=30))
+        _wait_for(lambda: _memory_count(spark, "delay_sink") == 10, what="maxTriggerDelay")
+    finally:
+        query.stop()
+
+
+def test_available_now_reads_everything_despite_min_offsets_per_trigger(
+    spark, kafka, new_topic, produce_to, numbered_records, tmp_path
+):
+    topic = new_topic(1)
+    produce_to(topic, numbered_records(1, 10))
+    df = stream(spark, kafka, topic, maxOffsetsPerTrigger=4, minOffsetsPerTrigger=3, maxTriggerDelay="1h")
+    query = run_available_now(df, tmp_path / "o", tmp_path / "c")
+    assert _batch_sizes(query) == [4, 4, 2]  # the last 2 < 3 are read all the same
+    assert _values(spark.read.parquet(str(tmp_path / "o"))) == list(range(10))
+
+
+UNREACHABLE_SCRIPT = """
+import sys
+from pyspark.sql import SparkSession
+spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+         .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1").getOrCreate())
+from eoskit.connectors.kafka import KafkaDataSource
+spark.dataSource.register(KafkaDataSource)
+try:
+    (spark.readStream.format("eoskit-kafka").option("kafka.bootstrap.servers", sys.argv[1])
+     .option("subscribe", "x").load())
+except Exception as exc:
+    print("LOAD FAILED:", exc)
+"""
+
+
+def test_unreachable_broker_fails_load_with_one_clear_error_and_a_quiet_stderr(tmp_path):
+    """Before the query starts; in a process of its own, to see all of its stderr."""
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{sock.getsockname()[1]}"
+    script = tmp_path / "unreachable.py"
+    script.write_text(UNREACHABLE_SCRIPT)
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    result = subprocess.run([sys.executable, str(script), address], capture_output=True,
+                            text=True, env=env, timeout=300)
+    assert "LOAD FAILED:" in result.stdout, result.stderr[-3000:]
+    assert f"cannot reach Kafka at kafka.bootstrap.servers={address!r}" in result.stdout
+    assert "Connection refused" in result.stdout
+    noise = [line for line in result.stderr.splitlines() if "rdkafka" in line or "FAIL" in line]
+    assert noise == [], noise[:5]
+    assert len(result.stderr.splitlines()) < 40, result.stderr[-3000:]

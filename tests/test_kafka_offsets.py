@@ -5,12 +5,16 @@ import json
 import pytest
 
 from eoskit.connectors.kafka.offsets import (
+    MinOffsetsGate,
     OffsetRange,
+    Timestamps,
+    available,
     from_json_dict,
     parse_offsets_option,
     plan_ranges,
     rate_limit,
     resolve_spec,
+    resolve_timestamps,
     split_ranges,
     to_json,
     to_json_dict,
@@ -121,3 +125,68 @@ def test_split_ranges_covers_every_offset_once():
         assert all(a.end == b.start for a, b in zip(pieces, pieces[1:]))
     assert split_ranges(ranges, None) == ranges
     assert split_ranges(ranges, 2) == ranges
+
+
+def test_max_records_per_partition_caps_every_task_then_min_partitions_applies():
+    ranges = [OffsetRange("t", 0, 0, 1000), OffsetRange("t", 1, 10, 13)]
+    capped = split_ranges(ranges, None, max_records=300)
+    assert [r.size for r in capped if r.partition == 0] == [250, 250, 250, 250]
+    assert [r for r in capped if r.partition == 1] == [OffsetRange("t", 1, 10, 13)]
+    assert all(r.size <= 300 for r in capped)
+    both = split_ranges(ranges, 10, max_records=300)
+    assert len(both) > len(capped) and all(r.size <= 300 for r in both)  # minPartitions is a hint
+    assert sum(r.size for r in both) == 1003
+
+
+def test_available_counts_offsets_past_the_start():
+    assert available({("t", 0): 5, ("t", 1): 9}, {("t", 0): 8, ("t", 1): 9, ("t", 2): 4}) == 7
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_min_offsets_gate_waits_for_enough_offsets_or_the_delay():
+    clock = FakeClock()
+    gate = MinOffsetsGate(10, 60.0, clock)
+    assert gate.admit(0)  # the first trigger always passes, as in Spark
+    clock.now += 5
+    assert not gate.admit(3)  # too few, delay not over
+    clock.now += 5
+    assert gate.admit(10)  # enough
+    clock.now += 59
+    assert not gate.admit(9)
+    clock.now += 1  # 60 s since the last admitted trigger
+    assert gate.admit(1)
+    clock.now += 1
+    assert not gate.admit(1)
+
+
+def test_timestamps_need_every_partition_read_and_no_other():
+    parts = [("t", 0), ("t", 1)]
+    assert Timestamps("startingTimestamp", everywhere=7).request(parts) == {("t", 0): 7, ("t", 1): 7}
+    spec = Timestamps("startingOffsetsByTimestamp", per_partition={("t", 0): 5})
+    with pytest.raises(OptionError, match="gives no timestamp for t-1"):
+        spec.request(parts)
+    spec = Timestamps("startingOffsetsByTimestamp", per_partition={("t", 0): 5, ("t", 1): 5, ("t", 9): 5})
+    with pytest.raises(OptionError, match="names partitions that do not exist: t-9"):
+        spec.request(parts)
+
+
+def test_start_timestamp_without_a_later_record_fails_or_starts_latest_by_strategy():
+    spec = Timestamps("startingTimestamp", everywhere=50)
+    requested = {("t", 0): 50, ("t", 1): 50}
+    found = {("t", 0): 4, ("t", 1): None}
+    latest = {("t", 0): 9, ("t", 1): 12}
+    with pytest.raises(OptionError) as err:
+        resolve_timestamps(spec, requested, found, latest, is_start=True)
+    assert "option 'startingTimestamp'" in str(err.value)
+    assert "t-1 (timestamp 50)" in str(err.value)
+    assert "startingOffsetsByTimestampStrategy=latest" in str(err.value)
+    assert resolve_timestamps(spec, requested, found, latest, True, "latest") == {("t", 0): 4, ("t", 1): 12}
+    # an end with no later record reads to the latest offset
+    assert resolve_timestamps(spec, requested, found, latest, is_start=False) == {("t", 0): 4, ("t", 1): 12}

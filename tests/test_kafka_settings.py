@@ -3,7 +3,14 @@
 import pytest
 
 from eoskit.connectors.kafka.schema import arrow_schema, spark_schema
-from eoskit.connectors.kafka.settings import KafkaSourceSettings, OPTIONS
+from eoskit.connectors.kafka.offsets import Timestamps
+from eoskit.connectors.kafka.settings import (
+    OPTIONS,
+    SPARK_ONLY,
+    KafkaSourceSettings,
+    TopicNotFound,
+    parse_duration_s,
+)
 from eoskit.connectors.options import OptionError
 
 BASE = {"kafka.bootstrap.servers": "127.0.0.1:1"}
@@ -43,6 +50,15 @@ def test_kafka_options_pass_through_without_prefix():
         ({"subscribe": "a", "endingOffsets": "earliest"}, "'endingOffsets' cannot be earliest"),
         ({"subscribe": "a", "kafka.auto.offset.reset": "earliest"}, "use startingOffsets"),
         ({"subscribe": "a", "kafka.isolation.level": "weird"}, "kafka.isolation.level"),
+        ({"subscribe": "a", "startingTimestamp": "-5"}, "option 'startingTimestamp'"),
+        ({"subscribe": "a", "startingTimestamp": "yesterday"}, "option 'startingTimestamp'"),
+        ({"subscribe": "a", "startingOffsetsByTimestamp": "{"}, "option 'startingOffsetsByTimestamp' is not valid JSON"),
+        ({"subscribe": "a", "startingOffsetsByTimestamp": '{"a": {"0": -1}}'}, "a-0=-1"),
+        ({"subscribe": "a", "startingOffsetsByTimestampStrategy": "skip"}, "expected one of error, latest"),
+        ({"subscribe": "a", "maxTriggerDelay": "soon"}, "option 'maxTriggerDelay'"),
+        ({"subscribe": "a", "minOffsetsPerTrigger": "50", "maxOffsetsPerTrigger": "10"},
+         "'minOffsetsPerTrigger' = 50 is higher than 'maxOffsetsPerTrigger' = 10"),
+        ({"subscribe": "a", "maxRecordsPerPartition": "0"}, "option 'maxRecordsPerPartition'"),
     ],
 )
 def test_bad_options_are_refused_by_name(options, fragment):
@@ -100,3 +116,96 @@ def test_docs_option_tables_match_the_declarations(page, module):
     block = docs.split("<!-- options:begin -->\n")[1].split("<!-- options:end -->")[0]
     assert block.strip() == "\n".join(importlib.import_module(module).OPTIONS.docs()), (
         f"docs/{page} is out of date: regenerate it with scripts/options_docs.py")
+
+
+@pytest.mark.parametrize("name", sorted(SPARK_ONLY))
+def test_spark_options_eoskit_lacks_are_named_as_such_not_as_typos(name):
+    with pytest.raises(OptionError) as err:
+        parse(subscribe="a", **{name.upper(): "1"})
+    text = str(err.value)
+    assert f"option '{name}' is a Spark Kafka source option that eoskit-kafka does not support" in text
+    assert "unknown option" not in text and "Did you mean" not in text
+
+
+def test_typos_are_still_typos():
+    with pytest.raises(OptionError, match="Did you mean 'minOffsetsPerTrigger'"):
+        parse(subscribe="a", minOffsetPerTrigger="5")
+
+
+def test_docs_name_every_spark_option_eoskit_lacks():
+    from pathlib import Path
+
+    docs = (Path(__file__).parents[1] / "docs" / "kafka-source.md").read_text()
+    for name in SPARK_ONLY:
+        assert f"`{name}`" in docs
+
+
+def test_timestamp_options_follow_sparks_precedence():
+    s = parse(subscribe="a", startingOffsets="earliest",
+              startingOffsetsByTimestamp='{"a": {"0": 10}}', startingTimestamp="99")
+    assert s.starting_offsets == Timestamps("startingTimestamp", everywhere=99)
+    s = parse(subscribe="a", startingOffsets="earliest", startingOffsetsByTimestamp='{"a": {"0": 10}}')
+    assert s.starting_offsets == Timestamps("startingOffsetsByTimestamp", per_partition={("a", 0): 10})
+    assert s.starting_no_match == "error"
+    s = parse(subscribe="a", endingTimestamp="5", startingOffsetsByTimestampStrategy="LATEST")
+    assert s.ending_offsets == Timestamps("endingTimestamp", everywhere=5)
+    assert s.starting_no_match == "latest"
+
+
+@pytest.mark.parametrize("text, seconds", [("15m", 900), ("30s", 30), ("500ms", 0.5), ("2", 0.002), ("1h", 3600)])
+def test_durations_are_sparks_time_strings(text, seconds):
+    assert parse_duration_s(text) == pytest.approx(seconds)
+
+
+def test_trigger_limits():
+    s = parse(subscribe="a", minOffsetsPerTrigger="5", maxOffsetsPerTrigger="10", maxTriggerDelay="30s")
+    assert (s.min_offsets_per_trigger, s.max_offsets_per_trigger, s.max_trigger_delay_s) == (5, 10, 30)
+    assert parse(subscribe="a").max_trigger_delay_s == 900
+
+
+def test_group_id_prefix_names_the_readers_group_unless_group_id_is_given():
+    from eoskit.connectors.kafka.client import consumer_config
+
+    one, two = parse(subscribe="a", groupIdPrefix="acl-team"), parse(subscribe="a", groupIdPrefix="acl-team")
+    assert one.kafka["group.id"].startswith("acl-team-")
+    assert one.kafka["group.id"] != two.kafka["group.id"]  # one group per query
+    assert consumer_config(one.kafka)["group.id"] == one.kafka["group.id"]
+    fixed = parse(subscribe="a", groupIdPrefix="acl-team", **{"kafka.group.id": "mine"})
+    assert fixed.kafka["group.id"] == "mine"
+
+
+def test_batch_reads_refuse_latest_start():
+    for start in ("latest", '{"a": {"0": -1}}'):
+        with pytest.raises(OptionError) as err:
+            parse(subscribe="a", startingOffsets=start).check_batch()
+        assert "option 'startingOffsets' cannot be latest" in str(err.value)
+    parse(subscribe="a", startingOffsets="earliest").check_batch()
+
+
+@pytest.mark.parametrize("option, value", [
+    ("endingOffsets", "latest"), ("endingTimestamp", "5"), ("endingOffsetsByTimestamp", '{"a": {"0": 5}}'),
+])
+def test_streaming_reads_refuse_ending_options(option, value):
+    s = parse(subscribe="a", **{option: value})
+    s.check_batch()
+    with pytest.raises(OptionError, match=f"option '{option}' applies to batch reads"):
+        s.check_stream()
+
+
+def test_missing_subscribed_topic_is_named():
+    broker = {"here": [0, 1]}
+    with pytest.raises(TopicNotFound) as err:
+        parse(subscribe="here,gone").subscription.require_present(broker, "b:9092")
+    assert "option 'subscribe' names topic 'gone' that does not exist at kafka.bootstrap.servers='b:9092'" in str(err.value)
+    parse(subscribePattern="nothing.*").subscription.require_present(broker, "b:9092")
+
+
+def test_missing_assigned_topic_or_partition_is_named():
+    broker = {"here": [0, 1, 2]}
+    with pytest.raises(TopicNotFound, match="option 'assign' names topic 'gone' that does not exist"):
+        parse(assign='{"gone": [0], "here": [0]}').subscription.require_present(broker, "b:9092")
+    with pytest.raises(TopicNotFound) as err:
+        parse(assign='{"here": [1, 7]}').subscription.require_present(broker, "b:9092")
+    assert "partitions that do not exist at kafka.bootstrap.servers='b:9092': here-7 (here has partitions 0-2)" in str(err.value)
+    # once running, a partition that disappears is data loss, not a planning error
+    assert parse(assign='{"here": [1, 7]}').subscription.select(broker) == [("here", 1)]

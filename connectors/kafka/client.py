@@ -3,6 +3,11 @@
 Runs on the driver (planning) and on executors (configuration only). The
 Kafka settings a user gives as ``kafka.*`` options reach librdkafka
 unchanged, as Spark's built-in source passes them to the Java client.
+
+librdkafka logs every failed connection attempt, twenty a second while a
+broker is down. The source's clients send those lines to the
+``eoskit.connectors.kafka.librdkafka`` logger at DEBUG instead of stderr, and
+keep the last error line to put in the one clear error the user sees.
 """
 
 from __future__ import annotations
@@ -11,7 +16,12 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from confluent_kafka import IsolationLevel, KafkaException, TopicPartition as KafkaTopicPartition
+from confluent_kafka import (
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    TopicPartition as KafkaTopicPartition,
+)
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from eoskit.connectors.kafka.offsets import PartitionOffsets, TopicPartition
@@ -32,10 +42,45 @@ OWNED_SETTINGS = {
 SECRET_KEYS = ("password", "secret", "sasl.oauthbearer.config", "ssl.key.pem")
 
 DEFAULT_GROUP_ID = "eoskit-kafka-source"
+#: ``client.id`` of the source's clients unless ``kafka.client.id`` is given,
+#: so that broker logs and quotas name the source.
+DEFAULT_CLIENT_ID = "eoskit-kafka-source"
+
+LIBRDKAFKA_LOG = logging.getLogger("eoskit.connectors.kafka.librdkafka")
 
 
 class BrokerUnreachable(ConnectionError):
     """The bootstrap servers did not answer a metadata request in time."""
+
+
+class PartitionNotFound(LookupError):
+    """A partition the source asked about does not exist on the broker (any more)."""
+
+
+class ClientLog:
+    """A librdkafka client's log: to ``LIBRDKAFKA_LOG`` at DEBUG, last error kept.
+
+    confluent-kafka calls ``log(level, format, *args)`` on the object given as
+    the client's ``logger``; it queues the lines until the client is polled,
+    so a client that is not otherwise polled must be drained with
+    ``poll(0)`` (``KafkaMetadata`` does it after every request).
+    """
+
+    def __init__(self) -> None:
+        self.last_error: str | None = None
+
+    def log(self, level: int, msg: str, *args: Any) -> None:
+        text = msg % args if args else msg
+        if level >= logging.ERROR:
+            self.last_error = text
+        LIBRDKAFKA_LOG.debug("%s", text)
+
+    def reason(self) -> str:
+        """The last error line, for an error message; empty if there was none."""
+        if not self.last_error:
+            return ""
+        # "FAIL [client#producer-1] [thrd:...]: host:port/bootstrap: Connect to ... failed: ..."
+        return "; last client error: " + self.last_error.rsplit("]: ", 1)[-1]
 
 
 def redact(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -46,10 +91,13 @@ def redact(config: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def consumer_config(kafka_settings: Mapping[str, str]) -> dict[str, Any]:
+def consumer_config(
+    kafka_settings: Mapping[str, str], client_log: ClientLog | None = None
+) -> dict[str, Any]:
     """The reading consumer's config: never commits, read_committed unless overridden."""
     config: dict[str, Any] = {
         "group.id": DEFAULT_GROUP_ID,
+        "client.id": DEFAULT_CLIENT_ID,
         "isolation.level": "read_committed",
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
@@ -58,6 +106,8 @@ def consumer_config(kafka_settings: Mapping[str, str]) -> dict[str, Any]:
         "enable.partition.eof": False,
     }
     config.update(kafka_settings)
+    if client_log is not None:
+        config["logger"] = client_log
     return config
 
 
@@ -66,7 +116,9 @@ def admin_config(kafka_settings: Mapping[str, str]) -> dict[str, Any]:
     consumer_only = ("group.", "isolation.level", "fetch.", "max.poll", "session.timeout",
                      "heartbeat.", "auto.", "enable.auto", "partition.assignment",
                      "max.partition.fetch", "queued.", "check.crcs", "client.rack")
-    return {k: v for k, v in kafka_settings.items() if not k.startswith(consumer_only)}
+    config: dict[str, Any] = {"client.id": DEFAULT_CLIENT_ID}
+    config.update((k, v) for k, v in kafka_settings.items() if not k.startswith(consumer_only))
+    return config
 
 
 def _isolation(kafka_settings: Mapping[str, str]) -> IsolationLevel:
@@ -88,43 +140,67 @@ class KafkaMetadata:
         self._settings = dict(kafka_settings)
         self._bootstrap = self._settings.get("bootstrap.servers", "")
         self._timeout_s = timeout_s
-        self._admin = AdminClient(admin_config(self._settings))
+        self._log = ClientLog()
+        self._admin = AdminClient({**admin_config(self._settings), "logger": self._log})
+
+    def _drain_log(self) -> None:
+        # The client's log lines wait in a queue until it is polled.
+        self._admin.poll(0)
 
     def topics(self) -> dict[str, list[int]]:
-        """Every topic the broker lists, with its partition numbers."""
+        """Every topic the broker lists, with its partition numbers.
+
+        Always the whole list: a metadata request naming a topic lets a broker
+        with auto-creation create it, and a source must never create topics.
+        """
         try:
             metadata = self._admin.list_topics(timeout=self._timeout_s)
         except KafkaException as exc:
+            self._drain_log()
             raise BrokerUnreachable(
-                f"cannot reach Kafka at kafka.bootstrap.servers={self._bootstrap!r}: "
-                f"{exc.args[0].str() if exc.args else exc}"
+                f"cannot reach Kafka at kafka.bootstrap.servers={self._bootstrap!r} "
+                f"within {self._timeout_s:g} s: {_reason(exc)}{self._log.reason()}"
             ) from None
+        self._drain_log()
         return {
             name: sorted(topic.partitions)
             for name, topic in metadata.topics.items()
             if topic.error is None
         }
 
-    def _offsets(self, partitions: Iterable[TopicPartition], spec: OffsetSpec) -> PartitionOffsets:
-        request = {KafkaTopicPartition(t, p): spec for t, p in partitions}
+    def _list_offsets(
+        self, request: Mapping[KafkaTopicPartition, OffsetSpec]
+    ) -> dict[TopicPartition, Any]:
         if not request:
             return {}
         futures = self._admin.list_offsets(
-            request,
+            dict(request),
             isolation_level=_isolation(self._settings),
             request_timeout=self._timeout_s,
         )
-        result: PartitionOffsets = {}
+        result: dict[TopicPartition, Any] = {}
         for tp, future in futures.items():
             try:
-                result[(tp.topic, tp.partition)] = future.result().offset
+                result[(tp.topic, tp.partition)] = future.result()
             except KafkaException as exc:
+                self._drain_log()
+                error = exc.args[0] if exc.args else None
+                if error is not None and error.code() in _NOT_FOUND:
+                    raise PartitionNotFound(
+                        f"partition {tp.topic}-{tp.partition} does not exist at "
+                        f"kafka.bootstrap.servers={self._bootstrap!r} ({_reason(exc)})"
+                    ) from None
                 raise BrokerUnreachable(
                     f"listing offsets of {tp.topic}-{tp.partition} at "
                     f"kafka.bootstrap.servers={self._bootstrap!r} failed: "
-                    f"{exc.args[0].str() if exc.args else exc}"
+                    f"{_reason(exc)}{self._log.reason()}"
                 ) from None
+        self._drain_log()
         return result
+
+    def _offsets(self, partitions: Iterable[TopicPartition], spec: OffsetSpec) -> PartitionOffsets:
+        found = self._list_offsets({KafkaTopicPartition(t, p): spec for t, p in partitions})
+        return {tp: info.offset for tp, info in found.items()}
 
     def earliest(self, partitions: Iterable[TopicPartition]) -> PartitionOffsets:
         return self._offsets(partitions, OffsetSpec.earliest())
@@ -134,6 +210,36 @@ class KafkaMetadata:
         transaction, nor anything after it, is below it."""
         return self._offsets(partitions, OffsetSpec.latest())
 
+    def for_timestamps(
+        self, timestamps: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, int | None]:
+        """Per partition, the first offset whose record timestamp is at or after
+        the given one (ms since the epoch); None where no record is that late.
+
+        The Kafka protocol answers "no such record" with offset and timestamp
+        -1; a found offset always comes with the record's timestamp.
+        """
+        found = self._list_offsets({
+            KafkaTopicPartition(t, p): OffsetSpec.for_timestamp(ts)
+            for (t, p), ts in timestamps.items()
+        })
+        return {
+            tp: (info.offset if info.offset >= 0 and info.timestamp >= 0 else None)
+            for tp, info in found.items()
+        }
+
     def close(self) -> None:
         # AdminClient has no close(); dropping the reference frees it.
         self._admin = None  # type: ignore[assignment]
+
+
+_NOT_FOUND = (
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError._UNKNOWN_PARTITION,
+    KafkaError._UNKNOWN_TOPIC,
+    KafkaError._NOENT,  # "No leaders found": the partition is not in the metadata
+)
+
+
+def _reason(exc: KafkaException) -> str:
+    return exc.args[0].str() if exc.args and hasattr(exc.args[0], "str") else str(exc)

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 
 from eoskit.connectors.options import OptionError
 
@@ -112,6 +113,87 @@ def parse_offsets_option(text: str, option: str) -> str | PartitionOffsets:
     return offsets
 
 
+@dataclass(frozen=True)
+class Timestamps:
+    """A position given by record timestamps (ms since the epoch), as Spark's
+    ``startingTimestamp`` / ``startingOffsetsByTimestamp`` (and ``ending*``).
+
+    Either one timestamp for every partition read (``everywhere``) or one per
+    partition (``per_partition``); ``option`` names the option it came from.
+    """
+
+    option: str
+    everywhere: int | None = None
+    per_partition: Mapping[TopicPartition, int] = field(default_factory=dict)
+
+    def request(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """The timestamp to look up for each partition read.
+
+        Per-partition timestamps must name every partition read and nothing
+        else, as in Spark: a partition left out would have no defined start.
+        """
+        partitions = sorted(partitions)
+        if self.everywhere is not None:
+            return {tp: self.everywhere for tp in partitions}
+        unknown = sorted(set(self.per_partition) - set(partitions))
+        if unknown:
+            raise OptionError(
+                f"option '{self.option}' names partitions that do not exist: {_names(unknown)}"
+            )
+        missing = [tp for tp in partitions if tp not in self.per_partition]
+        if missing:
+            raise OptionError(
+                f"option '{self.option}' gives no timestamp for {_names(missing)}; "
+                "give one for every partition read (or use the single-timestamp option)"
+            )
+        return {tp: self.per_partition[tp] for tp in partitions}
+
+
+#: What a start position by timestamp does where no record is that late
+#: (Spark's ``startingOffsetsByTimestampStrategy``).
+NO_MATCH_ERROR = "error"
+NO_MATCH_LATEST = "latest"
+
+
+def resolve_timestamps(
+    spec: Timestamps,
+    requested: Mapping[TopicPartition, int],
+    found: Mapping[TopicPartition, int | None],
+    latest: Mapping[TopicPartition, int],
+    is_start: bool,
+    no_match: str = NO_MATCH_ERROR,
+) -> PartitionOffsets:
+    """Offsets for a timestamp position, given what the broker answered.
+
+    ``found`` holds, per partition, the first offset whose timestamp is at or
+    after the requested one, or None when every record is older. An end
+    without a match is the latest offset (read everything); a start without
+    one fails unless ``no_match`` is ``latest`` (Spark's default is to fail).
+    """
+    resolved: PartitionOffsets = {}
+    unmatched: list[TopicPartition] = []
+    for tp in sorted(requested):
+        offset = found.get(tp)
+        if offset is None:
+            if is_start and no_match == NO_MATCH_ERROR:
+                unmatched.append(tp)
+                continue
+            offset = latest[tp]
+        resolved[tp] = offset
+    if unmatched:
+        shown = ", ".join(f"{t}-{p} (timestamp {requested[(t, p)]})" for t, p in unmatched)
+        raise OptionError(
+            f"option '{spec.option}': no record at or after the given timestamp in "
+            f"{shown}. Set startingOffsetsByTimestampStrategy=latest to start those "
+            "partitions at their latest offset instead."
+        )
+    return resolved
+
+
+def _names(tps: Iterable[TopicPartition]) -> str:
+    return ", ".join(f"{t}-{p}" for t, p in tps)
+
+
 def resolve_spec(
     spec: str | PartitionOffsets,
     partitions: Iterable[TopicPartition],
@@ -131,8 +213,9 @@ def resolve_spec(
         return {tp: chosen[tp] for tp in partitions}
     unknown = sorted(set(spec) - set(partitions))
     if unknown:
-        names = ", ".join(f"{t}-{p}" for t, p in unknown)
-        raise OptionError(f"option '{option}' names partitions that do not exist: {names}")
+        raise OptionError(
+            f"option '{option}' names partitions that do not exist: {_names(unknown)}"
+        )
     resolved: PartitionOffsets = {}
     for tp in partitions:
         offset = spec.get(tp)
@@ -173,6 +256,45 @@ def rate_limit(
         step = math.ceil(share) if share < 1 else math.floor(share)
         end[tp] = min(latest[tp], begin + step)
     return end
+
+
+def available(
+    start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int]
+) -> int:
+    """Offsets between ``start`` and ``latest``, summed over partitions."""
+    return sum(max(0, end - start.get(tp, 0)) for tp, end in latest.items())
+
+
+class MinOffsetsGate:
+    """``minOffsetsPerTrigger`` with ``maxTriggerDelay``, as Spark's Kafka source.
+
+    A trigger plans a batch when at least ``min_offsets`` offsets are
+    available, or when ``max_delay_s`` has passed since the gate last let a
+    trigger through; otherwise the source reports no new data and Spark skips
+    the trigger. The first trigger of a query always passes. As in Spark, a
+    trigger that passes because the delay ran out restarts the delay even if
+    it found no data.
+    """
+
+    def __init__(
+        self, min_offsets: int, max_delay_s: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.min_offsets = min_offsets
+        self.max_delay_s = max_delay_s
+        self._clock = clock
+        self._last: float | None = None
+
+    def admit(self, offsets_available: int) -> bool:
+        now = self._clock()
+        if (
+            self._last is None
+            or now - self._last >= self.max_delay_s
+            or offsets_available >= self.min_offsets
+        ):
+            self._last = now
+            return True
+        return False
 
 
 def plan_ranges(
@@ -229,12 +351,23 @@ def plan_ranges(
     return ranges, losses
 
 
-def split_ranges(ranges: list[OffsetRange], min_partitions: int | None) -> list[OffsetRange]:
-    """Split large ranges so that there are at least ``min_partitions`` tasks.
+def split_ranges(
+    ranges: list[OffsetRange],
+    min_partitions: int | None,
+    max_records: int | None = None,
+) -> list[OffsetRange]:
+    """Split large ranges: none longer than ``max_records`` offsets, and at
+    least ``min_partitions`` tasks in all (Spark's ``maxRecordsPerPartition``
+    and ``minPartitions``, applied in that order).
 
-    Ranges are split in proportion to their size, like Spark's ``minPartitions``;
-    without the option every topic-partition range is one task.
+    ``minPartitions`` splits in proportion to range size; without either
+    option every topic-partition range is one task.
     """
+    if max_records:
+        ranges = [
+            piece for r in ranges
+            for piece in _split(r, max(1, math.ceil(r.size / max_records)))
+        ]
     if not min_partitions or len(ranges) >= min_partitions:
         return list(ranges)
     total = sum(r.size for r in ranges)
@@ -243,10 +376,17 @@ def split_ranges(ranges: list[OffsetRange], min_partitions: int | None) -> list[
     result: list[OffsetRange] = []
     for r in ranges:
         parts = max(1, round(min_partitions * r.size / total))
-        parts = min(parts, r.size)
-        step = r.size / parts
-        bounds = [r.start + math.floor(i * step) for i in range(parts)] + [r.end]
-        for lo, hi in zip(bounds, bounds[1:]):
-            if hi > lo:
-                result.append(OffsetRange(r.topic, r.partition, lo, hi))
+        result.extend(_split(r, min(parts, r.size)))
     return result
+
+
+def _split(r: OffsetRange, parts: int) -> list[OffsetRange]:
+    """``r`` in ``parts`` pieces of (nearly) equal size, in offset order."""
+    if parts <= 1:
+        return [r]
+    step = r.size / parts
+    bounds = [r.start + math.floor(i * step) for i in range(parts)] + [r.end]
+    return [
+        OffsetRange(r.topic, r.partition, lo, hi)
+        for lo, hi in zip(bounds, bounds[1:]) if hi > lo
+    ]

@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from eoskit.connectors.kafka.client import consumer_config
+from eoskit.connectors.kafka.client import ClientLog, consumer_config
 from eoskit.connectors.kafka.offsets import OffsetRange
 from eoskit.connectors.kafka.schema import HEADER_ARROW_TYPE, arrow_schema
 
@@ -42,18 +42,22 @@ class ReadTimeout(TimeoutError):
 
 
 _consumers: dict[str, Consumer] = {}
+#: each cached consumer's log (librdkafka's lines at DEBUG, the last error kept)
+_logs: dict[str, ClientLog] = {}
 
 
 def _cached_consumer(kafka_settings: Mapping[str, str]) -> tuple[str, Consumer]:
     key = json.dumps(sorted(kafka_settings.items()))
     consumer = _consumers.get(key)
     if consumer is None:
-        consumer = Consumer(consumer_config(kafka_settings))
+        _logs[key] = ClientLog()
+        consumer = Consumer(consumer_config(kafka_settings, _logs[key]))
         _consumers[key] = consumer
     return key, consumer
 
 
 def _drop_consumer(key: str) -> None:
+    _logs.pop(key, None)
     consumer = _consumers.pop(key, None)
     if consumer is not None:
         try:
@@ -162,9 +166,11 @@ def read_range(
                     deadline = time.monotonic() + poll_timeout_ms / 1000
             if position < end and time.monotonic() > deadline:
                 raise ReadTimeout(
-                    f"reading {topic}-{partition} [{offset_range.start}, {end}): no record "
-                    f"after offset {position} within kafkaConsumer.pollTimeoutMs="
+                    f"reading {topic}-{partition} [{offset_range.start}, {end}) from "
+                    f"kafka.bootstrap.servers={kafka_settings.get('bootstrap.servers')!r}: "
+                    f"no record after offset {position} within kafkaConsumer.pollTimeoutMs="
                     f"{poll_timeout_ms}; is the broker up and the offset still there?"
+                    + _logs[key].reason()
                 )
         if len(columns):
             yield columns.to_batch(topic, partition, schema)

@@ -8,14 +8,22 @@ confluent-kafka (librdkafka) with the prefix removed.
 from __future__ import annotations
 
 import json
+import logging
 import re
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from eoskit.connectors.kafka.client import OWNED_SETTINGS
 from eoskit.connectors.kafka.offsets import (
+    EARLIEST,
+    LATEST,
+    NO_MATCH_ERROR,
+    NO_MATCH_LATEST,
     PartitionOffsets,
+    Timestamps,
     TopicPartition,
+    from_json_dict,
     parse_offsets_option,
 )
 from eoskit.connectors.options import (
@@ -23,9 +31,31 @@ from eoskit.connectors.options import (
     OptionError,
     OptionSet,
     parse_bool,
+    parse_choice,
     parse_positive_int,
     parse_str,
 )
+
+log = logging.getLogger(__name__)
+
+_DURATION = re.compile(r"\s*(\d+)\s*([a-z]*)\s*")
+_UNIT_S = {"": 1e-3, "us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0,
+           "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration_s(text: str) -> float:
+    """Spark's time strings (``15m``, ``30s``, ``500ms``, ``1h``; a bare number is ms)."""
+    match = _DURATION.fullmatch(text.lower())
+    if not match or match.group(2) not in _UNIT_S:
+        raise ValueError("expected a duration such as 30s, 15m or 500ms")
+    return int(match.group(1)) * _UNIT_S[match.group(2)]
+
+
+def parse_timestamp(text: str) -> int:
+    value = int(text.strip())
+    if value < 0:
+        raise ValueError("expected milliseconds since the epoch (a whole number >= 0)")
+    return value
 
 SUBSCRIBE = Option("subscribe", parse_str, None, "Comma-separated topics to read.")
 SUBSCRIBE_PATTERN = Option(
@@ -43,18 +73,62 @@ STARTING_OFFSETS = Option(
     "-1 latest). Default latest for streaming, earliest for batch. A restarted query "
     "always continues from its checkpoint.",
 )
+STARTING_TIMESTAMP = Option(
+    "startingTimestamp", parse_timestamp, None,
+    "Start every partition at its first record with a timestamp at or after this "
+    "one (ms since the epoch). Takes precedence over startingOffsetsByTimestamp "
+    "and startingOffsets; only for a new query, as startingOffsets.",
+)
+STARTING_OFFSETS_BY_TIMESTAMP = Option(
+    "startingOffsetsByTimestamp", parse_str, None,
+    'Start by timestamp per partition, JSON such as {"orders":{"0":1700000000000}}; '
+    "every partition read must be given. Takes precedence over startingOffsets.",
+)
+STARTING_OFFSETS_BY_TIMESTAMP_STRATEGY = Option(
+    "startingOffsetsByTimestampStrategy", parse_choice(NO_MATCH_ERROR, NO_MATCH_LATEST),
+    NO_MATCH_ERROR,
+    "When a starting timestamp is later than every record of a partition: error "
+    "fails the query naming the partition; latest starts that partition at its "
+    "latest offset.",
+)
 ENDING_OFFSETS = Option(
-    "endingOffsets", parse_str, "latest",
-    "Batch reads only: latest or JSON per partition (-1 latest).",
+    "endingOffsets", parse_str, None,
+    "Batch reads only: latest (the default) or JSON per partition (-1 latest).",
+)
+ENDING_TIMESTAMP = Option(
+    "endingTimestamp", parse_timestamp, None,
+    "Batch reads only: stop every partition before its first record with a "
+    "timestamp at or after this one (ms since the epoch; no such record: read to "
+    "the latest). Takes precedence over endingOffsetsByTimestamp and endingOffsets.",
+)
+ENDING_OFFSETS_BY_TIMESTAMP = Option(
+    "endingOffsetsByTimestamp", parse_str, None,
+    "Batch reads only: endingTimestamp per partition, JSON as "
+    "startingOffsetsByTimestamp. Takes precedence over endingOffsets.",
 )
 MAX_OFFSETS_PER_TRIGGER = Option(
     "maxOffsetsPerTrigger", parse_positive_int, None,
     "At most this many offsets per micro-batch, shared across partitions in "
     "proportion to their backlog. Also respected by availableNow triggers.",
 )
+MIN_OFFSETS_PER_TRIGGER = Option(
+    "minOffsetsPerTrigger", parse_positive_int, None,
+    "Skip triggers until at least this many offsets are available, or until "
+    "maxTriggerDelay has passed. availableNow triggers read everything without waiting.",
+)
+MAX_TRIGGER_DELAY = Option(
+    "maxTriggerDelay", parse_duration_s, None,
+    "With minOffsetsPerTrigger: the longest a trigger is skipped for lack of "
+    "offsets (a duration: 30s, 15m; default 15m).",
+)
+DEFAULT_MAX_TRIGGER_DELAY_S = parse_duration_s("15m")
 MIN_PARTITIONS = Option(
     "minPartitions", parse_positive_int, None,
     "Split large offset ranges so that a batch has at least this many tasks.",
+)
+MAX_RECORDS_PER_PARTITION = Option(
+    "maxRecordsPerPartition", parse_positive_int, None,
+    "Split offset ranges so that no task reads more than this many offsets.",
 )
 FAIL_ON_DATA_LOSS = Option(
     "failOnDataLoss", parse_bool, True,
@@ -72,16 +146,50 @@ COMMIT_GROUP = Option(
     "that lag tools see progress. Recovery never reads them: Spark's checkpoint "
     "is the only source of truth.",
 )
+GROUP_ID_PREFIX = Option(
+    "groupIdPrefix", parse_str, None,
+    "Prefix of the group.id of the source's consumers (a unique suffix is added "
+    "per query), e.g. to match a Kafka ACL. Ignored when kafka.group.id is given.",
+)
 
 OPTIONS = OptionSet(
     (
-        SUBSCRIBE, SUBSCRIBE_PATTERN, ASSIGN, STARTING_OFFSETS, ENDING_OFFSETS,
-        MAX_OFFSETS_PER_TRIGGER, MIN_PARTITIONS, FAIL_ON_DATA_LOSS, INCLUDE_HEADERS,
-        POLL_TIMEOUT_MS, COMMIT_GROUP,
+        SUBSCRIBE, SUBSCRIBE_PATTERN, ASSIGN, STARTING_OFFSETS, STARTING_TIMESTAMP,
+        STARTING_OFFSETS_BY_TIMESTAMP, STARTING_OFFSETS_BY_TIMESTAMP_STRATEGY,
+        ENDING_OFFSETS, ENDING_TIMESTAMP, ENDING_OFFSETS_BY_TIMESTAMP,
+        MAX_OFFSETS_PER_TRIGGER, MIN_OFFSETS_PER_TRIGGER, MAX_TRIGGER_DELAY,
+        MIN_PARTITIONS, MAX_RECORDS_PER_PARTITION, FAIL_ON_DATA_LOSS, INCLUDE_HEADERS,
+        POLL_TIMEOUT_MS, COMMIT_GROUP, GROUP_ID_PREFIX,
     ),
     passthrough_prefixes=("kafka.",),
     owner="the eoskit-kafka source",
 )
+
+#: Options of Spark's built-in Kafka source that eoskit-kafka does not
+#: implement, with what to do instead: refused by name, never mistaken for typos.
+SPARK_ONLY = {
+    "fetchOffset.numRetries": (
+        "offsets are asked of the broker through librdkafka, which retries a failed "
+        "request by itself until kafka.request.timeout.ms; remove the option"
+    ),
+    "fetchOffset.retryIntervalMs": (
+        "librdkafka paces its own retries (kafka.retry.backoff.ms); remove the option"
+    ),
+    "topic": (
+        "it is an option of Spark's Kafka sink (writes); to read a topic, use "
+        "'subscribe', 'subscribePattern' or 'assign'"
+    ),
+}
+_SPARK_ONLY = {name.lower(): (name, advice) for name, advice in SPARK_ONLY.items()}
+
+#: Options that only a batch read (spark.read) accepts.
+BATCH_ONLY = (ENDING_OFFSETS, ENDING_TIMESTAMP, ENDING_OFFSETS_BY_TIMESTAMP)
+#: Options that only a streaming read (spark.readStream) uses.
+STREAM_ONLY = (MAX_OFFSETS_PER_TRIGGER, MIN_OFFSETS_PER_TRIGGER, MAX_TRIGGER_DELAY)
+
+
+class TopicNotFound(LookupError):
+    """A topic or partition named by ``subscribe`` or ``assign`` does not exist."""
 
 
 @dataclass(frozen=True)
@@ -93,9 +201,11 @@ class Subscription:
     assigned: tuple[TopicPartition, ...] = ()
 
     def select(self, broker_topics: Mapping[str, list[int]]) -> list[TopicPartition]:
-        """The partitions to read now; topics that do not exist yet have none."""
+        """The partitions to read now; topics and partitions that do not exist have none."""
         if self.assigned:
-            return sorted(self.assigned)
+            return sorted(
+                (t, p) for t, p in self.assigned if p in broker_topics.get(t, ())
+            )
         if self.pattern is not None:
             regex = re.compile(self.pattern)
             names = [
@@ -106,12 +216,92 @@ class Subscription:
             names = [t for t in self.topics if t in broker_topics]
         return sorted((t, p) for t in names for p in broker_topics[t])
 
+    def require_present(self, broker_topics: Mapping[str, list[int]], bootstrap: str) -> None:
+        """Fail, naming them, if named topics or partitions do not exist.
+
+        Checked when a query starts or a batch read is planned, as Spark's
+        source does; a topic deleted later is data loss (``failOnDataLoss``).
+        A pattern that matches nothing is not an error: it reads nothing.
+        """
+        where = f"at kafka.bootstrap.servers={bootstrap!r}"
+        hint = ("create it first (eoskit-kafka never creates topics), or use "
+                "subscribePattern to read topics as they appear")
+        if self.topics:
+            missing = [t for t in self.topics if t not in broker_topics]
+            if missing:
+                raise TopicNotFound(
+                    f"option 'subscribe' names {_topics(missing)} that {_do(missing)} "
+                    f"not exist {where}; {hint}"
+                )
+        if self.assigned:
+            missing = sorted({t for t, _ in self.assigned if t not in broker_topics})
+            if missing:
+                raise TopicNotFound(
+                    f"option 'assign' names {_topics(missing)} that {_do(missing)} "
+                    f"not exist {where}; {hint}"
+                )
+            absent = sorted(tp for tp in self.assigned if tp[1] not in broker_topics[tp[0]])
+            if absent:
+                have = "; ".join(
+                    f"{t} has partitions {_span(broker_topics[t])}"
+                    for t in sorted({t for t, _ in absent})
+                )
+                raise TopicNotFound(
+                    "option 'assign' names partitions that do not exist "
+                    f"{where}: {', '.join(f'{t}-{p}' for t, p in absent)} ({have})"
+                )
+
     def describe(self) -> str:
         if self.assigned:
             return "assign=" + json.dumps(_assign_json(self.assigned))
         if self.pattern is not None:
             return f"subscribePattern={self.pattern}"
         return "subscribe=" + ",".join(self.topics)
+
+
+def _topics(names: list[str]) -> str:
+    quoted = ", ".join(repr(n) for n in names)
+    return f"topic {quoted}" if len(names) == 1 else f"topics {quoted}"
+
+
+def _do(names: list[str]) -> str:
+    return "does" if len(names) == 1 else "do"
+
+
+def _span(partitions: list[int]) -> str:
+    if not partitions:
+        return "none"
+    if partitions == list(range(partitions[0], partitions[-1] + 1)):
+        return f"{partitions[0]}-{partitions[-1]}" if len(partitions) > 1 else str(partitions[0])
+    return ",".join(map(str, partitions))
+
+
+def _parse_timestamps(
+    raw: Mapping[str, str], single: Option[int], by_partition: Option[str]
+) -> Timestamps | None:
+    """Spark's precedence: the single timestamp, then the per-partition JSON."""
+    everywhere = single.read(raw)
+    if everywhere is not None:
+        return Timestamps(option=single.name, everywhere=everywhere)
+    text = by_partition.read(raw)
+    if text is None:
+        return None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise OptionError(
+            f"option '{by_partition.name}' is not valid JSON ({exc.msg}): {text!r}"
+        ) from None
+    stamps = from_json_dict(data, what=f"option '{by_partition.name}'")
+    negative = sorted(tp for tp, ts in stamps.items() if ts < 0)
+    if negative:
+        raise OptionError(
+            f"option '{by_partition.name}': timestamps are milliseconds since the epoch "
+            f"(>= 0); got {', '.join(f'{t}-{p}={stamps[(t, p)]}' for t, p in negative)}"
+        )
+    if not stamps:
+        raise OptionError(f"option '{by_partition.name}' names no partition")
+    return Timestamps(option=by_partition.name, per_partition=stamps)
 
 
 def _assign_json(tps: tuple[TopicPartition, ...]) -> dict[str, list[int]]:
@@ -162,21 +352,62 @@ class KafkaSourceSettings:
 
     subscription: Subscription
     kafka: dict[str, str]
-    starting_offsets: str | PartitionOffsets | None
-    ending_offsets: str | PartitionOffsets
+    #: earliest / latest / JSON offsets / timestamps; None: the read's default
+    #: (latest for streaming, earliest for batch)
+    starting_offsets: str | PartitionOffsets | Timestamps | None
+    #: None: latest
+    ending_offsets: str | PartitionOffsets | Timestamps | None
+    starting_no_match: str
     max_offsets_per_trigger: int | None
+    min_offsets_per_trigger: int | None
+    max_trigger_delay_s: float
     min_partitions: int | None
+    max_records_per_partition: int | None
     fail_on_data_loss: bool
     include_headers: bool
     poll_timeout_ms: int
     commit_group: str | None
+    #: names of the options given, as the user spelled them in Spark's casing
+    given: frozenset[str] = frozenset()
 
     @property
     def bootstrap_servers(self) -> str:
         return self.kafka["bootstrap.servers"]
 
+    def check_batch(self) -> None:
+        """Refuse what a batch read (spark.read) cannot do, naming the option."""
+        start = self.starting_offsets
+        if start == "latest" or (isinstance(start, dict) and LATEST in start.values()):
+            raise OptionError(
+                "option 'startingOffsets' cannot be latest (or -1) for a batch read "
+                "(spark.read): it would read nothing. Use earliest, offsets, or "
+                "startingTimestamp; latest is for streaming queries."
+            )
+        ignored = [o.name for o in STREAM_ONLY if o.name in self.given]
+        if ignored:
+            log.warning("option(s) %s apply to streaming reads only; ignored by this batch read",
+                        ", ".join(ignored))
+
+    def check_stream(self) -> None:
+        """Refuse what a streaming read (spark.readStream) cannot do, naming the option."""
+        given = [o.name for o in BATCH_ONLY if o.name in self.given]
+        if given:
+            raise OptionError(
+                f"option '{given[0]}' applies to batch reads (spark.read) only: a "
+                "streaming query has no end. Remove it, or use trigger(availableNow=True) "
+                "to stop at the data present when the query starts."
+            )
+
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> "KafkaSourceSettings":
+        for key in options:
+            spark_only = _SPARK_ONLY.get(str(key).lower())
+            if spark_only is not None:
+                name, advice = spark_only
+                raise OptionError(
+                    f"option '{name}' is a Spark Kafka source option that eoskit-kafka "
+                    f"does not support (yet): {advice}"
+                )
         raw = OPTIONS.normalise(options)
         kafka = OPTIONS.passthrough(options, "kafka.")
         kafka = {k.lower() if k.lower() == "bootstrap.servers" else k: v for k, v in kafka.items()}
@@ -196,25 +427,48 @@ class KafkaSourceSettings:
                 f"option 'kafka.isolation.level' = {level!r}: expected read_committed "
                 "or read_uncommitted"
             )
-        starting = STARTING_OFFSETS.read(raw)
-        ending = ENDING_OFFSETS.read(raw)
-        parsed_ending = parse_offsets_option(ending, ENDING_OFFSETS.name)
-        if parsed_ending == "earliest" or (
-            isinstance(parsed_ending, dict) and -2 in parsed_ending.values()
-        ):
-            raise OptionError("option 'endingOffsets' cannot be earliest (-2)")
+        prefix = GROUP_ID_PREFIX.read(raw)
+        if prefix is not None:
+            if any(k.lower() == "group.id" for k in kafka):
+                log.warning("option groupIdPrefix is ignored: kafka.group.id is given")
+            else:
+                # One group per query, as Spark: readers of two queries never share one.
+                kafka["group.id"] = f"{prefix}-{uuid.uuid4()}"
+        starting: str | PartitionOffsets | Timestamps | None = _parse_timestamps(
+            raw, STARTING_TIMESTAMP, STARTING_OFFSETS_BY_TIMESTAMP
+        )
+        if starting is None and STARTING_OFFSETS.read(raw) is not None:
+            starting = parse_offsets_option(STARTING_OFFSETS.read(raw), STARTING_OFFSETS.name)
+        ending: str | PartitionOffsets | Timestamps | None = _parse_timestamps(
+            raw, ENDING_TIMESTAMP, ENDING_OFFSETS_BY_TIMESTAMP
+        )
+        if ending is None and ENDING_OFFSETS.read(raw) is not None:
+            ending = parse_offsets_option(ENDING_OFFSETS.read(raw), ENDING_OFFSETS.name)
+            if ending == "earliest" or (isinstance(ending, dict) and EARLIEST in ending.values()):
+                raise OptionError("option 'endingOffsets' cannot be earliest (-2)")
+        max_offsets = MAX_OFFSETS_PER_TRIGGER.read(raw)
+        min_offsets = MIN_OFFSETS_PER_TRIGGER.read(raw)
+        if max_offsets is not None and min_offsets is not None and min_offsets > max_offsets:
+            raise OptionError(
+                f"option 'minOffsetsPerTrigger' = {min_offsets} is higher than "
+                f"'maxOffsetsPerTrigger' = {max_offsets}"
+            )
+        delay = MAX_TRIGGER_DELAY.read(raw)
         return cls(
             subscription=_parse_subscription(raw),
             kafka=kafka,
-            starting_offsets=(
-                None if starting is None else parse_offsets_option(starting, STARTING_OFFSETS.name)
-            ),
-            ending_offsets=parsed_ending,
-            max_offsets_per_trigger=MAX_OFFSETS_PER_TRIGGER.read(raw),
+            starting_offsets=starting,
+            ending_offsets=ending,
+            starting_no_match=STARTING_OFFSETS_BY_TIMESTAMP_STRATEGY.read(raw),
+            max_offsets_per_trigger=max_offsets,
+            min_offsets_per_trigger=min_offsets,
+            max_trigger_delay_s=DEFAULT_MAX_TRIGGER_DELAY_S if delay is None else delay,
             min_partitions=MIN_PARTITIONS.read(raw),
+            max_records_per_partition=MAX_RECORDS_PER_PARTITION.read(raw),
             fail_on_data_loss=FAIL_ON_DATA_LOSS.read(raw),
             include_headers=INCLUDE_HEADERS.read(raw),
             poll_timeout_ms=POLL_TIMEOUT_MS.read(raw),
             commit_group=COMMIT_GROUP.read(raw),
+            given=frozenset(o.name for o in OPTIONS.options if o.name.lower() in raw),
         )
 

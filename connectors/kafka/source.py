@@ -25,6 +25,7 @@ from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxRows,
+    ReadMinRows,
     SupportsTriggerAvailableNow,
 )
 from pyspark.sql.types import StructType
@@ -32,12 +33,17 @@ from pyspark.sql.types import StructType
 from eoskit.connectors.kafka.client import KafkaMetadata
 from eoskit.connectors.kafka.offsets import (
     DataLoss,
+    MinOffsetsGate,
     OffsetRange,
     PartitionOffsets,
+    Timestamps,
+    TopicPartition,
+    available,
     from_json_dict,
     plan_ranges,
     rate_limit,
     resolve_spec,
+    resolve_timestamps,
     split_ranges,
     to_json_dict,
 )
@@ -46,6 +52,7 @@ from eoskit.connectors.kafka.schema import spark_schema
 from eoskit.connectors.kafka.settings import KafkaSourceSettings
 from eoskit.connectors.kafka.sink_settings import KafkaSinkSettings
 from eoskit.connectors.kafka.transactions import KafkaTransactions
+from eoskit.connectors.options import OptionError
 from eoskit.twophase.adapter import TransactionalDataSource
 
 log = logging.getLogger(__name__)
@@ -101,7 +108,10 @@ class KafkaDataSource(TransactionalDataSource):
 
 
 def _read(settings: KafkaSourceSettings, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-    assert isinstance(partition, KafkaInputPartition)
+    if not isinstance(partition, KafkaInputPartition):
+        # A batch read with nothing to read: PySpark still runs one task, with
+        # a placeholder partition, when partitions() returns none.
+        return iter(())
     return read_range(
         partition.offset_range,
         settings.kafka,
@@ -109,6 +119,27 @@ def _read(settings: KafkaSourceSettings, partition: InputPartition) -> Iterator[
         settings.poll_timeout_ms,
         settings.fail_on_data_loss,
     )
+
+
+def _resolve(
+    spec: str | PartitionOffsets | Timestamps,
+    partitions: list[TopicPartition],
+    metadata: KafkaMetadata,
+    earliest: PartitionOffsets,
+    latest: PartitionOffsets,
+    option: str,
+    default_for_unlisted: str,
+    settings: KafkaSourceSettings,
+    is_start: bool,
+) -> PartitionOffsets:
+    """A start or end position as offsets: timestamps are looked up on the broker."""
+    if isinstance(spec, Timestamps):
+        requested = spec.request(partitions)
+        found = metadata.for_timestamps(requested)
+        return resolve_timestamps(
+            spec, requested, found, latest, is_start, settings.starting_no_match
+        )
+    return resolve_spec(spec, partitions, earliest, latest, option, default_for_unlisted)
 
 
 def _report(losses: list[DataLoss], settings: KafkaSourceSettings) -> None:
@@ -127,10 +158,15 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Plans micro-batches from the broker's last stable offsets."""
 
     def __init__(self, settings: KafkaSourceSettings) -> None:
+        settings.check_stream()
         self.settings = settings
         self._metadata: KafkaMetadata | None = None
         self._available_now_target: PartitionOffsets | None = None
         self._group_consumer = None
+        self._gate = (
+            MinOffsetsGate(settings.min_offsets_per_trigger, settings.max_trigger_delay_s)
+            if settings.min_offsets_per_trigger else None
+        )
 
     @property
     def metadata(self) -> KafkaMetadata:
@@ -142,21 +178,31 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self.settings.subscription.select(self.metadata.topics())
 
     def initialOffset(self) -> dict:
-        partitions = self._partitions()
-        spec = self.settings.starting_offsets or "latest"
-        starting = resolve_spec(
-            spec,
+        # Only a new query gets here: a restarted one continues from its offset log.
+        broker_topics = self.metadata.topics()
+        self.settings.subscription.require_present(broker_topics, self.settings.bootstrap_servers)
+        partitions = self.settings.subscription.select(broker_topics)
+        starting = _resolve(
+            self.settings.starting_offsets or "latest",
             partitions,
+            self.metadata,
             self.metadata.earliest(partitions),
             self.metadata.latest(partitions),
             "startingOffsets",
-            default_for_unlisted="latest",
+            "latest",
+            self.settings,
+            is_start=True,
         )
         return to_json_dict(starting)
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        limit = self.settings.max_offsets_per_trigger
-        return ReadMaxRows(limit) if limit else ReadAllAvailable()
+        # PySpark has no composite read limit: with both options the maximum
+        # travels as the limit and the minimum is applied from the settings.
+        if self.settings.max_offsets_per_trigger:
+            return ReadMaxRows(self.settings.max_offsets_per_trigger)
+        if self.settings.min_offsets_per_trigger:
+            return ReadMinRows(self.settings.min_offsets_per_trigger)
+        return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
         # Pin "all data present now": later records, and partitions created
@@ -176,6 +222,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         new = [tp for tp in partitions if tp not in start_offsets]
         earliest_new = self.metadata.earliest(new)
         base = {**earliest_new, **{tp: o for tp, o in start_offsets.items() if tp in latest}}
+        if self._skip_trigger(limit, available(base, latest)):
+            return to_json_dict(start_offsets)
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         end = rate_limit(base, latest, max_rows)
         if self.settings.fail_on_data_loss:
@@ -184,6 +232,18 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             _, losses = plan_ranges(start_offsets, end, {**earliest, **earliest_new})
             _report(losses, self.settings)
         return to_json_dict(end)
+
+    def _skip_trigger(self, limit: ReadLimit, offsets_available: int) -> bool:
+        """minOffsetsPerTrigger: too few offsets, and maxTriggerDelay not yet over.
+
+        Never under availableNow: that trigger reads what is there and ends,
+        and waiting for more could keep it from ending at all.
+        """
+        if self._gate is None or self._available_now_target is not None:
+            return False
+        if isinstance(limit, ReadAllAvailable):
+            return False
+        return not self._gate.admit(offsets_available)
 
     def reportLatestOffset(self) -> dict | None:
         partitions = self._partitions()
@@ -197,9 +257,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         earliest = self.metadata.earliest(sorted(end_offsets))
         ranges, losses = plan_ranges(start_offsets, end_offsets, earliest)
         _report(losses, self.settings)
-        return [
-            KafkaInputPartition(r) for r in split_ranges(ranges, self.settings.min_partitions)
-        ]
+        return [KafkaInputPartition(r) for r in _split(ranges, self.settings)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read(self.settings, partition)
@@ -216,16 +274,20 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _commit_to_group(self, group: str, offsets: PartitionOffsets) -> None:
         from confluent_kafka import Consumer, TopicPartition
 
-        from eoskit.connectors.kafka.client import consumer_config
+        from eoskit.connectors.kafka.client import ClientLog, consumer_config
 
         if self._group_consumer is None:
-            config = consumer_config(self.settings.kafka)
+            config = consumer_config(self.settings.kafka, ClientLog())
             config["group.id"] = group
             self._group_consumer = Consumer(config)
-        self._group_consumer.commit(
-            offsets=[TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())],
-            asynchronous=False,
-        )
+        try:
+            self._group_consumer.commit(
+                offsets=[TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())],
+                asynchronous=False,
+            )
+        finally:
+            # Serves the client's queued log lines (it is never assigned: no records).
+            self._group_consumer.poll(0)
 
     def stop(self) -> None:
         if self._group_consumer is not None:
@@ -240,27 +302,40 @@ class KafkaBatchReader(DataSourceReader):
     """``spark.read``: one bounded read from startingOffsets to endingOffsets."""
 
     def __init__(self, settings: KafkaSourceSettings) -> None:
+        settings.check_batch()
         self.settings = settings
 
-    def partitions(self) -> Sequence[InputPartition]:
-        metadata = KafkaMetadata(self.settings.kafka)
-        try:
-            tps = self.settings.subscription.select(metadata.topics())
-            earliest = metadata.earliest(tps)
-            latest = metadata.latest(tps)
-        finally:
-            metadata.close()
-        start = resolve_spec(
-            self.settings.starting_offsets or "earliest", tps, earliest, latest,
-            "startingOffsets", default_for_unlisted="earliest",
+    def partitions(self) -> list[InputPartition]:
+        settings = self.settings
+        metadata = KafkaMetadata(settings.kafka)  # freed when planning returns
+        broker_topics = metadata.topics()
+        settings.subscription.require_present(broker_topics, settings.bootstrap_servers)
+        tps = settings.subscription.select(broker_topics)
+        earliest = metadata.earliest(tps)
+        latest = metadata.latest(tps)
+        start = _resolve(
+            settings.starting_offsets or "earliest", tps, metadata, earliest, latest,
+            "startingOffsets", "earliest", settings, is_start=True,
         )
-        end = resolve_spec(
-            self.settings.ending_offsets, tps, earliest, latest,
-            "endingOffsets", default_for_unlisted="latest",
+        end = _resolve(
+            settings.ending_offsets or "latest", tps, metadata, earliest, latest,
+            "endingOffsets", "latest", settings, is_start=False,
         )
+        backwards = [tp for tp in tps if start[tp] > end[tp]]
+        if backwards:
+            raise OptionError(
+                "the start of a batch read is after its end for "
+                + ", ".join(f"{t}-{p} ({start[(t, p)]} > {end[(t, p)]})" for t, p in backwards)
+                + ": check startingOffsets/endingOffsets (or their timestamp forms)"
+            )
         ranges, losses = plan_ranges(start, end, earliest)
-        _report(losses, self.settings)
-        return [KafkaInputPartition(r) for r in split_ranges(ranges, self.settings.min_partitions)]
+        _report(losses, settings)
+        # An empty list is an empty DataFrame: _read() takes PySpark's placeholder.
+        return [KafkaInputPartition(r) for r in _split(ranges, settings)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read(self.settings, partition)
+
+
+def _split(ranges: list[OffsetRange], settings: KafkaSourceSettings) -> list[OffsetRange]:
+    return split_ranges(ranges, settings.min_partitions, settings.max_records_per_partition)
