@@ -156,3 +156,39 @@ def test_at_least_once_mode_writes_every_record(spark, kafka, source, new_topic,
     run_to_kafka(spark, kafka, source, lambda df: df.select("key", "value"),
                  {"topic": out, "commitMode": "at_least_once"}, tmp_path)
     assert sorted(int(r.value) for r in read_topic(kafka, out).records()) == list(range(1200))
+
+
+def test_transactions_left_open_by_a_run_with_more_tasks_are_aborted_at_start(
+        spark, kafka, source, new_topic, produce_to, numbered_records, tmp_path):
+    """A run with more task partitions than this one left a transaction open
+    (its driver was killed mid-batch): no task of this run reuses that
+    transactional id, so the start must abort it, or read_committed readers
+    of the topic would stall on it for good."""
+    from confluent_kafka import Producer
+
+    from eoskit.twophase.decision_log import DecisionLog
+
+    out = new_topic(2, "kout")
+    sink_id = f"lo{uuid.uuid4().hex[:8]}"
+    options = {"topic": out, "sinkId": sink_id}
+    checkpoint = run_to_kafka(spark, kafka, source, lambda df: df.select("value"), options,
+                              tmp_path, "ck")
+    zombie = Producer({"bootstrap.servers": kafka, "transactional.id": f"eoskit-{sink_id}-5"})
+    zombie.init_transactions(30)
+    zombie.begin_transaction()
+    zombie.produce(out, b"from a task of a run with six tasks", partition=0)
+    zombie.flush(30)
+    DecisionLog(str(checkpoint), sink_id).write_meta("kafka-tasks", {"partitions": 6, "batch": 0})
+    assert read_topic(kafka, out).open_transactions, "the zombie's transaction should be open"
+    produce_to(source, numbered_records(3, 10, start=1200))
+    # A new run, as `eoskit run` marks one: the sink's start-up work runs again.
+    from eoskit.runtime.control import ControlDir
+
+    record = ControlDir(str(checkpoint)).claim("restart")
+    try:
+        run_to_kafka(spark, kafka, source, lambda df: df.select("value"), options, tmp_path, "ck")
+    finally:
+        record.release()
+    log = read_topic(kafka, out)
+    assert log.open_transactions == {}
+    assert sorted(int(r.value) for r in log.records()) == list(range(1230))

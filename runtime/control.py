@@ -32,8 +32,9 @@ from typing import Any
 import fsspec
 
 from eoskit.twophase.decision_log import fs_path
-from eoskit.twophase.identity import qualified_location
+from eoskit.twophase.identity import RUN_RECORD, qualified_location
 
+_RUN = posixpath.basename(RUN_RECORD)
 HEARTBEAT_S = 2.0
 STALE_AFTER_S = 15.0
 
@@ -54,7 +55,7 @@ class ControlDir:
 
     def __init__(self, checkpoint: str) -> None:
         self.checkpoint = qualified_location(checkpoint)
-        self.root = fs_path(self.checkpoint).rstrip("/") + "/eoskit/control"
+        self.root = fs_path(self.checkpoint).rstrip("/") + "/" + posixpath.dirname(RUN_RECORD)
         self.fs, self.path = fsspec.core.url_to_fs(self.root)
 
     def _file(self, *parts: str) -> str:
@@ -83,7 +84,7 @@ class ControlDir:
 
     def live_run(self) -> dict[str, Any] | None:
         """The run record of a job running now, or None."""
-        record = self._read("run.json")
+        record = self._read(_RUN)
         if record is None or time.time() - record.get("heartbeat", 0) > STALE_AFTER_S:
             return None
         if record.get("host") == socket.gethostname() and not _pid_alive(record.get("pid", -1)):
@@ -157,13 +158,13 @@ class RunRecord:
     def beat(self, force: bool = True) -> None:
         now = time.time()
         if force or now - self._last >= HEARTBEAT_S:
-            self.control._write("run.json", {"pid": os.getpid(), "host": socket.gethostname(),
+            self.control._write(_RUN, {"pid": os.getpid(), "host": socket.gethostname(),
                                              "job": self.job, "started": self.started,
                                              "heartbeat": now})
             self._last = now
 
     def release(self) -> None:
-        self.control._remove("run.json")
+        self.control._remove(_RUN)
 
 
 def _pid_alive(pid: int) -> bool:

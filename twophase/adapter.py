@@ -41,13 +41,20 @@ from eoskit.twophase.coordinator import Coordinator
 from eoskit.twophase.decision_log import DecisionLog, latest_planned_batch
 from eoskit.twophase.messages import TaskAck
 from eoskit.twophase.task import write_task
-from eoskit.twophase.identity import default_sink_id, qualified_location, record_identity
+from eoskit.twophase.identity import (
+    default_sink_id,
+    qualified_location,
+    record_identity,
+    run_started,
+)
 from eoskit.twophase.txn_id import validate_sink_id
 
 
 #: Sinks already checked by this planning process (it is reused batch after
-#: batch): reflection and rights are checked once per query start and set of
-#: options, as Spark's JDBC sink does, not at every micro-batch.
+#: batch, and across queries): reflection, rights and start-up work (e.g. the
+#: Kafka sink aborting leftover transactions) run once per run of a query
+#: (``run_started``) and set of options, as Spark's JDBC sink checks once per
+#: query start, not at every micro-batch.
 _checked: dict[str, Sink] = {}
 
 
@@ -117,7 +124,8 @@ class TransactionalDataSource(DataSource):
         decisions = DecisionLog(self.checkpoint_location(), self.sink_id())
         if not self._planning:
             return TransactionalStreamWriter(self.transactional_sink(schema), decisions, self.commit_mode())
-        key = json.dumps([type(self).__qualname__, sorted(self.options.items()), schema.json()])
+        key = json.dumps([type(self).__qualname__, sorted(self.options.items()), schema.json(),
+                          run_started(self.checkpoint_location())])
         sink = _checked.get(key)
         if sink is None:
             sink = self.transactional_sink(schema)

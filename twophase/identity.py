@@ -25,6 +25,9 @@ from eoskit.twophase.decision_log import fs_path
 from eoskit.twophase.txn_id import sink_id_for_checkpoint
 
 IDENTITY = "eoskit/identity.json"
+#: Where eoskit's runtime keeps the record of the run using a checkpoint
+#: (``eoskit.runtime.control``); its start time tells one run from the next.
+RUN_RECORD = "eoskit/control/run.json"
 
 _cache: dict[str, str] = {}
 
@@ -95,3 +98,11 @@ def record_identity(location: str, sink_id: str) -> None:
     fs.makedirs(posixpath.dirname(path), exist_ok=True)
     fs.pipe_file(path, json.dumps({"defaultSinkId": sink_id, "checkpointLocation": qualified},
                                   sort_keys=True).encode())
+
+
+def run_started(location: str) -> float | None:
+    """When the eoskit run using this checkpoint started (None outside
+    ``eoskit run``): planning checks a sink once per run, not once per
+    planning process, which Spark reuses across queries."""
+    record = _read_json(_join(qualified_location(location), RUN_RECORD))
+    return None if record is None else record.get("started")
