@@ -18,11 +18,12 @@ from dataclasses import dataclass, field
 from typing import Protocol, TextIO
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.errors import StreamingQueryException
+from pyspark.errors import PySparkException, StreamingQueryException
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from eoskit.runtime.progress import ProgressPrinter, RunSummary
 from eoskit.runtime.spark import get_session
+from eoskit.runtime.spark_errors import root_cause
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _POLL_S = 0.5
@@ -40,7 +41,24 @@ class Sink(Protocol):
 
 
 class PipelineFailed(RuntimeError):
-    """The streaming query stopped with an error; the message is Spark's cause."""
+    """The streaming query could not start or stopped with an error.
+
+    The message is one line, the pipeline's name and the root cause: the
+    error a data source, sink or UDF raised in Python when there is one (a
+    ``SinkError``, an ``OptionError``...), else Spark's innermost message
+    (see ``eoskit.runtime.spark_errors``). ``cause_type`` names the root
+    cause's Python type (``eoskit.twophase.contract.SinkError``), None for a
+    JVM error; ``__cause__`` is Spark's exception, with every trace.
+    """
+
+    def __init__(self, message: str, cause_type: str | None = None) -> None:
+        super().__init__(message)
+        self.cause_type = cause_type
+
+    @classmethod
+    def from_spark(cls, pipeline: str, error: BaseException, what: str = "failed") -> "PipelineFailed":
+        cause = root_cause(error)
+        return cls(f"pipeline {pipeline} {what}: {cause}", cause.type)
 
 
 @dataclass
@@ -92,7 +110,10 @@ class Pipeline:
         spark = spark or get_session(self.name, self.spark_conf)
         printer = ProgressPrinter(self.name, out)
         stop = _StopRequest()
-        query = self.start(spark, os.fspath(checkpoint_dir), until_caught_up)
+        try:
+            query = self.start(spark, os.fspath(checkpoint_dir), until_caught_up)
+        except PySparkException as exc:
+            raise PipelineFailed.from_spark(self.name, exc, "could not start") from exc
         with stop.installed():
             in_flight_after: int | None = None
             while query.isActive:
@@ -117,7 +138,7 @@ class Pipeline:
         printer.summary.ended = time.monotonic()
         error = query.exception()
         if error is not None:
-            raise PipelineFailed(f"pipeline {self.name} failed: {error}")
+            raise PipelineFailed.from_spark(self.name, error) from error
         printer.out.write(printer.summary.render(self.name) + "\n")
         printer.out.flush()
         return printer.summary
