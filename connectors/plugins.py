@@ -27,6 +27,8 @@ from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
     from eoskit.twophase.contract import TwoPhaseCommitting
 
 GROUP = "eoskit.plugins"
@@ -94,3 +96,24 @@ def in_doubt_sink(kind: str, target: str, options: Mapping[str, str]) -> "TwoPha
     formats = ", ".join(p.format for p in plugins() if p.in_doubt is not None)
     raise PluginError(f"no eoskit sink handles the {kind} {target!r} "
                       f"(two-phase sinks installed: {formats})")
+
+
+def register_data_source(spark: "SparkSession", data_source: type) -> None:
+    """Register a Python data source, unless Spark already knows its format.
+
+    Spark registers every installed ``pyspark_<name>`` module's data source
+    by itself (eoskit ships one per format); registering the same format
+    again replaces it and makes Spark log "replaced a statically registered
+    data source" on every run, and again for every session clone. Spark's
+    own lookup answers (``DataSourceManager.dataSourceExists``, which loads
+    the static data sources Spark would load anyway); where it cannot be
+    asked (Spark Connect), the data source is registered.
+    """
+    name = data_source.name()  # type: ignore[attr-defined]
+    try:
+        manager = spark._jsparkSession.sessionState().dataSourceManager()  # type: ignore[attr-defined]
+        if manager.dataSourceExists(name):
+            return
+    except Exception:  # noqa: BLE001 - no JVM to ask: registering is always correct
+        pass
+    spark.dataSource.register(data_source)  # type: ignore[arg-type]

@@ -1,4 +1,9 @@
-"""The ``eoskit`` command line."""
+"""The ``eoskit`` command line.
+
+Every verb fails the same way (``eoskit.runtime.cli_errors``): one line on
+stderr naming the cause, a documented exit code, the traceback only with
+``--verbose``.
+"""
 
 from __future__ import annotations
 
@@ -6,30 +11,39 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from eoskit.runtime.cli_errors import add_verbose, guarded, is_verbose
+
 
 def _run(args: argparse.Namespace) -> int:
-    from eoskit.runtime.jobfile import JobFileError, load_pipeline
-    from eoskit.runtime.pipeline import PipelineFailed
+    from eoskit.runtime.jobfile import load_pipeline
+    from eoskit.runtime.spark import get_session, quiet_failure_logs
 
     from eoskit.runtime.listeners import PrometheusMetrics, StatusFile
     from eoskit.runtime.settings import from_flags
 
-    try:
-        pipeline = load_pipeline(args.job)
-        listeners = ([PrometheusMetrics(args.metrics_port)] if args.metrics_port else []) + \
-            ([StatusFile(args.status_file)] if args.status_file else [])
-        pipeline.run(args.checkpoint_dir, until_caught_up=args.until_caught_up,
-                     settings=from_flags(args), listeners=tuple(listeners),
-                     from_savepoint=args.from_savepoint)
-    except (JobFileError, PipelineFailed, ValueError) as exc:
-        print(f"eoskit run: {exc}", file=sys.stderr)
-        return 1
+    pipeline = load_pipeline(args.job)
+    spark = get_session(pipeline.name, pipeline.spark_conf)
+    if not is_verbose(args):
+        quiet_failure_logs(spark)  # the failure's root cause is our one line
+    listeners = ([PrometheusMetrics(args.metrics_port)] if args.metrics_port else []) + \
+        ([StatusFile(args.status_file)] if args.status_file else [])
+    pipeline.run(args.checkpoint_dir, until_caught_up=args.until_caught_up, spark=spark,
+                 settings=from_flags(args), listeners=tuple(listeners),
+                 from_savepoint=args.from_savepoint)
     return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from eoskit.runtime.demo.run import main
+
+    return main()
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="eoskit", description="Exactly-once Kafka-to-sink jobs on Spark."
+        prog="eoskit", description="Exactly-once Kafka-to-sink jobs on Spark.",
+        epilog="Exit codes: 0 success, 1 the job or operation failed, 2 bad usage or input, "
+        "3 a service cannot be reached, 130 interrupted.",
     )
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -53,18 +67,19 @@ def build_parser() -> argparse.ArgumentParser:
     from eoskit.runtime.settings import add_flags
 
     add_flags(run)
-    run.set_defaults(func=_run)
+    run.set_defaults(func=guarded("run", _run))
 
     demo = commands.add_parser(
         "demo", help="the end-to-end demo: local services, sample orders, the job, the proof"
     )
-    demo.set_defaults(func=lambda args: __import__("eoskit.runtime.demo.run", fromlist=["main"]).main())
+    demo.set_defaults(func=guarded("demo", _demo))
 
     from eoskit.runtime.dev.cli import register_cli
     from eoskit.runtime.txn_cli import register_cli as register_txn_cli
 
     register_cli(commands)
     register_txn_cli(commands)
+    add_verbose(parser)
     return parser
 
 

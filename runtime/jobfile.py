@@ -5,13 +5,36 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import traceback
 from pathlib import Path
 
 from eoskit.runtime.pipeline import Pipeline
 
 
 class JobFileError(ValueError):
-    """The job file is missing, fails to import, or defines no Pipeline."""
+    """The job file is missing, fails to import, or defines no Pipeline.
+
+    A failed import names the line of the job file it failed at and the
+    error (eoskit's own errors by their message alone); the error itself is
+    ``__cause__``."""
+
+
+def _where(job: Path, exc: BaseException) -> str:
+    """``line N`` of the job file the exception came through, if it did."""
+    if isinstance(exc, SyntaxError) and exc.lineno and Path(exc.filename or "") == job:
+        return f" line {exc.lineno}"
+    lines = [frame.lineno for frame in traceback.extract_tb(exc.__traceback__)
+             if Path(frame.filename) == job]
+    return f" line {lines[-1]}" if lines else ""
+
+
+def _error(exc: BaseException) -> str:
+    if isinstance(exc, SyntaxError):
+        return f"{type(exc).__name__}: {exc.msg}"
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    if type(exc).__module__.startswith("eoskit."):
+        return text or type(exc).__name__
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def load_pipeline(path: str | os.PathLike[str]) -> Pipeline:
@@ -27,7 +50,11 @@ def load_pipeline(path: str | os.PathLike[str]) -> Pipeline:
     # pickle by reference; the job's folder is importable for its helpers.
     sys.modules[module_name] = module
     sys.path.insert(0, str(job.resolve().parent))
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # noqa: BLE001 - whatever the job raises is the job file's failure
+        raise JobFileError(f"job file {str(job)!r}{_where(Path(spec.origin or job), exc)}: "
+                           f"{_error(exc)}") from exc
     pipeline = getattr(module, "pipeline", None)
     if not isinstance(pipeline, Pipeline):
         raise JobFileError(

@@ -27,7 +27,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, TextIO
 
-from pyspark.errors import StreamingQueryException
+from pyspark.errors import PySparkException, StreamingQueryException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
@@ -46,7 +46,19 @@ STOP_POLL_S = 0.05
 
 
 class PipelineFailed(RuntimeError):
-    """The job ended with an error; the message's first line is its cause."""
+    """The job could not start, or ended with an error.
+
+    The message is one line: the pipeline's name and the root cause, the
+    error a data source, sink or UDF raised in Python when there is one (a
+    ``SinkError``, an ``OptionError``...), else Spark's innermost message
+    (``spark_errors``); then what the runtime did about it. ``cause_type``
+    names the root cause's Python type (``eoskit.twophase.contract.SinkError``),
+    None for a JVM error; ``__cause__`` is Spark's exception, with every trace.
+    """
+
+    def __init__(self, message: str, cause_type: str | None = None) -> None:
+        super().__init__(message)
+        self.cause_type = cause_type
 
 
 class _Finished:
@@ -109,8 +121,13 @@ class Runner:
         while True:
             # Step 2: start from the checkpoint.
             batches_before = self.summary.batches
-            query = self.pipeline.start(self.spark, self.checkpoint, self.until_caught_up,
-                                        self.settings)
+            try:
+                query = self.pipeline.start(self.spark, self.checkpoint, self.until_caught_up,
+                                            self.settings)
+            except PySparkException as exc:
+                cause = classify(exc)
+                raise PipelineFailed(f"pipeline {self.pipeline.name} could not start: "
+                                     f"{cause.line()}", cause.type) from exc
             # Step 3: watch it.
             outcome = self._watch(query, record)
             if outcome is FINISHED:
@@ -121,17 +138,17 @@ class Runner:
                 consecutive = 0
             name = self.pipeline.name
             if outcome.permanent:
-                raise PipelineFailed(f"{outcome.line()}\n(pipeline {name}: not restarted, a "
-                                     "restart cannot fix this)")
+                raise PipelineFailed(f"pipeline {name} failed: {outcome.line()}", outcome.type)
             if consecutive < self.settings.tolerable_failures:
                 consecutive += 1
                 delay: float | None = 0.0
             else:
                 delay = tracker.on_failure(time.monotonic())
             if delay is None:
-                raise PipelineFailed(
-                    f"{outcome.line()}\n(pipeline {name}: the restart strategy "
-                    f"{self.settings.strategy().describe()} gave up after {restarts} restart(s))")
+                gave_up = ("" if restarts == 0 else f" (the restart strategy gave up after "
+                           f"{restarts} restart(s): {self.settings.strategy().describe()})")
+                raise PipelineFailed(f"pipeline {name} failed: {outcome.line()}{gave_up}",
+                                     outcome.type)
             restarts += 1
             self.listeners.on_restart(restarts, outcome.line(), delay)
             if self._sleep(delay, record):
@@ -196,8 +213,9 @@ class Runner:
                     trigger_since = trigger_since or time.monotonic()
                     if time.monotonic() - trigger_since > timeout:
                         query.stop()
-                        return Failure("CheckpointTimeout", f"batch {0 if last_done is None else last_done + 1} "
-                                       f"ran longer than checkpoint_timeout ({timeout:g} s)", False)
+                        batch = 0 if last_done is None else last_done + 1
+                        return Failure(f"batch {batch} ran longer than checkpoint_timeout "
+                                       f"({timeout:g} s)", None, False)
                 else:
                     trigger_since = None
             time.sleep(STOP_POLL_S if self.stop.requested else POLL_S)
@@ -209,7 +227,7 @@ class Runner:
             self.printer.observe(progress)
         error = query.exception()
         if error is not None and not self.stop.requested:
-            return classify(str(error))
+            return classify(error)
         if self.stop_savepoint is not None and self.stop_savepoint.target:
             self._savepoint(self.stop_savepoint)
         return FINISHED

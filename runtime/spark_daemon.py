@@ -10,6 +10,10 @@ worker. This daemon, enabled with Spark's own ``spark.python.daemon.module``
 setting, imports PySpark from site-packages when that is the same version as
 the zip, imports the worker module and every registered connector once, and then
 runs PySpark's daemon, whose forked workers inherit all of it.
+
+Spark runs it as ``eoskit.runtime.worker_daemon``, not as this module: the
+``.pth`` file imports this one (for :func:`prefer_installed_pyspark`) before
+``python -m`` would run it, and runpy warns about that.
 """
 
 from __future__ import annotations

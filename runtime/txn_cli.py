@@ -1,24 +1,25 @@
-"""``eoskit txn list | resolve``: in-doubt transactions of a sink, by hand."""
+"""``eoskit txn list | resolve``: in-doubt transactions of a sink, by hand.
+
+Failures are reported by the eoskit CLI's one convention
+(``eoskit.runtime.cli_errors``): the handlers here just raise.
+"""
 
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
+from eoskit.runtime.cli_errors import UsageError, guarded
 from eoskit.twophase.contract import TwoPhaseCommitting
 
 
 def _sink(args: argparse.Namespace) -> TwoPhaseCommitting:
     """The registered sink that owns the target (``eoskit.connectors.plugins``)."""
-    from eoskit.connectors.plugins import PluginError, in_doubt_sink
+    from eoskit.connectors.plugins import in_doubt_sink
 
     kind, target = ("url", args.url) if args.url else ("path", args.path)
     options = dict(item.split("=", 1) for item in args.option or ())
-    try:
-        return in_doubt_sink(kind, target, options)
-    except PluginError as exc:
-        raise SystemExit(f"eoskit txn: {exc}") from None
+    return in_doubt_sink(kind, target, options)
 
 
 def _decisions(args: argparse.Namespace):
@@ -50,14 +51,19 @@ def _resolve(args: argparse.Namespace) -> int:
     sink, decisions = _sink(args), _decisions(args)
     try:
         result = resolve_in_doubt(sink, decisions, orphans)
-    except ValueError as exc:
-        print(f"eoskit txn resolve: {exc}", file=sys.stderr)
-        return 2
+    except ValueError as exc:  # ids without a decision log need --rollback/--commit-orphans
+        raise UsageError(str(exc)) from exc
     print(f"committed {len(result['committed'])}, rolled back {len(result['rolled_back'])}")
     for verb, ids in (("committed", result["committed"]), ("rolled back", result["rolled_back"])):
         for txn in ids:
             print(f"  {verb}: {txn}")
     return 0
+
+
+def _key_value(text: str) -> str:
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    return text
 
 
 def register_cli(commands: Any) -> None:
@@ -69,7 +75,7 @@ def register_cli(commands: Any) -> None:
         where = parser.add_mutually_exclusive_group(required=True)
         where.add_argument("--url", help="a database sink's SQLAlchemy URL")
         where.add_argument("--path", help="a files sink's output path (any fsspec URL)")
-        parser.add_argument("--option", action="append", metavar="KEY=VALUE",
+        parser.add_argument("--option", action="append", metavar="KEY=VALUE", type=_key_value,
                             help="a sink option the target needs (e.g. fs.s3.endpoint_url=...)")
         parser.add_argument("--checkpoint-dir", required=True,
                             help="the query's checkpoint location (holds the decision log)")
@@ -80,4 +86,4 @@ def register_cli(commands: Any) -> None:
                                help="roll back prepared ids whose decision log is gone")
             group.add_argument("--commit-orphans", action="store_true",
                                help="commit prepared ids whose decision log is gone")
-        parser.set_defaults(func=func)
+        parser.set_defaults(func=guarded(f"txn {name}", func))

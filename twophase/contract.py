@@ -49,7 +49,7 @@ class SinkError(RuntimeError):
     A restart does not fix it (the runtime's restart strategy does not retry it)."""
 
 
-class ServiceUnavailable(SinkError):
+class ServiceUnavailable(SinkError, ConnectionError):
     """The sink's service did not answer (unreachable, restarting, timed out):
     a restart may well fix it."""
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import DataStreamWriter
 
+from eoskit.connectors.plugins import register_data_source
 from eoskit.connectors.kafka.sink_settings import KafkaSinkSettings
 from eoskit.connectors.kafka.source import SHORT_NAME, KafkaDataSource
 
@@ -28,7 +29,7 @@ class KafkaSink:
         return {"kafka.bootstrap.servers": self.bootstrap_servers, **self.options}
 
     def write_stream(self, df: DataFrame) -> DataStreamWriter:
-        df.sparkSession.dataSource.register(KafkaDataSource)
+        register_data_source(df.sparkSession, KafkaDataSource)
         return df.writeStream.format(SHORT_NAME).options(**self.all_options())
 
     def describe(self) -> str:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
 
+from eoskit.connectors.plugins import register_data_source
 from eoskit.connectors.kafka.settings import KafkaSourceSettings
 from eoskit.connectors.kafka.source import SHORT_NAME, KafkaDataSource
 
@@ -30,7 +31,7 @@ class KafkaSource:
         return {"kafka.bootstrap.servers": self.bootstrap_servers, **self.options}
 
     def read_stream(self, spark: SparkSession) -> DataFrame:
-        spark.dataSource.register(KafkaDataSource)
+        register_data_source(spark, KafkaDataSource)
         return spark.readStream.format(SHORT_NAME).options(**self.all_options()).load()
 
     def describe(self) -> str:

@@ -10,6 +10,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql.streaming import DataStreamWriter
 from pyspark.sql.types import StructType
 
+from eoskit.connectors.plugins import register_data_source
 from eoskit.connectors.sql.settings import SqlSinkSettings
 from eoskit.connectors.sql.urls import parse_url, safe
 from eoskit.twophase.adapter import TransactionalDataSource
@@ -56,7 +57,7 @@ class SqlPipelineSink:
         return {"url": self.url, "dbtable": self.dbtable, **self.options}
 
     def write_stream(self, df: DataFrame) -> DataStreamWriter:
-        df.sparkSession.dataSource.register(self.data_source)
+        register_data_source(df.sparkSession, self.data_source)
         return df.writeStream.format(self.data_source.short_name).options(**self.all_options())
 
     def describe(self) -> str:

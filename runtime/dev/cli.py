@@ -2,6 +2,8 @@
 
 :func:`register_cli` plugs into the top-level ``eoskit`` parser;
 ``python -m eoskit.runtime.dev.cli`` runs the same commands standalone.
+Failures follow the eoskit CLI's one convention
+(``eoskit.runtime.cli_errors``): the commands here just raise.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from eoskit.runtime.cli_errors import add_verbose, guarded
 
 from .docker import STATE_FILE as DOCKER_STATE
 from .docker import DockerServices
@@ -68,24 +72,10 @@ def cmd_env(args: argparse.Namespace) -> int:
     """Print ``export`` lines (the only output that shows the passwords)."""
     endpoints = _services(args.dir).endpoints()
     if endpoints is None:
-        print(f"dev services in {args.dir} are not running; start them with: eoskit dev up --dir {args.dir}", file=sys.stderr)
-        return 1
+        raise DevServicesError(f"dev services in {args.dir} are not running; "
+                               f"start them with: eoskit dev up --dir {args.dir}")
     sys.stdout.write(render_env(endpoints))
     return 0
-
-
-def _guarded(handler: Any) -> Any:
-    """Turn expected failures into a message on stderr and exit code 1."""
-
-    def run(args: argparse.Namespace) -> int:
-        try:
-            return int(handler(args))
-        except DevServicesError as exc:
-            print(f"eoskit dev {args.dev_command}: {exc}", file=sys.stderr)
-            return 1
-
-    run.__doc__ = handler.__doc__
-    return run
 
 
 def register_cli(subparsers: Any) -> None:
@@ -101,7 +91,7 @@ def register_cli(subparsers: Any) -> None:
     for name, handler, help_text in specs:
         sub = commands.add_parser(name, help=help_text)
         sub.add_argument("--dir", default=DEFAULT_ROOT, help=f"services folder (default {DEFAULT_ROOT})")
-        sub.set_defaults(func=_guarded(handler))
+        sub.set_defaults(func=guarded(f"dev {name}", handler))
     commands.choices["up"].add_argument("--docker", action="store_true", help="use Docker containers instead")
     commands.choices["down"].add_argument("--purge", action="store_true", help="also delete the folder and all data")
 
@@ -110,6 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Standalone entry: ``python -m eoskit.runtime.dev.cli dev up``."""
     parser = argparse.ArgumentParser(prog="eoskit")
     register_cli(parser.add_subparsers(dest="command", required=True))
+    add_verbose(parser)
     args = parser.parse_args(argv)
     return int(args.func(args))
 

@@ -1,0 +1,288 @@
+"""How every ``eoskit`` command fails: one line, a documented exit code.
+
+A command that fails prints one line to stderr, ``eoskit <verb>: <cause>``,
+that names what is wrong, and exits with one of the codes below. The
+traceback is printed (after that line) only with ``--verbose`` or
+``EOSKIT_VERBOSE=1``; an error eoskit did not foresee says so on the same
+line. Every verb's handler is wrapped by :func:`guarded` where it is
+registered, so this module is the only place that turns an exception into
+output and an exit code; handlers just raise.
+
+Everything written here passes through :func:`redact`: the password of any
+URL in a message (and any password given on the command line) is shown as
+``***``.
+
+The exception types are looked up in ``sys.modules`` rather than imported:
+a type whose module was never imported cannot have been raised, and the CLI
+stays as light as the command it runs (``eoskit dev`` imports no PySpark).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import re
+import sys
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, TextIO
+from urllib.parse import unquote
+
+#: The command did what it was asked.
+OK = 0
+#: The job or operation failed: a sink refused a write, the pipeline stopped
+#: with an error, the commit protocol cannot proceed, a dev service did not
+#: start, or an error eoskit did not foresee.
+FAILED = 1
+#: Bad usage or input: a command-line argument, a job file, a data source
+#: option, a sink id, a path that does not exist, an unknown target.
+USAGE = 2
+#: A service (database, Kafka broker) cannot be reached or refused the
+#: connection or the login.
+UNREACHABLE = 3
+#: Interrupted (Ctrl-C) before the command could finish.
+INTERRUPTED = 130
+
+EXIT_CODES = {
+    OK: "success",
+    FAILED: "the job or operation failed",
+    USAGE: "bad usage or input",
+    UNREACHABLE: "a service cannot be reached",
+    INTERRUPTED: "interrupted",
+}
+
+HINT = "run with --verbose for the traceback"
+VERBOSE_ENV = "EOSKIT_VERBOSE"
+
+# scheme://user:password@ -> scheme://user:***@ (SQLAlchemy's own rendering).
+_URL_PASSWORD = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@]*:)[^\s@]+@")
+#: A literal password shorter than this is hidden only inside URLs, so that
+#: replacing it does not garble the rest of a message.
+_MIN_LITERAL_SECRET = 4
+
+# Types by module and name, so that nothing is imported to classify. Every
+# other error of eoskit's own (SinkError, CoordinatorError and its kinds,
+# DecisionLogError, DevServicesError with MissingBinaryError and
+# ServiceStartError, DataLossError, ...) is a failed operation whose message
+# says it all; eoskit's ValueErrors (OptionError, InvalidSinkId,
+# JobFileError, UsageError) are bad input.
+_USAGE_TYPES = (
+    ("eoskit.connectors.plugins", "PluginError"),
+)
+# psycopg: client-side failures carry no SQLSTATE; 08 = connection exception,
+# 28 = invalid authorization.
+_PG_UNREACHABLE_CLASSES = ("08", "28")
+# PyMySQL: 2000-2999 are client errors (can't connect, lost connection, ...);
+# 1044/1045 are access denied.
+_MYSQL_ACCESS_DENIED = (1044, 1045)
+# librdkafka: _TRANSPORT, _ALL_BROKERS_DOWN, _RESOLVE.
+_KAFKA_UNREACHABLE = (-195, -187, -193)
+
+
+class UsageError(ValueError):
+    """A command was given something it cannot work with; the message says what."""
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What a command prints and returns for an exception."""
+
+    code: int
+    message: str
+    #: Add "run with --verbose for the traceback": the line alone may not be enough.
+    hint: bool = False
+
+
+def _type(module: str, name: str) -> type | None:
+    found = getattr(sys.modules.get(module), name, None)
+    return found if isinstance(found, type) else None
+
+
+def _is(exc: BaseException, types: Iterable[tuple[str, str]]) -> bool:
+    return any((t := _type(m, n)) is not None and isinstance(exc, t) for m, n in types)
+
+
+def _ours(exc_type: type) -> bool:
+    return exc_type.__module__.startswith("eoskit.")
+
+
+def type_name(exc_type: type) -> str:
+    """``psycopg.OperationalError``; builtins bare (``KeyError``)."""
+    module = exc_type.__module__
+    return exc_type.__qualname__ if module == "builtins" else f"{module}.{exc_type.__qualname__}"
+
+
+def one_line(text: str) -> str:
+    """The first non-blank line of ``text``, stripped."""
+    for line in str(text).splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+def _text(exc: BaseException) -> str:
+    """The exception's first line; foreign types are named, eoskit's own speak for themselves."""
+    line = one_line(str(exc))
+    if _ours(type(exc)):
+        return line or type(exc).__name__
+    return f"{type_name(type(exc))}: {line}" if line else type_name(type(exc))
+
+
+def _unreachable(exc: BaseException) -> str | None:
+    """The message of a failure to reach a service, or None if ``exc`` is something else."""
+    sqlalchemy_exc = sys.modules.get("sqlalchemy.exc")
+    if sqlalchemy_exc is not None and isinstance(exc, sqlalchemy_exc.DBAPIError) and exc.orig is not None:
+        return _unreachable(exc.orig)
+    if isinstance(exc, ConnectionError):  # ConnectionRefusedError, eoskit's BrokerUnreachable, ...
+        return one_line(str(exc)) or type_name(type(exc))
+    psycopg = sys.modules.get("psycopg")
+    if psycopg is not None and isinstance(exc, psycopg.OperationalError):
+        state = getattr(exc, "sqlstate", None)
+        if state is None or state[:2] in _PG_UNREACHABLE_CLASSES:
+            return one_line(str(exc))
+    pymysql_err = sys.modules.get("pymysql.err")
+    if pymysql_err is not None and isinstance(exc, pymysql_err.OperationalError) and exc.args:
+        code = exc.args[0]
+        if isinstance(code, int) and (2000 <= code < 3000 or code in _MYSQL_ACCESS_DENIED):
+            return one_line(str(exc.args[1]) if len(exc.args) > 1 else str(exc))
+    kafka = sys.modules.get("confluent_kafka")
+    if kafka is not None and isinstance(exc, kafka.KafkaException) and exc.args:
+        error = exc.args[0]
+        if getattr(error, "code", lambda: None)() in _KAFKA_UNREACHABLE:
+            return one_line(error.str() if hasattr(error, "str") else str(error))
+    return None
+
+
+def _cause_code(cause_type: str | None) -> int:
+    """The exit code for a failure inside Spark whose root cause is ``cause_type``.
+
+    Only eoskit's own types count: a ``ValueError`` in a user's UDF is a
+    failed job, an ``OptionError`` in a data source is bad input."""
+    if not cause_type or not cause_type.startswith("eoskit."):
+        return FAILED
+    module, _, name = cause_type.rpartition(".")
+    if module not in sys.modules:
+        try:
+            importlib.import_module(module)  # eoskit's own: safe to import to ask
+        except Exception:  # noqa: BLE001 - an unknown type is a failed job
+            return FAILED
+    found = _type(module, name)
+    if found is None:
+        return FAILED
+    if issubclass(found, ConnectionError):
+        return UNREACHABLE
+    if issubclass(found, ValueError) or _is_usage_type(found):
+        return USAGE
+    return FAILED
+
+
+def _is_usage_type(exc_type: type) -> bool:
+    return any((t := _type(m, n)) is not None and issubclass(exc_type, t) for m, n in _USAGE_TYPES)
+
+
+def describe(exc: BaseException) -> Failure:
+    """The exit code and the one line for ``exc``.
+
+    In order: Ctrl-C; a service that cannot be reached (whatever the
+    client library); a pipeline that failed inside Spark (by its root
+    cause's type); a job file that cannot be loaded; bad input; anything
+    else is a failed operation, named by its type unless it is eoskit's own.
+    """
+    if isinstance(exc, KeyboardInterrupt):
+        return Failure(INTERRUPTED, "interrupted")
+    unreachable = _unreachable(exc)
+    if unreachable is not None:
+        return Failure(UNREACHABLE, unreachable)
+    if _is(exc, (("eoskit.runtime.runner", "PipelineFailed"),)):
+        cause_type = getattr(exc, "cause_type", None)
+        foreign = cause_type is not None and not cause_type.startswith("eoskit.")
+        return Failure(_cause_code(cause_type), one_line(str(exc)), hint=foreign or cause_type is None)
+    if _is(exc, (("eoskit.runtime.jobfile", "JobFileError"),)):
+        cause = exc.__cause__
+        code = UNREACHABLE if cause is not None and _unreachable(cause) is not None else USAGE
+        told = cause is None or _ours(type(cause)) or isinstance(cause, SyntaxError)  # line and message say it all
+        return Failure(code, one_line(str(exc)), hint=not told)
+    if isinstance(exc, (ValueError, FileNotFoundError, NotADirectoryError)) or _is(exc, _USAGE_TYPES):
+        return Failure(USAGE, _text(exc), hint=not _ours(type(exc)))
+    pyspark_errors = sys.modules.get("pyspark.errors")
+    if pyspark_errors is not None and isinstance(exc, pyspark_errors.PySparkException):
+        from eoskit.runtime.spark_errors import root_cause  # Spark failed outside a pipeline run
+
+        return Failure(FAILED, str(root_cause(exc)), hint=True)
+    return Failure(FAILED, _text(exc), hint=not _ours(type(exc)))
+
+
+def secrets_in(values: Iterable[Any]) -> set[str]:
+    """Passwords of the URLs among ``values`` (command-line arguments), as given and decoded."""
+    found: set[str] = set()
+    for value in values:
+        for item in value if isinstance(value, (list, tuple)) else (value,):
+            if not isinstance(item, str):
+                continue
+            for match in re.finditer(r"://[^\s:/@]*:([^\s@]+)@", item):
+                found.update({match.group(1), unquote(match.group(1))})
+    return {s for s in found if len(s) >= _MIN_LITERAL_SECRET}
+
+
+def redact(text: str, secrets: Iterable[str] = ()) -> str:
+    """``text`` with every URL's password, and each of ``secrets``, shown as ``***``."""
+    text = _URL_PASSWORD.sub(r"\g<head>***@", text)
+    for secret in sorted(secrets, key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
+
+
+def is_verbose(args: argparse.Namespace | None = None) -> bool:
+    if args is not None and getattr(args, "verbose", False):
+        return True
+    return os.environ.get(VERBOSE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def report(verb: str, exc: BaseException, verbose: bool = False, secrets: Iterable[str] = (),
+           err: TextIO | None = None) -> int:
+    """Print ``exc`` the eoskit way; return its exit code."""
+    err = err or sys.stderr
+    failure = describe(exc)
+    line = f"eoskit {verb}: {failure.message}"
+    if failure.hint and not verbose:
+        line += f" ({HINT})"
+    secrets = set(secrets)
+    err.write(redact(line, secrets) + "\n")
+    if verbose:
+        err.write(redact("".join(traceback.format_exception(exc)), secrets))
+    err.flush()
+    return failure.code
+
+
+def guarded(verb: str, handler: Callable[[argparse.Namespace], int | None]) -> Callable[[argparse.Namespace], int]:
+    """``handler`` with the eoskit failure convention: it raises, this reports."""
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return int(handler(args) or OK)
+        except SystemExit:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - every failure gets the same treatment
+            return report(verb, exc, is_verbose(args), secrets_in(vars(args).values()))
+
+    run.__doc__ = handler.__doc__
+    run.__name__ = getattr(handler, "__name__", "run")
+    return run
+
+
+def add_verbose(parser: argparse.ArgumentParser, top: bool = True) -> None:
+    """``-v/--verbose`` on ``parser`` and on every subcommand below it, so that
+    it may come before or after the verb (``eoskit -v run ...``, ``eoskit run ... -v``)."""
+    if top:
+        parser.add_argument("-v", "--verbose", action="store_true",
+                            help=f"print the traceback of a failure (or set {VERBOSE_ENV}=1)")
+    for action in parser._actions:  # argparse keeps subcommands nowhere public
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                if not any("--verbose" in a.option_strings for a in sub._actions):
+                    # SUPPRESS: absent after the verb leaves the value given before it.
+                    sub.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                                     help="print the traceback of a failure")
+                add_verbose(sub, top=False)

@@ -1,0 +1,16 @@
+"""The module Spark runs as its Python worker daemon (``spark.python.daemon.module``).
+
+It only starts :func:`eoskit.runtime.spark_daemon.main`. The code lives in
+``spark_daemon``, which the ``eoskit-prefer-installed-pyspark.pth`` file
+imports into every Python process Spark starts; a module already imported
+when ``python -m`` is asked to run it makes runpy warn ("found in
+sys.modules ... prior to execution") on every job. This module is imported
+by nothing, so running it is quiet.
+"""
+
+from __future__ import annotations
+
+from eoskit.runtime.spark_daemon import main
+
+if __name__ == "__main__":
+    main()
