@@ -180,8 +180,9 @@ def test_a_sink_error_in_a_task_is_the_one_line_of_the_failure(
     result = run_failing_job(tmp_path, kafka, topic, postgres, table, TEST_SINK="postgres")
     assert result.returncode == 1, result.stderr[-3000:]
     line = assert_one_line_failure(result, postgres)
-    assert line.startswith(f"eoskit run: pipeline cli_fail failed: PostgreSQL refused the write to {table}: "
-                           f'new row for relation "{table}" violates check constraint "not_three"'), line
+    assert line.startswith(f"eoskit run: pipeline cli_fail failed: PostgreSQL refused a row for table "
+                           f"{table}, column 'v': new row for relation \"{table}\" violates check "
+                           'constraint "not_three"'), line
 
 
 def test_an_option_error_raised_inside_spark_is_bad_input(
