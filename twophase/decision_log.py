@@ -47,7 +47,8 @@ class Decision:
     done: bool
 
 
-def _fs_path(location: str) -> str:
+def fs_path(location: str) -> str:
+    """A Hadoop location (``s3a://``, ``file:/path``) as an fsspec URL or path."""
     for hadoop, fsspec_scheme in _SCHEMES.items():
         if location.startswith(hadoop):
             return fsspec_scheme + location[len(hadoop):]
@@ -56,13 +57,16 @@ def _fs_path(location: str) -> str:
     return location
 
 
+_fs_path = fs_path  # the old private name
+
+
 class DecisionLog:
     """Decisions of one sink of one query. Picklable (holds only paths)."""
 
     def __init__(self, checkpoint_location: str, sink_id: str) -> None:
         self.checkpoint_location = checkpoint_location
         self.sink_id = sink_id
-        self.root = _fs_path(checkpoint_location).rstrip("/") + f"/eoskit/sinks/{sink_id}"
+        self.root = fs_path(checkpoint_location).rstrip("/") + f"/eoskit/sinks/{sink_id}"
 
     @property
     def fs(self) -> fsspec.AbstractFileSystem:
@@ -190,7 +194,7 @@ class DecisionLog:
 
 def latest_planned_batch(checkpoint_location: str) -> int | None:
     """The newest batch id in Spark's offset log: the batch being planned."""
-    fs, path = fsspec.core.url_to_fs(_fs_path(checkpoint_location).rstrip("/") + "/offsets")
+    fs, path = fsspec.core.url_to_fs(fs_path(checkpoint_location).rstrip("/") + "/offsets")
     try:
         names = fs.ls(path, detail=False)
     except FileNotFoundError:
