@@ -392,10 +392,19 @@ def _not_a_savepoint(fs: AbstractFileSystem, root: str, location: str) -> str:
     return f"{location} is not a savepoint: it has no {MANIFEST}{hint}"
 
 
-def dispose_savepoint(path: str, *, storage_options: StorageOptions | None = None) -> list[str]:
+@dataclass(frozen=True)
+class Disposed:
+    """What ``dispose_savepoint`` deleted, and what it left."""
+
+    manifest: SavepointManifest
+    #: Files under the savepoint that its manifest does not list (not deleted).
+    leftovers: list[str]
+
+
+def dispose_savepoint(path: str, *, storage_options: StorageOptions | None = None) -> Disposed:
     """Delete the savepoint at ``path``: the files its manifest lists, then the
     manifest. Refuses a path without a manifest, so it never deletes a random
-    directory; files the manifest does not list are left, and returned."""
+    directory; files the manifest does not list are left (and named)."""
     fs, root, location = _open_savepoint(path, storage_options)
     manifest = _read_manifest(fs, root, location, MANIFEST)
     disposing = f"{root}/{DISPOSING}"
@@ -417,7 +426,7 @@ def dispose_savepoint(path: str, *, storage_options: StorageOptions | None = Non
     leftovers = sorted(list_files(fs, root))
     if not leftovers:
         _remove_empty_dirs(fs, root)
-    return leftovers
+    return Disposed(manifest, leftovers)
 
 
 def _remove_empty_dirs(fs: AbstractFileSystem, root: str) -> None:
