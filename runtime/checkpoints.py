@@ -40,7 +40,7 @@ import json
 import re
 import struct
 import zipfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, BinaryIO
 
@@ -70,9 +70,9 @@ def open_location(location: str, storage_options: StorageOptions | None = None
     return fs, path.rstrip("/") or "/"
 
 
-def location_url(fs: AbstractFileSystem, path: str) -> str:
-    """An absolute local path, or the fsspec URL (``s3://bucket/key``)."""
-    return path if isinstance(fs, LocalFileSystem) else fs.unstrip_protocol(path)
+def location_url(fs: AbstractFileSystem, path: str, given: str) -> str:
+    """An absolute path for a local location; any other as given (a URL)."""
+    return path if isinstance(fs, LocalFileSystem) else given.rstrip("/")
 
 
 def list_files(fs: AbstractFileSystem, root: str) -> dict[str, dict[str, Any]]:
@@ -214,7 +214,7 @@ class Checkpoint:
         self.storage_options = storage_options
         self.fs, self.root = open_location(self.location, storage_options)
         #: The location as an absolute path (local) or a URL with its protocol.
-        self.url = location_url(self.fs, self.root)
+        self.url = location_url(self.fs, self.root, self.location)
         if not self.fs.exists(self.root):
             raise CheckpointError(f"checkpoint {self.location}: no such directory")
         if not self.fs.isdir(self.root):
@@ -356,10 +356,15 @@ class Checkpoint:
 
     # -- state -------------------------------------------------------------------
 
-    def state_operators(self, version: int | None = None, count_rows: bool = True) -> list[StateOperator]:
+    def state_operators(self, version: int | None = None, count_rows: bool = True,
+                        only: Collection[str] | None = None) -> list[StateOperator]:
         """A summary of ``state/``, rows counted at ``version`` (default: the
-        version the next batch loads, latest committed + 1)."""
+        version the next batch loads, latest committed + 1); ``only`` limits it
+        to these checkpoint-relative paths (what a savepoint copies)."""
         files = list_files(self.fs, self.path("state"))
+        if only is not None:
+            keep = set(only)
+            files = {rel: info for rel, info in files.items() if f"state/{rel}" in keep}
         if not files:
             return []
         if version is None:

@@ -325,9 +325,10 @@ def create_savepoint(
         job_name=job_name, batch=batch, query_id=ck.query_id(), checkpoint=ck.url,
         created_at=time.time(), spark_version=spark_version or _version("pyspark"),
         eoskit_version=_version("eoskit"), batch_timestamp_ms=info.timestamp_ms,
-        offsets=info.offsets, state_operators=tuple(ck.state_operators(batch + 1)), sinks=sinks,
+        offsets=info.offsets, sinks=sinks,
+        state_operators=tuple(ck.state_operators(batch + 1, only={rel for rel, _ in files})),
         sink_decisions={s.sink_id: ck.sink_decision(s.sink_id, batch) for s in sinks},
-        files=tuple(files), extra=dict(extra or {}), location=location_url(dst_fs, dst_root),
+        files=tuple(files), extra=dict(extra or {}), location=location_url(dst_fs, dst_root, str(target)),
     )
 
     def fill(fs: AbstractFileSystem, root: str) -> None:
@@ -354,13 +355,13 @@ def _read_manifest(fs: AbstractFileSystem, root: str, location: str, name: str) 
     try:
         with fs.open(f"{root}/{name}", "rb") as handle:
             data = json.loads(handle.read())
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise SavepointError(f"savepoint {location}: {name} is not valid JSON ({exc})") from None
     if not isinstance(data, dict):
         raise SavepointError(f"savepoint {location}: {name} is not a savepoint manifest")
-    return SavepointManifest.from_json(data, location)
+    return SavepointManifest.from_json(data, location_url(fs, root, location))
 
 
 def inspect_savepoint(path: str, *, verify: bool = True,
@@ -466,7 +467,7 @@ def restore_savepoint(
     dst_fs, dst_root = open_location(str(new_checkpoint), storage_options)
     _require_empty(dst_fs, dst_root, str(new_checkpoint), "checkpoint directory")
     record = {
-        "savepoint": location_url(src_fs, src_root), "jobName": manifest.job_name, "batch": manifest.batch,
+        "savepoint": manifest.location, "jobName": manifest.job_name, "batch": manifest.batch,
         "queryId": manifest.query_id, "fromCheckpoint": manifest.checkpoint,
         "sinkIds": [s.sink_id for s in manifest.sinks], "restoredAt": time.time(),
     }
