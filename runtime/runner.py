@@ -89,17 +89,17 @@ class Runner:
         return self.printer.summary
 
     def run(self) -> RunSummary:
-        # Step 1: claim the checkpoint; restore a savepoint into it.
+        # Step 1: restore a savepoint into the (empty) checkpoint; claim it.
+        if self.from_savepoint:
+            from eoskit.runtime.savepoints import restore_savepoint
+
+            restore_savepoint(self.from_savepoint, self.checkpoint, job_name=self.pipeline.name)
+            self.summary.last_restore = self.from_savepoint
         record = self.control.claim(self.pipeline.name)
         failed: str | None = None
         spark_listener = self.listeners.spark_listener(self.pipeline.name)
         self.spark.streams.addListener(spark_listener)
         try:
-            if self.from_savepoint:
-                from eoskit.runtime.savepoints import restore_savepoint
-
-                restore_savepoint(self.from_savepoint, self.checkpoint, job_name=self.pipeline.name)
-                self.summary.last_restore = self.from_savepoint
             self.listeners.on_start(self.pipeline.name, self.checkpoint)
             with self.stop.installed():
                 self._loop(record)

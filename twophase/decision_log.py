@@ -48,13 +48,15 @@ class Decision:
 
 
 def fs_path(location: str) -> str:
-    """A Hadoop checkpoint location as an fsspec URL or path."""
+    """A Hadoop location (``s3a://``, ``file:/path``) as an fsspec URL or path."""
     for hadoop, fsspec_scheme in _SCHEMES.items():
         if location.startswith(hadoop):
             return fsspec_scheme + location[len(hadoop):]
     if location.startswith("file:") and not location.startswith("file://"):
         return location[len("file:"):]  # Hadoop's file:/path
     return location
+
+
 
 
 class DecisionLog:
@@ -207,6 +209,3 @@ def prune_due(batch: int) -> int | None:
         return batch - RETAIN_BATCHES
     return None
 
-
-#: The old private name, for callers written before it was public.
-_fs_path = fs_path

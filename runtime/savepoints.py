@@ -1,0 +1,540 @@
+"""Savepoints: one committed batch of a checkpoint, copied whole, restorable anywhere.
+
+Why: a job is identified by its checkpoint directory, and that directory
+is bound to one place and one run of the job. A savepoint (Flink: a
+savepoint) is a self-contained, portable copy of one committed batch --
+its offsets, commits, query metadata, source and state files, eoskit's sink
+metadata and a manifest -- that can be moved to another directory or file
+system (local, S3, anything fsspec writes) and restored into a new
+checkpoint directory, from which Spark resumes with the batch after it.
+
+What a savepoint of batch b holds (the copy rule), paths as in the checkpoint:
+
+- ``metadata`` (the query id);
+- ``offsets/b`` and ``commits/b``, and ``offsets/b-1`` (with ``commits/b-1``
+  where retained): on start Spark reads the newest offset-log entry, and
+  the one before it for the start offsets, then sees the commit of b and
+  plans b+1 from b's end offsets;
+- ``sources/**``, except a source's log entries of batches after b;
+- ``state/**``: store files of versions <= b+1 (batch b committed version
+  b+1, which b+1 loads; older deltas and snapshots are kept since a
+  version is rebuilt from the last snapshot below it), RocksDB's ``SSTs/``
+  and every other file, except operator metadata and schema files of
+  batches after b (``_metadata/v2/<n>``, ``_stateSchema/**/<n>_*``);
+- ``eoskit/sinks/<id>/``: ``sink.json``, ``meta/``, and decisions of
+  batches <= b (a decision of b+1 would make the restored job skip b+1 as
+  a replay); ``aborted/`` belongs to a failed run and is left out;
+- Hadoop's ``.crc`` file beside each copied file;
+- ``_savepoint.json``, the manifest, written last: a copy without it is not
+  a savepoint. A local savepoint is built in a sibling directory and
+  renamed into place, so it appears whole or not at all.
+
+A restore copies the files into an empty checkpoint directory and adds
+``eoskit/restored.json`` (which savepoint, which original checkpoint, the
+sink ids it carries), so that the runtime can keep the sinks' ids across
+the move. Nothing here imports Spark.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from importlib import metadata as importlib_metadata
+from typing import Any
+
+from fsspec import AbstractFileSystem
+from fsspec.implementations.local import LocalFileSystem
+
+from eoskit.twophase.identity import IDENTITY
+from eoskit.runtime.checkpoints import (
+    STATE_FILE,
+    Checkpoint,
+    CheckpointError,
+    SinkInfo,
+    StateOperator,
+    StorageOptions,
+    basename,
+    list_files,
+    location_url,
+    logical_name,
+    open_location,
+)
+
+MANIFEST = "_savepoint.json"
+#: The manifest's name while ``dispose_savepoint`` deletes the files.
+DISPOSING = "_savepoint.disposing.json"
+#: Written into a restored checkpoint.
+RESTORE_RECORD = "eoskit/restored.json"
+FORMAT = 1
+
+_BATCH_NAMED = re.compile(r"^(\d+)(?:\.compact|_.*)?$")
+
+
+class SavepointError(ValueError):
+    """A savepoint cannot be made, read, restored or disposed of; names the path."""
+
+
+class NotASavepoint(SavepointError):
+    """The path exists but holds no savepoint manifest."""
+
+
+class SavepointOfAnotherJob(SavepointError):
+    """A restore was asked for one job with a savepoint of another."""
+
+
+@dataclass(frozen=True)
+class SavepointManifest:
+    """What ``_savepoint.json`` says about a savepoint."""
+
+    job_name: str
+    batch: int
+    query_id: str | None
+    #: The checkpoint the savepoint was taken from.
+    checkpoint: str
+    created_at: float
+    spark_version: str | None
+    eoskit_version: str | None
+    batch_timestamp_ms: int | None
+    #: The batch's end offsets, one per source (eoskit-kafka: {"topic": {"0": 42}}).
+    offsets: tuple[Any, ...]
+    state_operators: tuple[StateOperator, ...]
+    #: The sinks (their ids travel with the savepoint) and their decision of ``batch``.
+    sinks: tuple[SinkInfo, ...]
+    sink_decisions: dict[str, str]
+    #: (relative path, bytes) of every file but the manifest.
+    files: tuple[tuple[str, int], ...]
+    extra: dict[str, Any] = field(default_factory=dict)
+    format: int = FORMAT
+    #: Where it was read from or written to (not stored).
+    location: str = ""
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(size for _, size in self.files)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": self.format, "jobName": self.job_name, "batch": self.batch,
+            "queryId": self.query_id, "checkpoint": self.checkpoint, "createdAt": self.created_at,
+            "sparkVersion": self.spark_version, "eoskitVersion": self.eoskit_version,
+            "batchTimestampMs": self.batch_timestamp_ms, "offsets": list(self.offsets),
+            "stateOperators": [op.to_json() for op in self.state_operators],
+            "sinks": [dict(s.to_json(), decision=self.sink_decisions.get(s.sink_id, "none"))
+                      for s in self.sinks],
+            "files": [{"path": path, "size": size} for path, size in self.files],
+            "extra": self.extra,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], location: str) -> SavepointManifest:
+        fmt = data.get("format")
+        if not isinstance(fmt, int) or fmt > FORMAT:
+            raise SavepointError(f"savepoint {location} has manifest format {fmt!r}; this eoskit "
+                                 f"reads format {FORMAT} and older: use the eoskit that wrote it")
+        try:
+            return cls(
+                job_name=data["jobName"], batch=int(data["batch"]), query_id=data.get("queryId"),
+                checkpoint=data["checkpoint"], created_at=float(data["createdAt"]),
+                spark_version=data.get("sparkVersion"), eoskit_version=data.get("eoskitVersion"),
+                batch_timestamp_ms=data.get("batchTimestampMs"), offsets=tuple(data.get("offsets", ())),
+                state_operators=tuple(StateOperator.from_json(o) for o in data.get("stateOperators", ())),
+                sinks=tuple(SinkInfo.from_json(s) for s in data.get("sinks", ())),
+                sink_decisions={s["sinkId"]: s.get("decision", "none") for s in data.get("sinks", ())},
+                files=tuple((f["path"], int(f["size"])) for f in data["files"]),
+                extra=dict(data.get("extra") or {}), format=fmt, location=location,
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SavepointError(f"savepoint {location}: its {MANIFEST} is incomplete or malformed "
+                                 f"({type(exc).__name__}: {exc})") from None
+
+
+# -- which files a savepoint of batch b holds ---------------------------------------
+
+def savepoint_files(checkpoint: Checkpoint, batch: int) -> list[tuple[str, int]]:
+    """(relative path, bytes) of what a savepoint of ``batch`` copies (see the module doc)."""
+    offsets, commits = set(checkpoint.batch_ids()), set(checkpoint.committed_ids())
+    if batch not in offsets or batch not in commits:
+        raise SavepointError(
+            f"batch {batch} of {checkpoint.location} is not a committed batch "
+            f"(committed and retained: {_ranges(sorted(offsets & commits)) or 'none'})")
+    if batch > 0 and batch - 1 not in offsets:
+        raise SavepointError(
+            f"offsets/{batch - 1} is gone from {checkpoint.location}: Spark needs the offset-log "
+            f"entry before batch {batch} to resume from it; take a savepoint of a newer batch")
+    wanted_logs = {f"offsets/{batch}", f"commits/{batch}", f"offsets/{batch - 1}", f"commits/{batch - 1}"}
+    out = []
+    for rel, info in sorted(checkpoint.files().items()):
+        if _keep(rel, batch, wanted_logs):
+            out.append((rel, int(info.get("size") or 0)))
+    return out
+
+
+def _keep(rel: str, batch: int, wanted_logs: set[str]) -> bool:
+    parts = rel.split("/")
+    name = logical_name(parts[-1])
+    top = parts[0]
+    if len(parts) == 1:
+        return name == "metadata"
+    if top in ("offsets", "commits"):
+        return f"{top}/{name}" in wanted_logs
+    if top == "sources":
+        match = _BATCH_NAMED.match(name)
+        return match is None or int(match[1]) <= batch
+    if top == "state":
+        return _keep_state(parts, name, batch)
+    if rel == IDENTITY:
+        return True  # the default sink id travels with the job (twophase/identity.py)
+    if parts[:2] == ["eoskit", "sinks"] and len(parts) >= 4:
+        kind = parts[3]
+        if len(parts) == 4:
+            return name == "sink.json"
+        if kind == "meta":
+            return not name.endswith(".tmp")
+        if kind == "decisions" and len(parts) == 5 and name.endswith(".json") and name[:-5].isdigit():
+            return int(name[:-5]) <= batch
+    return False
+
+
+def _keep_state(parts: list[str], name: str, batch: int) -> bool:
+    # state/<op>/<partition>/[<store>/]<version>.<kind>: versions up to b+1.
+    match = STATE_FILE.match(name)
+    if match is not None and len(parts) >= 4 and parts[2].isdigit():
+        return int(match[1]) <= batch + 1
+    # Operator metadata and schema files named by the batch that wrote them.
+    if "_metadata" in parts[2:-1] or "_stateSchema" in parts[2:-1]:
+        named = _BATCH_NAMED.match(name)
+        if named is not None and name != "metadata":
+            return int(named[1]) <= batch
+    return True
+
+
+def _ranges(ids: list[int]) -> str:
+    return f"{ids[0]}..{ids[-1]}" if ids else ""
+
+
+# -- copying between file systems -------------------------------------------------------
+
+def _copy_files(src_fs: AbstractFileSystem, src_root: str, dst_fs: AbstractFileSystem, dst_root: str,
+                files: Iterable[tuple[str, int]], what: str) -> None:
+    made: set[str] = set()
+    for rel, size in files:
+        src, dst = f"{src_root}/{rel}", f"{dst_root}/{rel}"
+        parent = dst.rsplit("/", 1)[0]
+        if parent not in made:
+            dst_fs.makedirs(parent, exist_ok=True)
+            made.add(parent)
+        try:
+            with src_fs.open(src, "rb") as fin, dst_fs.open(dst, "wb") as fout:
+                copied = 0
+                while chunk := fin.read(1 << 20):
+                    fout.write(chunk)
+                    copied += len(chunk)
+        except FileNotFoundError:
+            raise SavepointError(f"{what}: {rel} vanished while it was copied (Spark purges old "
+                                 "batches as the job runs): copy a newer batch") from None
+        if copied != size:
+            raise SavepointError(f"{what}: {rel} has {copied} bytes, {size} were listed")
+
+
+def _write_json(fs: AbstractFileSystem, path: str, payload: Mapping[str, Any]) -> None:
+    data = json.dumps(payload, indent=1, sort_keys=True).encode()
+    if isinstance(fs, LocalFileSystem):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    else:
+        fs.pipe_file(path, data)  # one PUT: whole or absent
+
+
+def _require_empty(fs: AbstractFileSystem, root: str, location: str, what: str) -> None:
+    if not fs.exists(root):
+        return
+    if not fs.isdir(root):
+        raise SavepointError(f"{what} {location} is a file; give a new or empty directory")
+    leftovers = list_files(fs, root)
+    if leftovers:
+        raise SavepointError(f"{what} {location} is not empty ({len(leftovers)} file(s), e.g. "
+                             f"{sorted(leftovers)[0]}); give a new or empty directory")
+
+
+def _populate(dst_fs: AbstractFileSystem, dst_root: str, fill: Any) -> None:
+    """Run ``fill(fs, root)``; a local target is filled in a sibling directory
+    and renamed into place, so that it appears whole or not at all."""
+    if not isinstance(dst_fs, LocalFileSystem):
+        fill(dst_fs, dst_root)
+        return
+    parent = os.path.dirname(dst_root) or "."
+    os.makedirs(parent, exist_ok=True)
+    staging = os.path.join(parent, f".{os.path.basename(dst_root)}.{uuid.uuid4().hex[:8]}.partial")
+    try:
+        fill(dst_fs, staging)
+        try:
+            os.replace(staging, dst_root)  # onto a missing or empty directory
+        except OSError as exc:
+            raise SavepointError(f"cannot move the copy into {dst_root}: {exc.strerror}") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _version(package: str) -> str | None:
+    try:
+        return importlib_metadata.version(package)
+    except importlib_metadata.PackageNotFoundError:
+        return None
+
+
+# -- the operations ------------------------------------------------------------------------
+
+def create_savepoint(
+    checkpoint: str | Checkpoint,
+    target: str,
+    batch: int | None = None,
+    *,
+    job_name: str,
+    extra: Mapping[str, Any] | None = None,
+    spark_version: str | None = None,
+    storage_options: StorageOptions | None = None,
+) -> SavepointManifest:
+    """Copy committed ``batch`` (default: the latest) of ``checkpoint`` into
+    ``target``, a new or empty directory (any fsspec URL), manifest last.
+
+    ``spark_version`` defaults to the installed PySpark's; ``extra`` is kept
+    in the manifest as given (e.g. what the running job knew).
+    """
+    if not job_name:
+        raise SavepointError("a savepoint needs the job's name (job_name)")
+    ck = checkpoint if isinstance(checkpoint, Checkpoint) else Checkpoint(checkpoint, storage_options)
+    if batch is None:
+        batch = ck.latest_committed()
+        if batch is None:
+            raise SavepointError(f"checkpoint {ck.location} has no committed batch to take a savepoint of")
+    files = savepoint_files(ck, batch)
+    info = ck.batch(batch)
+    dst_fs, dst_root = open_location(str(target), storage_options)
+    _require_empty(dst_fs, dst_root, str(target), "savepoint target")
+    sinks = tuple(SinkInfo(s.sink_id, s.created_at, s.checkpoint_location,
+                           tuple(n for n in s.decided_batches if n <= batch), s.meta) for s in ck.sinks())
+    manifest = SavepointManifest(
+        job_name=job_name, batch=batch, query_id=ck.query_id(), checkpoint=ck.url,
+        created_at=time.time(), spark_version=spark_version or _version("pyspark"),
+        eoskit_version=_version("eoskit"), batch_timestamp_ms=info.timestamp_ms,
+        offsets=info.offsets, sinks=sinks,
+        state_operators=tuple(ck.state_operators(batch + 1, only={rel for rel, _ in files})),
+        sink_decisions={s.sink_id: ck.sink_decision(s.sink_id, batch) for s in sinks},
+        files=tuple(files), extra=dict(extra or {}), location=location_url(dst_fs, dst_root, str(target)),
+    )
+
+    def fill(fs: AbstractFileSystem, root: str) -> None:
+        _copy_files(ck.fs, ck.root, fs, root, files, f"savepoint of {ck.location}")
+        _write_json(fs, f"{root}/{MANIFEST}", manifest.to_json())  # last: now it is a savepoint
+
+    _populate(dst_fs, dst_root, fill)
+    return manifest
+
+
+def _open_savepoint(path: str, storage_options: StorageOptions | None
+                    ) -> tuple[AbstractFileSystem, str, str]:
+    location = str(path)
+    fs, root = open_location(location, storage_options)
+    if basename(root) in (MANIFEST, DISPOSING):
+        root = root.rsplit("/", 1)[0]
+        location = location.rstrip("/").rsplit("/", 1)[0]
+    if not fs.exists(root):
+        raise SavepointError(f"savepoint {location}: no such file or directory")
+    return fs, root, location
+
+
+def _read_manifest(fs: AbstractFileSystem, root: str, location: str, name: str) -> SavepointManifest | None:
+    try:
+        with fs.open(f"{root}/{name}", "rb") as handle:
+            data = json.loads(handle.read())
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise SavepointError(f"savepoint {location}: {name} is not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise SavepointError(f"savepoint {location}: {name} is not a savepoint manifest")
+    return SavepointManifest.from_json(data, location_url(fs, root, location))
+
+
+def inspect_savepoint(path: str, *, verify: bool = True,
+                      storage_options: StorageOptions | None = None) -> SavepointManifest:
+    """The manifest of the savepoint at ``path``; with ``verify``, also check
+    that every file it lists is there with its size."""
+    fs, root, location = _open_savepoint(path, storage_options)
+    manifest = _read_manifest(fs, root, location, MANIFEST)
+    if manifest is None:
+        raise NotASavepoint(_not_a_savepoint(fs, root, location))
+    if verify:
+        present = {rel: int(info.get("size") or 0) for rel, info in list_files(fs, root).items()}
+        bad = [rel for rel, size in manifest.files if present.get(rel) != size]
+        if bad:
+            raise SavepointError(f"savepoint {location} is damaged: {len(bad)} file(s) missing or of "
+                                 f"another size, e.g. {bad[0]}")
+    return manifest
+
+
+def _not_a_savepoint(fs: AbstractFileSystem, root: str, location: str) -> str:
+    if fs.exists(f"{root}/{DISPOSING}"):
+        return (f"{location} is a savepoint being disposed of: `eoskit savepoint dispose "
+                f"{location}` finishes it")
+    if not fs.isdir(root):
+        return f"{location} is not a savepoint: it is a file (a savepoint is a directory with {MANIFEST})"
+    names = {basename(p) for p in fs.ls(root, detail=False)}
+    hint = (" (it looks like a checkpoint directory: `eoskit checkpoint inspect` reads those)"
+            if {"offsets", "metadata"} & names else "")
+    return f"{location} is not a savepoint: it has no {MANIFEST}{hint}"
+
+
+@dataclass(frozen=True)
+class Disposed:
+    """What ``dispose_savepoint`` deleted, and what it left."""
+
+    manifest: SavepointManifest
+    #: Files under the savepoint that its manifest does not list (not deleted).
+    leftovers: list[str]
+
+
+def dispose_savepoint(path: str, *, storage_options: StorageOptions | None = None) -> Disposed:
+    """Delete the savepoint at ``path``: the files its manifest lists, then the
+    manifest. Refuses a path without a manifest, so it never deletes a random
+    directory; files the manifest does not list are left (and named)."""
+    fs, root, location = _open_savepoint(path, storage_options)
+    manifest = _read_manifest(fs, root, location, MANIFEST)
+    disposing = f"{root}/{DISPOSING}"
+    if manifest is not None:
+        # Step 1: from here on the directory is no savepoint, but dispose finishes it.
+        _write_json(fs, disposing, manifest.to_json())
+        fs.rm(f"{root}/{MANIFEST}")
+    else:
+        manifest = _read_manifest(fs, root, location, DISPOSING)
+        if manifest is None:
+            raise NotASavepoint(_not_a_savepoint(fs, root, location) + "; nothing was deleted")
+    # Step 2: the listed files (some may be gone already: an interrupted dispose).
+    for rel, _ in manifest.files:
+        try:
+            fs.rm(f"{root}/{rel}")
+        except FileNotFoundError:
+            pass
+    fs.rm(disposing)
+    leftovers = sorted(list_files(fs, root))
+    if not leftovers:
+        _remove_empty_dirs(fs, root)
+    return Disposed(manifest, leftovers)
+
+
+def _remove_empty_dirs(fs: AbstractFileSystem, root: str) -> None:
+    if isinstance(fs, LocalFileSystem):
+        for directory, _, _ in sorted(os.walk(root), key=lambda entry: -len(entry[0])):
+            try:
+                os.rmdir(directory)
+            except OSError:
+                pass
+        return
+    try:
+        fs.rm(root, recursive=True)
+    except FileNotFoundError:
+        pass
+
+
+def restore_savepoint(
+    path: str,
+    new_checkpoint: str,
+    job_name: str | None = None,
+    *,
+    storage_options: StorageOptions | None = None,
+) -> SavepointManifest:
+    """Copy the savepoint at ``path`` into ``new_checkpoint``, a new or empty
+    directory, from which Spark resumes with the batch after the savepoint's.
+
+    With ``job_name``, a savepoint of another job is refused. The restored
+    checkpoint gets ``eoskit/restored.json`` naming the savepoint, the
+    checkpoint it came from and the sink ids it carries.
+    """
+    manifest = inspect_savepoint(path, storage_options=storage_options)
+    if job_name is not None and manifest.job_name != job_name:
+        raise SavepointOfAnotherJob(
+            f"savepoint {manifest.location} is of job {manifest.job_name!r}, not {job_name!r}: "
+            "restore a savepoint of this job, or give the job its name")
+    src_fs, src_root, _ = _open_savepoint(path, storage_options)
+    dst_fs, dst_root = open_location(str(new_checkpoint), storage_options)
+    _require_empty(dst_fs, dst_root, str(new_checkpoint), "checkpoint directory")
+    record = {
+        "savepoint": manifest.location, "jobName": manifest.job_name, "batch": manifest.batch,
+        "queryId": manifest.query_id, "fromCheckpoint": manifest.checkpoint,
+        "sinkIds": [s.sink_id for s in manifest.sinks], "restoredAt": time.time(),
+    }
+
+    def fill(fs: AbstractFileSystem, root: str) -> None:
+        _copy_files(src_fs, src_root, fs, root, manifest.files, f"restore of {manifest.location}")
+        _repoint_schema_paths(fs, root, manifest.files, hadoop_url(str(new_checkpoint)))
+        _write_json(fs, f"{root}/{RESTORE_RECORD}", record)
+
+    _populate(dst_fs, dst_root, fill)
+    restored = Checkpoint(str(new_checkpoint), storage_options)
+    if restored.latest_committed() != manifest.batch:
+        raise CheckpointError(f"restored checkpoint {new_checkpoint} resumes after batch "
+                              f"{restored.latest_committed()}, not {manifest.batch}")
+    return manifest
+
+
+def hadoop_url(location: str) -> str:
+    """How Spark names a checkpoint location in its own files: ``file:/abs/path``
+    for a local path, any other URL as given."""
+    if "://" in location:
+        return location.rstrip("/")
+    path = location[len("file:"):] if location.startswith("file:") else location
+    return "file:" + os.path.abspath(path)
+
+
+#: Operator metadata v2 (transformWithState): names its schema files by absolute path.
+_METADATA_V2 = re.compile(r"^state/\d+/_metadata/v2/\d+$")
+_SCHEMA_PATH = re.compile(r"^.*?(/state/\d+/_stateSchema/.*)$")
+
+
+def _repoint_schema_paths(fs: AbstractFileSystem, root: str, files: Iterable[tuple[str, int]],
+                          new_url: str) -> None:
+    """Point operator metadata v2 files at the schema files of the restored
+    checkpoint: Spark reads ``stateSchemaFilePaths`` as written, and they name
+    the checkpoint the savepoint came from. The rewritten file loses its
+    Hadoop ``.crc`` (Hadoop reads a file without one unchecked)."""
+    for rel, _ in files:
+        if not _METADATA_V2.match(rel):
+            continue
+        path = f"{root}/{rel}"
+        with fs.open(path, "rb") as handle:
+            version, _, body = handle.read().decode().partition("\n")
+        data = json.loads(body)
+        for store in data.get("stateStoreInfo", ()):
+            for key in ("stateSchemaFilePaths", "stateSchemaFilePath"):
+                value = store.get(key)
+                if isinstance(value, list):
+                    store[key] = [_repoint(p, new_url) for p in value]
+                elif isinstance(value, str):
+                    store[key] = _repoint(value, new_url)
+        fs.pipe_file(path, f"{version}\n{json.dumps(data, separators=(',', ':'))}".encode())
+        directory, name = rel.rsplit("/", 1)
+        try:
+            fs.rm(f"{root}/{directory}/.{name}.crc")
+        except FileNotFoundError:
+            pass
+
+
+def _repoint(path: str, new_url: str) -> str:
+    match = _SCHEMA_PATH.match(path)
+    return new_url + match[1] if match else path
+
+
+def restored_from(checkpoint: str, storage_options: StorageOptions | None = None) -> dict[str, Any] | None:
+    """The restore record of a checkpoint made by ``restore_savepoint``, or None."""
+    return Checkpoint(checkpoint, storage_options).read_json(RESTORE_RECORD)
