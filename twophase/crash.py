@@ -1,4 +1,5 @@
-"""Named crash points: the protocol's steps where a test kills the process.
+"""Named crash points: the protocol's steps where a test kills the process,
+or pauses it to break a service underneath.
 
 ``EOSKIT_CRASH_AT=<point>[@<min-batch>]`` arms one point: when execution
 reaches it in a batch >= min-batch, the process is killed with SIGKILL —
@@ -7,6 +8,17 @@ for ``task_*`` points the Python worker alone (Spark retries the task), for
 and workers: ``kill -9`` of the driver). With ``EOSKIT_CRASH_ONCE=<file>``
 the point fires only while that file does not exist (it is created just
 before the kill), so a retried task or a later batch goes on.
+
+``EOSKIT_PAUSE_AT=<point>[@<min-batch>]`` with ``EOSKIT_PAUSE_DIR=<dir>``
+pauses there instead (fault injection): the first process to reach the
+point writes ``<dir>/reached`` ("<point>@<batch> pid <pid>"), and every
+process that reaches it waits until ``<dir>/go`` exists, at most
+``PAUSE_TIMEOUT_S`` (then it goes on, saying so on stderr: a forgotten
+pause never hangs a job). Once ``go`` exists the point no longer pauses.
+A test waits for ``reached``, breaks something (restarts the database,
+cuts the broker's connections, kills a session), then writes ``go``. Both
+may be armed at once; the pause comes first.
+
 Unarmed, a point is one comparison.
 """
 
@@ -14,6 +26,9 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
+import time
+from pathlib import Path
 
 TASK_AFTER_PREPARE = "task_after_prepare"
 TASK_DURING_WRITE = "task_during_write"
@@ -28,6 +43,13 @@ POINTS = (TASK_AFTER_PREPARE, TASK_DURING_WRITE, TASK_AFTER_COMMIT, DRIVER_AFTER
           DRIVER_AFTER_SOME_COMMITS, DRIVER_AFTER_ALL_COMMITS, DRIVER_AFTER_TASK_COMMIT)
 ENV = "EOSKIT_CRASH_AT"
 ONCE_ENV = "EOSKIT_CRASH_ONCE"
+PAUSE_ENV = "EOSKIT_PAUSE_AT"
+PAUSE_DIR_ENV = "EOSKIT_PAUSE_DIR"
+#: The files of the pause protocol, inside ``EOSKIT_PAUSE_DIR``.
+REACHED_FILE = "reached"
+GO_FILE = "go"
+#: The longest a paused process waits for ``go``.
+PAUSE_TIMEOUT_S = 180.0
 #: The driver's process group, exported before Spark starts: PySpark puts
 #: its Python workers in groups of their own, so a driver-side crash point
 #: running in one of them needs to be told which group is the driver's.
@@ -39,20 +61,41 @@ def remember_driver_process_group() -> None:
     os.environ[DRIVER_GROUP_ENV] = str(os.getpgid(0))
 
 
-def _armed() -> tuple[str, int] | None:
-    spec = os.environ.get(ENV)
+def _armed(env: str = ENV) -> tuple[str, int] | None:
+    """``<point>[@<min-batch>]`` from ``env``, checked; None if unset."""
+    spec = os.environ.get(env)
     if not spec:
         return None
     name, _, batch = spec.partition("@")
     if name not in POINTS:
-        raise ValueError(f"{ENV}={spec!r}: unknown crash point; known: {', '.join(POINTS)}")
-    return name, int(batch or 0)
+        raise ValueError(f"{env}={spec!r}: unknown crash point; known: {', '.join(POINTS)}")
+    try:
+        return name, int(batch or 0)
+    except ValueError:
+        raise ValueError(f"{env}={spec!r}: the batch after '@' must be a number") from None
+
+
+def _pause_dir() -> Path | None:
+    if _PAUSE is None:
+        return None
+    directory = os.environ.get(PAUSE_DIR_ENV)
+    if not directory:
+        raise ValueError(f"{PAUSE_ENV} is set but {PAUSE_DIR_ENV} is not: "
+                         "the pause needs a directory to signal through")
+    return Path(directory)
 
 
 _ARMED = _armed()
+_PAUSE = _armed(PAUSE_ENV)
+_PAUSE_DIR = _pause_dir()
+_ANY = _ARMED is not None or _PAUSE is not None
 
 
 def crash_point(name: str, batch: int) -> None:
+    if not _ANY:
+        return
+    if _PAUSE is not None and _PAUSE[0] == name and batch >= _PAUSE[1]:
+        _pause(name, batch)
     if _ARMED is None or _ARMED[0] != name or batch < _ARMED[1]:
         return
     once = os.environ.get(ONCE_ENV)
@@ -67,3 +110,29 @@ def crash_point(name: str, batch: int) -> None:
     # process group: kill the driver's group, then this process itself.
     os.killpg(int(os.environ.get(DRIVER_GROUP_ENV) or os.getpgid(0)), signal.SIGKILL)
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _pause(name: str, batch: int) -> None:
+    """Announce ``reached`` (first process only), then wait for ``go``."""
+    assert _PAUSE_DIR is not None
+    go = _PAUSE_DIR / GO_FILE
+    if go.exists():
+        return
+    _PAUSE_DIR.mkdir(parents=True, exist_ok=True)
+    # Written whole under a private name, then linked: a reader never sees
+    # a half-written file, and a second process does not overwrite the first.
+    own = _PAUSE_DIR / f".{REACHED_FILE}-{os.getpid()}"
+    own.write_text(f"{name}@{batch} pid {os.getpid()}\n")
+    try:
+        os.link(own, _PAUSE_DIR / REACHED_FILE)
+    except FileExistsError:
+        pass
+    finally:
+        own.unlink(missing_ok=True)
+    deadline = time.monotonic() + PAUSE_TIMEOUT_S
+    while not go.exists():
+        if time.monotonic() > deadline:
+            print(f"eoskit: paused at {name}@{batch} for {PAUSE_TIMEOUT_S:.0f} s without "
+                  f"{go} appearing; going on", file=sys.stderr, flush=True)
+            return
+        time.sleep(0.05)

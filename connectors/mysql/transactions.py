@@ -17,11 +17,12 @@ names, cannot express NULL apart from '' in Arrow's CSV, and has no
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import logging
 import re
 import time
+from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -36,6 +37,7 @@ from eoskit.connectors.mysql.connection import (
     cached_connection,
     close_quietly,
     connect,
+    connection_lost,
     drop_connection,
     engine_connect_args,
 )
@@ -49,6 +51,7 @@ from eoskit.connectors.mysql.dialect import (
 from eoskit.connectors.mysql.literals import statements, value_rows
 from eoskit.connectors.sql.identifiers import parse_table_name
 from eoskit.connectors.sql.refusals import Refusal
+from eoskit.connectors.sql.retry import Attempt, reconnecting
 from eoskit.connectors.sql.settings import SqlSinkSettings
 from eoskit.connectors.sql.tables import TargetTable, constraint_columns, resolve_table
 from eoskit.connectors.sql.urls import parse_url, safe
@@ -69,6 +72,7 @@ from eoskit.twophase.messages import TaskAck
 from eoskit.twophase.txn_id import TxnId
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 BACKENDS = ("mysql", "mariadb")
 DRIVER = "mysql+pymysql"
@@ -145,15 +149,31 @@ class MySQLTransaction(PreparingWriter, MarkedWriter):
 
     def _open(self) -> pymysql.connections.Connection:
         if self._conn is None:
-            if self.xa:
-                conn = connect(self.sink.url)
-                self._conn = conn
-                self._execute("XA START %s", (self.txn_id,))
-            else:
-                conn = cached_connection(self.sink.url)
-                self._conn = conn
-                self._execute("START TRANSACTION")
+            try:
+                self._conn = self.sink.reconnecting("starting a task's transaction", self._start)
+            except pymysql.MySQLError as exc:
+                raise SinkError(self._describe(exc)) from None
         return self._conn
+
+    def _start(self, attempt: Attempt) -> pymysql.connections.Connection:
+        """A session with this task's transaction started: ``XA START`` on
+        a session of its own, or ``START TRANSACTION`` on the cached one.
+        Safe to try again on a new session after a lost one (a database
+        restart, a killed session): until the server answers, nothing of
+        the transaction exists, and it rolls back the unprepared
+        transaction, XA included, of a session that is gone."""
+        conn = connect(self.sink.url) if self.xa else cached_connection(self.sink.url)
+        try:
+            with conn.cursor() as cursor:
+                if self.xa:
+                    cursor.execute("XA START %s", (self.txn_id,))
+                else:
+                    cursor.execute("START TRANSACTION")
+        except BaseException:
+            if self.xa:
+                close_quietly(conn)
+            raise
+        return conn
 
     def _execute(self, statement: str | bytes, args: tuple | None = None) -> int:
         assert self._conn is not None
@@ -438,38 +458,61 @@ class MySQLTransactions(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
             cursor.execute(f"DELETE FROM {self.marker_table_sql} WHERE sink_id = %s AND batch < %s",
                            (sink_id, below_batch))
 
+    def reconnecting(self, what: str, action: Callable[[Attempt], T]) -> T:
+        """``action`` on the cached session, tried again on a new one while
+        the server is unreachable (``eoskit.connectors.sql.retry``)."""
+        return reconnecting(action, lost=connection_lost, drop=lambda: drop_connection(self.url),
+                            what=f"{what} in {self.describe()}")
+
     def _finish(self, verb: str, txn_id: str) -> bool:
         """``XA COMMIT`` / ``XA ROLLBACK``; False if no prepared transaction
         has the id. XAER_NOTA for an id that ``XA RECOVER`` still lists means
-        the session that prepared it has not finished disconnecting: wait."""
-        deadline = time.monotonic() + DETACH_WAIT_S
-        delay = 0.01
-        while True:
-            conn = cached_connection(self.url)
-            try:
-                with conn.cursor() as cursor:
-                    cursor.execute(f"XA {verb} %s", (txn_id,))
-                return True
-            except pymysql.MySQLError as exc:
-                code = error_code(exc)
-                if code == XA_RBROLLBACK:
-                    # A read-only branch: the server ends it as rolled back;
-                    # there was nothing to commit, and it is gone now.
-                    log.info("XA %s %s: read-only branch, ended as rolled back", verb, txn_id)
+        the session that prepared it has not finished disconnecting: wait.
+
+        A lost session is ridden out: the statement is sent again on a new
+        one. If a try lost its session with the statement on the wire, the
+        server may have finished the transaction before the session
+        dropped; an id that is then gone (XAER_NOTA, not listed) counts as
+        done (see retry.py), so that the coordinator's call that wrote the
+        decision does not report a committed id as vanished."""
+
+        def attempt(state: Attempt) -> bool:
+            deadline = time.monotonic() + DETACH_WAIT_S
+            delay = 0.01
+            while True:
+                conn = cached_connection(self.url)
+                try:
+                    with state.sending(), conn.cursor() as cursor:
+                        cursor.execute(f"XA {verb} %s", (txn_id,))
                     return True
-                if code != XAER_NOTA:
-                    raise SinkError(f"XA {verb} {txn_id} failed in {self.describe()}: "
-                                    f"{error_text(exc)}") from None
-            if txn_id not in self.list_prepared(txn_id):
-                return False
-            if time.monotonic() > deadline:
-                raise SinkError(
-                    f"prepared transaction {txn_id} in {self.describe()} is still attached to "
-                    f"the session that prepared it after {DETACH_WAIT_S:.0f} s; that session "
-                    "(a stuck task?) must disconnect before it can be committed or rolled back"
-                )
-            time.sleep(delay)
-            delay = min(delay * 2, 0.25)
+                except pymysql.MySQLError as exc:
+                    code = error_code(exc)
+                    if code == XA_RBROLLBACK:
+                        # A read-only branch: the server ends it as rolled back;
+                        # there was nothing to commit, and it is gone now.
+                        log.info("XA %s %s: read-only branch, ended as rolled back", verb, txn_id)
+                        return True
+                    if code != XAER_NOTA:
+                        raise
+                if txn_id not in self._recover(txn_id):
+                    if state.maybe_applied:
+                        log.info("XA %s %s: done by an earlier try whose session was lost",
+                                 verb, txn_id)
+                    return state.maybe_applied
+                if time.monotonic() > deadline:
+                    raise SinkError(
+                        f"prepared transaction {txn_id} in {self.describe()} is still attached to "
+                        f"the session that prepared it after {DETACH_WAIT_S:.0f} s; that session "
+                        "(a stuck task?) must disconnect before it can be committed or rolled back"
+                    )
+                time.sleep(delay)
+                delay = min(delay * 2, 0.25)
+
+        try:
+            return self.reconnecting(f"XA {verb} {txn_id}", attempt)
+        except pymysql.MySQLError as exc:
+            raise SinkError(f"XA {verb} {txn_id} failed in {self.describe()}: "
+                            f"{error_text(exc)}") from None
 
     def commit_prepared(self, txn_id: str) -> bool:
         return self._finish("COMMIT", txn_id)
@@ -478,13 +521,21 @@ class MySQLTransactions(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
         return self._finish("ROLLBACK", txn_id)
 
     def list_prepared(self, prefix: str) -> list[str]:
-        """``XA RECOVER``: formatID, gtrid_length, bqual_length, data; the
-        gtrid is the first gtrid_length bytes of data. eoskit's ids use the
-        default formatID 1 and no bqual; anything else is someone else's."""
+        """Prepared ids starting with ``prefix``; a read, so a lost session
+        is simply tried again."""
+        return self.reconnecting("XA RECOVER", lambda _: self._recover(prefix))
+
+    def _recover(self, prefix: str) -> list[str]:
+        """``XA RECOVER`` on the cached session: formatID, gtrid_length,
+        bqual_length, data; the gtrid is the first gtrid_length bytes of
+        data. eoskit's ids use the default formatID 1 and no bqual; anything
+        else is someone else's. A lost session raises (the caller retries)."""
         with cached_connection(self.url).cursor() as cursor:
             try:
                 cursor.execute("XA RECOVER")
             except pymysql.MySQLError as exc:
+                if connection_lost(exc):
+                    raise
                 raise SinkError(checks.xa_rights_message(exc, self.url)) from None
             rows = cursor.fetchall()
         found = []

@@ -4,9 +4,11 @@ by id from the driver."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import hashlib
+import logging
+from typing import TypeVar
 
 import psycopg
 import pyarrow as pa
@@ -16,11 +18,16 @@ from pyspark.sql.types import StructType
 from sqlalchemy.engine import URL
 from sqlalchemy.pool import NullPool
 
-from eoskit.connectors.postgres.connection import cached_connection, drop_connection
+from eoskit.connectors.postgres.connection import (
+    cached_connection,
+    connection_lost,
+    drop_connection,
+)
 from eoskit.connectors.postgres.csv import to_copy_csv
 from eoskit.connectors.sql.identifiers import parse_table_name
 from eoskit.connectors.sql.refusals import Refusal
 from eoskit.connectors.sql.registry import claim_sink_id
+from eoskit.connectors.sql.retry import Attempt, reconnecting
 from eoskit.connectors.sql.settings import SqlSinkSettings
 from eoskit.connectors.sql.tables import TargetTable, constraint_columns, resolve_table
 from eoskit.connectors.sql.urls import parse_url, safe
@@ -43,6 +50,9 @@ from eoskit.twophase.txn_id import TxnId
 #: How long a task waits for a row lock before failing: a wait longer than
 #: this is two tasks of one batch writing the same key (see _lock_error).
 LOCK_TIMEOUT = "60s"
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def _table_sql(target: TargetTable) -> sql.Composable:
@@ -107,11 +117,19 @@ class PostgresTransaction(PreparingWriter, MarkedWriter):
 
     def _open(self) -> psycopg.Connection:
         if self._conn is None:
-            conn = cached_connection(self.sink.url)
-            conn.execute("BEGIN")
-            conn.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(LOCK_TIMEOUT)))
-            self._conn = conn
+            self._conn = self.sink.reconnecting("starting a task's transaction", self._begin_on)
         return self._conn
+
+    def _begin_on(self, attempt: Attempt) -> psycopg.Connection:
+        """BEGIN on the process's cached connection. Safe to try again on a
+        new connection after a lost one (a database restart while the
+        worker was idle leaves its cached connection dead): until BEGIN is
+        answered nothing of this transaction exists, and the server rolls
+        back the open transaction of a session that is gone."""
+        conn = cached_connection(self.sink.url)
+        conn.execute("BEGIN")
+        conn.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(LOCK_TIMEOUT)))
+        return conn
 
     def claim(self) -> bool:
         assert self.marker is not None
@@ -390,13 +408,36 @@ class PostgresTransactions(TwoPhaseCommitting, MarkedCommitting, DirectCommittin
         conn.execute(sql.SQL("DELETE FROM {} WHERE sink_id = %s AND batch < %s").format(
             _in_schema(self.target, self.settings.marker_table)), (sink_id, below_batch))
 
+    def reconnecting(self, what: str, action: Callable[[Attempt], T]) -> T:
+        """``action`` on the cached connection, tried again on a new one
+        while the server is unreachable (``eoskit.connectors.sql.retry``)."""
+        return reconnecting(action, lost=connection_lost, drop=lambda: drop_connection(self.url),
+                            what=f"{what} in {self.describe()}")
+
     def _finish(self, verb: str, txn_id: str) -> bool:
-        conn = cached_connection(self.url)
-        try:
-            conn.execute(sql.SQL(verb + " PREPARED {}").format(sql.Literal(txn_id)))
-        except psycopg.errors.UndefinedObject:
-            return False
-        return True
+        """``COMMIT PREPARED`` / ``ROLLBACK PREPARED``; False if no prepared
+        transaction has the id. A lost connection is ridden out: the
+        statement is sent again on a new connection. If a try lost its
+        connection with the statement on the wire, the server may have
+        finished the transaction before the connection dropped; "no such
+        prepared transaction" on a later try then means it did, and counts
+        as done (see retry.py), so that the coordinator's call that wrote
+        the decision does not report a committed id as vanished."""
+        statement = sql.SQL(verb + " PREPARED {}").format(sql.Literal(txn_id))
+
+        def attempt(state: Attempt) -> bool:
+            conn = cached_connection(self.url)
+            try:
+                with state.sending():
+                    conn.execute(statement)
+            except psycopg.errors.UndefinedObject:
+                if state.maybe_applied:
+                    log.info("%s PREPARED %s: done by an earlier try whose connection was lost",
+                             verb, txn_id)
+                return state.maybe_applied
+            return True
+
+        return self.reconnecting(f"{verb} PREPARED {txn_id}", attempt)
 
     def commit_prepared(self, txn_id: str) -> bool:
         return self._finish("COMMIT", txn_id)
@@ -405,9 +446,13 @@ class PostgresTransactions(TwoPhaseCommitting, MarkedCommitting, DirectCommittin
         return self._finish("ROLLBACK", txn_id)
 
     def list_prepared(self, prefix: str) -> list[str]:
-        conn = cached_connection(self.url)
-        rows = conn.execute(
-            "SELECT gid FROM pg_prepared_xacts WHERE database = current_database() "
-            "AND left(gid, length(%s)) = %s ORDER BY gid", (prefix, prefix)
-        ).fetchall()
-        return [r[0] for r in rows]
+        """Prepared ids of this database starting with ``prefix``; a read,
+        so a lost connection is simply tried again."""
+        def attempt(_: Attempt) -> list[str]:
+            rows = cached_connection(self.url).execute(
+                "SELECT gid FROM pg_prepared_xacts WHERE database = current_database() "
+                "AND left(gid, length(%s)) = %s ORDER BY gid", (prefix, prefix)
+            ).fetchall()
+            return [r[0] for r in rows]
+
+        return self.reconnecting("listing prepared transactions", attempt)

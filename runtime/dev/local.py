@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from .base import LocalService
@@ -83,6 +84,39 @@ class LocalServices:
                     self._stop(service, state)
             save_state(self.root, state)
 
+    def restart(self, name: str, while_down: Callable[[], None] | None = None) -> None:
+        """Stop the running service ``name`` the way ``down`` does and start
+        it again on the same port, data kept: what a client sees of a server
+        restart, for fault tests. ``while_down`` runs while it is stopped.
+        Kafka and S3 keep their data in memory, so they come back empty.
+        Raises ``ServiceStartError`` if the service is not running or its
+        port was taken meanwhile (its URL would change)."""
+        service = next((s for s in self.services if s.name == name), None)
+        if service is None:
+            raise ValueError(f"no such dev service: {name}")
+        with locked(self.root):
+            state = load_state(self.root)
+            entry = state.services.get(name)
+            if entry is None or not entry.port or not self._alive(entry):
+                raise ServiceStartError(f"{name}: not running under {self.root}; nothing to restart")
+            port = entry.port
+            self._stop(service, state)
+            save_state(self.root, state)
+            try:
+                if while_down is not None:
+                    while_down()
+            finally:
+                # The server closed its clients' connections, so the port has
+                # TIME_WAIT sockets for a minute: free for a server (which
+                # binds with SO_REUSEADDR), not for a plain bind.
+                deadline = time.monotonic() + self.timeout
+                while not _can_listen(port) and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                if not _can_listen(port):
+                    raise ServiceStartError(f"{name}: port {port} is taken by another program; "
+                                            f"start it again with `eoskit dev up --dir {self.root}`")
+                self._ensure_running(service, state, keep_port=True)
+
     def purge(self) -> None:
         """Stop everything and delete the folder, data included."""
         self.down()
@@ -133,14 +167,16 @@ class LocalServices:
             ports[service.name] = entry.port
         return make_endpoints(ports["kafka"], ports["postgres"], ports["mariadb"], HOST, s3_port=ports["s3"])
 
-    def _ensure_running(self, service: LocalService, state: DevState) -> bool:
-        """Make ``service`` accept connections; True if it was started now."""
+    def _ensure_running(self, service: LocalService, state: DevState, keep_port: bool = False) -> bool:
+        """Make ``service`` accept connections; True if it was started now.
+        ``keep_port``: on its remembered port, whatever a plain bind says."""
         entry = state.service(service.name)
         if self._alive(entry):
             self._wait_ready(service, entry)
             return False
-        taken = {e.port for name, e in state.services.items() if name != service.name and e.port}
-        entry.port = choose_port(entry.port, exclude=taken)
+        if not (keep_port and entry.port):
+            taken = {e.port for name, e in state.services.items() if name != service.name and e.port}
+            entry.port = choose_port(entry.port, exclude=taken)
         service.dir.mkdir(parents=True, exist_ok=True)
         service.prepare(entry)
         spec = service.launch(entry)
@@ -198,3 +234,15 @@ class LocalServices:
         stop_process(ProcessRef(entry.pid, entry.start_time), sig=service.stop_signal)
         entry.pid = None
         entry.start_time = None
+
+
+def _can_listen(port: int) -> bool:
+    """Could a server listen on ``HOST:port`` now (binding as servers do,
+    with SO_REUSEADDR, so that TIME_WAIT sockets do not count)?"""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((HOST, port))
+        except OSError:
+            return False
+    return True

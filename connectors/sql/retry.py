@@ -1,0 +1,125 @@
+"""Riding out a lost database connection: try again on a new connection,
+for a bounded time, remembering whether a lost try may have taken effect.
+
+Both SQL sinks use this where repeating a call is safe:
+
+- on the driver, the coordinator's calls (``commit_prepared``,
+  ``rollback_prepared``, ``list_prepared``): a database restart between the
+  decision and ``COMMIT PREPARED`` / ``XA COMMIT`` delays the commit instead
+  of failing the batch;
+- on executors, opening a task's transaction: nothing of it exists until
+  the server has answered, and the server rolls back an unprepared
+  transaction whose session is gone, so a lost try leaves nothing behind.
+
+Never around a task's writes or its prepare: what a lost connection did to
+those is the protocol's business (the task fails, Spark retries it with a
+new attempt id, and the retry or the next sweep rolls back whatever the
+lost attempt prepared).
+
+The one subtle case is a statement whose connection drops after it was
+sent and before the reply: it may have been applied. A ``COMMIT PREPARED``
+that did commit leaves nothing to commit, so the next try hears "no such
+prepared transaction". A call wraps such a statement in
+``attempt.sending()``; a lost connection inside it sets
+``attempt.maybe_applied``, and the call then counts "not found" as done
+(the protocol never rolls back a decided id, so the only other way it
+could be gone is a human settling it by hand, which the decision already
+agreed with or no test of ours can tell apart).
+
+Which errors mean "the connection is lost" is each driver's own business:
+each sink passes its classifier (``connection_lost`` in its
+``connection.py``). Anything else is raised at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+from eoskit.twophase.contract import SinkError
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: How long a call keeps trying to get a connection back: long enough for a
+#: database restart (seconds to tens of seconds), short enough that a
+#: database that stays away fails the batch while someone is looking.
+RECONNECT_WITHIN_S = 60.0
+#: Backoff between tries: doubling from the first to the last, then flat.
+FIRST_DELAY_S = 0.1
+MAX_DELAY_S = 2.0
+
+
+class ConnectionLost(SinkError):
+    """The database could not be reached again within ``RECONNECT_WITHIN_S``."""
+
+
+class Attempt:
+    """What one try of a call knows about the tries before it."""
+
+    def __init__(self, lost: Callable[[BaseException], bool]) -> None:
+        self._lost = lost
+        #: How many tries failed on a lost connection before this one.
+        self.retries = 0
+        #: An earlier try lost its connection while its statement was on
+        #: the wire (inside ``sending``): the statement may have taken effect.
+        self.maybe_applied = False
+
+    @contextmanager
+    def sending(self) -> Iterator[None]:
+        """Wrap the statement whose effect matters: if the connection is
+        lost inside, the statement counts as maybe applied from then on."""
+        try:
+            yield
+        except BaseException as exc:
+            if self._lost(exc):
+                self.maybe_applied = True
+            raise
+
+
+def reconnecting(
+    action: Callable[[Attempt], T],
+    *,
+    lost: Callable[[BaseException], bool],
+    drop: Callable[[], None],
+    what: str,
+    within: float = RECONNECT_WITHIN_S,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> T:
+    """``action(attempt)``, tried again after each error that ``lost``
+    calls a lost connection, for ``within`` seconds. ``drop`` forgets the
+    process's cached connection before each new try, so that the action's
+    next "get the cached connection" connects anew. ``what`` names the call
+    (with the server, never a password) for the log and the final error."""
+    attempt = Attempt(lost)
+    deadline = clock() + within
+    delay = FIRST_DELAY_S
+    while True:
+        try:
+            return action(attempt)
+        except Exception as exc:
+            if not lost(exc):
+                raise
+            drop()
+            now = clock()
+            if now >= deadline:
+                raise ConnectionLost(
+                    f"{what}: the connection to the database was lost and no new one could be "
+                    f"made within {within:.0f} s (last error: {_first_line(exc)})"
+                ) from None
+            if attempt.retries == 0:
+                log.warning("%s: connection lost (%s); reconnecting for up to %.0f s",
+                            what, _first_line(exc), within)
+            attempt.retries += 1
+            sleep(min(delay, max(0.0, deadline - now)))
+            delay = min(delay * 2, MAX_DELAY_S)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

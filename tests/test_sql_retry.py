@@ -1,0 +1,190 @@
+"""The reconnect-and-retry helper of the SQL sinks, against a fake server
+of our own (its prepared transactions, a link that drops), and the two
+sinks' classifiers of "connection lost" on the drivers' own exceptions."""
+
+from __future__ import annotations
+
+import psycopg
+import pymysql
+import pytest
+
+from eoskit.connectors.mysql.connection import connection_lost as mysql_lost
+from eoskit.connectors.postgres.connection import connection_lost as postgres_lost
+from eoskit.connectors.sql.retry import (
+    MAX_DELAY_S,
+    Attempt,
+    ConnectionLost,
+    reconnecting,
+)
+from eoskit.twophase.contract import SinkError
+
+
+class Lost(Exception):
+    """What the fake's link raises when it drops."""
+
+
+class Refused(Exception):
+    """A statement the fake server answers with an error."""
+
+
+def lost(exc: BaseException) -> bool:
+    return isinstance(exc, Lost)
+
+
+class Clock:
+    """Time that moves only when someone sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+class FakeServer:
+    """Prepared transactions behind a link that can be down for a while or
+    drop a reply after applying the statement."""
+
+    def __init__(self, prepared: set[str]) -> None:
+        self.prepared = set(prepared)
+        self.committed: list[str] = []
+        self.down_for = 0  # connection attempts refused before it is back
+        self.drop_next_reply = False  # apply the next commit, then lose the link
+        self.connects = 0
+        self.drops = 0
+
+    def connect(self) -> None:
+        self.connects += 1
+        if self.down_for:
+            self.down_for -= 1
+            raise Lost("connection refused")
+
+    def commit_prepared(self, txn: str) -> None:
+        if txn not in self.prepared:
+            raise Refused(f"no prepared transaction {txn}")
+        self.prepared.remove(txn)
+        self.committed.append(txn)
+        if self.drop_next_reply:
+            self.drop_next_reply = False
+            raise Lost("server closed the connection unexpectedly")
+
+
+def commit(server: FakeServer, txn: str, clock: Clock, within: float = 60.0) -> bool:
+    """Shaped like the sinks' ``_finish``: connect (outside ``sending``),
+    send the statement (inside), "not found" counts only after a maybe
+    applied try."""
+    def attempt(state: Attempt) -> bool:
+        server.connect()
+        try:
+            with state.sending():
+                server.commit_prepared(txn)
+        except Refused:
+            return state.maybe_applied
+        return True
+
+    def drop() -> None:
+        server.drops += 1
+
+    return reconnecting(attempt, lost=lost, drop=drop, what=f"COMMIT {txn}", within=within,
+                        clock=clock, sleep=clock.sleep)
+
+
+def test_a_live_server_is_asked_once():
+    server, clock = FakeServer({"t1"}), Clock()
+    assert commit(server, "t1", clock) is True
+    assert server.committed == ["t1"] and server.connects == 1 and clock.sleeps == []
+
+
+def test_a_server_that_comes_back_is_reconnected_to_with_growing_bounded_delays():
+    server, clock = FakeServer({"t1"}), Clock()
+    server.down_for = 12
+    assert commit(server, "t1", clock) is True
+    assert server.committed == ["t1"]
+    assert server.connects == 13 and server.drops == 12  # each lost try dropped the connection
+    assert clock.sleeps == sorted(clock.sleeps) and clock.sleeps[0] < clock.sleeps[-1]
+    assert max(clock.sleeps) == MAX_DELAY_S
+
+
+def test_a_commit_applied_before_its_reply_was_lost_counts_as_done():
+    server, clock = FakeServer({"t1"}), Clock()
+    server.drop_next_reply = True
+    # The retry finds no such prepared transaction: it was this call's own commit.
+    assert commit(server, "t1", clock) is True
+    assert server.committed == ["t1"] and server.connects == 2
+
+
+def test_a_missing_id_is_reported_when_no_try_was_lost_on_the_wire():
+    server, clock = FakeServer(set()), Clock()
+    server.down_for = 3  # lost while connecting: the statement never left
+    assert commit(server, "gone", clock) is False
+
+
+def test_a_server_that_stays_away_fails_the_call_after_the_bound():
+    server, clock = FakeServer({"t1"}), Clock()
+    server.down_for = 10_000
+    with pytest.raises(ConnectionLost, match=r"COMMIT t1: .* within 60 s \(last error: connection refused\)"):
+        commit(server, "t1", clock)
+    assert isinstance(ConnectionLost("x"), SinkError)
+    assert 60.0 <= clock.now <= 60.0 + MAX_DELAY_S
+    assert server.prepared == {"t1"}  # nothing committed, the decision stays to be applied
+
+
+def test_an_answer_from_the_server_is_not_retried():
+    clock = Clock()
+
+    def attempt(state: Attempt) -> None:
+        raise Refused("permission denied")
+
+    with pytest.raises(Refused):
+        reconnecting(attempt, lost=lost, drop=lambda: None, what="x", clock=clock, sleep=clock.sleep)
+    assert clock.sleeps == []
+
+
+def test_a_lost_connection_outside_sending_is_not_maybe_applied():
+    seen: list[bool] = []
+    tries = iter([Lost("reset"), None])
+
+    def attempt(state: Attempt) -> int:
+        seen.append(state.maybe_applied)
+        error = next(tries)
+        if error is not None:
+            raise error
+        return state.retries
+
+    clock = Clock()
+    assert reconnecting(attempt, lost=lost, drop=lambda: None, what="x", clock=clock,
+                        sleep=clock.sleep) == 1
+    assert seen == [False, False]
+
+
+@pytest.mark.parametrize("exc, expected", [
+    (psycopg.errors.AdminShutdown("terminating connection due to administrator command"), True),
+    (psycopg.errors.CannotConnectNow("the database system is starting up"), True),
+    (psycopg.errors.ConnectionFailure("connection failure"), True),
+    (psycopg.OperationalError("connection failed: Connection refused"), True),
+    (psycopg.errors.QueryCanceled("canceling statement due to statement timeout"), False),
+    (psycopg.errors.LockNotAvailable("lock timeout"), False),
+    (psycopg.errors.UndefinedObject("prepared transaction does not exist"), False),
+    (ValueError("not a driver error"), False),
+])
+def test_postgres_connection_lost(exc, expected):
+    assert postgres_lost(exc) is expected
+
+
+@pytest.mark.parametrize("exc, expected", [
+    (pymysql.err.OperationalError(2013, "Lost connection to MySQL server during query"), True),
+    (pymysql.err.OperationalError(2006, "MySQL server has gone away"), True),
+    (pymysql.err.OperationalError(2003, "Can't connect to MySQL server"), True),
+    (pymysql.err.OperationalError(1927, "Connection was killed"), True),
+    (pymysql.err.InterfaceError(0, ""), True),
+    (pymysql.err.OperationalError(1205, "Lock wait timeout exceeded"), False),
+    (pymysql.err.OperationalError(1397, "XAER_NOTA: Unknown XID"), False),
+    (pymysql.err.ProgrammingError(1064, "syntax"), False),
+])
+def test_mysql_connection_lost(exc, expected):
+    assert mysql_lost(exc) is expected
