@@ -58,7 +58,8 @@ def test_verbose_adds_the_traceback_after_the_line(where, tmp_path, capsys, monk
     code, out, err = run(capsys, *argv)
     assert code == UNREACHABLE
     first, _, rest = err.partition("\n")
-    assert first.startswith("eoskit txn list: connection failed")
+    assert first.startswith("eoskit txn list: listing prepared transactions in PostgreSQL")
+    assert "cannot reach the database" in first and "Connection refused" in first
     assert "Traceback (most recent call last)" in rest and "psycopg.OperationalError" in rest
     assert SECRET not in out + err
 

@@ -19,6 +19,37 @@ from eoskit.connectors.sql.retry import (
 from eoskit.twophase.contract import SinkError
 
 
+class _Everyone(set):
+    def __contains__(self, item: object) -> bool:
+        return True
+
+
+@pytest.fixture(autouse=True)
+def servers_reached_before(monkeypatch):
+    """These tests are about a connection lost after it worked (a server
+    never reached fails at once: test_a_server_never_reached_fails_at_once)."""
+    from eoskit.connectors.sql import retry
+
+    monkeypatch.setattr(retry, "_reached", _Everyone())
+
+
+def test_a_server_never_reached_fails_at_once(monkeypatch):
+    from eoskit.connectors.sql import retry
+
+    monkeypatch.setattr(retry, "_reached", set())
+    tries = []
+
+    def refused(attempt):
+        tries.append(attempt)
+        raise ConnectionRefusedError("refused")
+
+    with pytest.raises(retry.ConnectionLost, match="cannot reach the database"):
+        retry.reconnecting(refused, lost=lambda e: isinstance(e, ConnectionRefusedError),
+                           drop=lambda: None, what="x", server="db")
+    assert len(tries) == 1
+
+
+
 class Lost(Exception):
     """What the fake's link raises when it drops."""
 

@@ -462,7 +462,7 @@ class MySQLTransactions(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
         """``action`` on the cached session, tried again on a new one while
         the server is unreachable (``eoskit.connectors.sql.retry``)."""
         return reconnecting(action, lost=connection_lost, drop=lambda: drop_connection(self.url),
-                            what=f"{what} in {self.describe()}")
+                            what=f"{what} in {self.describe()}", server=safe(self.url))
 
     def _finish(self, verb: str, txn_id: str) -> bool:
         """``XA COMMIT`` / ``XA ROLLBACK``; False if no prepared transaction

@@ -412,7 +412,7 @@ class PostgresTransactions(TwoPhaseCommitting, MarkedCommitting, DirectCommittin
         """``action`` on the cached connection, tried again on a new one
         while the server is unreachable (``eoskit.connectors.sql.retry``)."""
         return reconnecting(action, lost=connection_lost, drop=lambda: drop_connection(self.url),
-                            what=f"{what} in {self.describe()}")
+                            what=f"{what} in {self.describe()}", server=safe(self.url))
 
     def _finish(self, verb: str, txn_id: str) -> bool:
         """``COMMIT PREPARED`` / ``ROLLBACK PREPARED``; False if no prepared

@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
-from eoskit.twophase.contract import SinkError
+from eoskit.twophase.contract import ServiceUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +54,14 @@ FIRST_DELAY_S = 0.1
 MAX_DELAY_S = 2.0
 
 
-class ConnectionLost(SinkError):
-    """The database could not be reached again within ``RECONNECT_WITHIN_S``."""
+#: Servers this process has talked to: only a connection that was working
+#: is waited for. A server that never answered (a wrong address, a database
+#: that is down when a command starts) fails at once.
+_reached: set[str] = set()
+
+
+class ConnectionLost(ServiceUnavailable):
+    """The database could not be reached (again within ``RECONNECT_WITHIN_S``)."""
 
 
 class Attempt:
@@ -87,25 +93,32 @@ def reconnecting(
     lost: Callable[[BaseException], bool],
     drop: Callable[[], None],
     what: str,
+    server: str | None = None,
     within: float = RECONNECT_WITHIN_S,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> T:
     """``action(attempt)``, tried again after each error that ``lost``
-    calls a lost connection, for ``within`` seconds. ``drop`` forgets the
-    process's cached connection before each new try, so that the action's
-    next "get the cached connection" connects anew. ``what`` names the call
-    (with the server, never a password) for the log and the final error."""
+    calls a lost connection, for ``within`` seconds, if this process has
+    reached ``server`` before. ``drop`` forgets the process's cached
+    connection before each new try, so that the action's next "get the
+    cached connection" connects anew. ``what`` names the call (with the
+    server, never a password) for the log and the final error."""
     attempt = Attempt(lost)
     deadline = clock() + within
     delay = FIRST_DELAY_S
+    server = server or what
     while True:
         try:
-            return action(attempt)
+            result = action(attempt)
+            _reached.add(server)
+            return result
         except Exception as exc:
             if not lost(exc):
                 raise
             drop()
+            if server not in _reached:
+                raise ConnectionLost(f"{what}: cannot reach the database ({_first_line(exc)})") from exc
             now = clock()
             if now >= deadline:
                 raise ConnectionLost(
