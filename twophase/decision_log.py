@@ -47,7 +47,8 @@ class Decision:
     done: bool
 
 
-def _fs_path(location: str) -> str:
+def fs_path(location: str) -> str:
+    """A Hadoop-style location (``s3a://``, ``file:/path``) as fsspec names it."""
     for hadoop, fsspec_scheme in _SCHEMES.items():
         if location.startswith(hadoop):
             return fsspec_scheme + location[len(hadoop):]
@@ -56,13 +57,34 @@ def _fs_path(location: str) -> str:
     return location
 
 
+def write_atomic(fs: fsspec.AbstractFileSystem, path: str, data: bytes) -> None:
+    """Write ``data`` whole or not at all: a durable temporary file renamed
+    over ``path`` locally (then the directory synced), a single PUT on object
+    stores, whose objects appear whole."""
+    if isinstance(fs, LocalFileSystem):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+        fd = os.open(os.path.dirname(path), os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    else:
+        fs.pipe_file(path, data)
+
+
 class DecisionLog:
     """Decisions of one sink of one query. Picklable (holds only paths)."""
 
     def __init__(self, checkpoint_location: str, sink_id: str) -> None:
         self.checkpoint_location = checkpoint_location
         self.sink_id = sink_id
-        self.root = _fs_path(checkpoint_location).rstrip("/") + f"/eoskit/sinks/{sink_id}"
+        self.root = fs_path(checkpoint_location).rstrip("/") + f"/eoskit/sinks/{sink_id}"
 
     @property
     def fs(self) -> fsspec.AbstractFileSystem:
@@ -74,23 +96,7 @@ class DecisionLog:
         return path
 
     def _write_atomic(self, name: str, payload: dict) -> None:
-        fs, data = self.fs, json.dumps(payload, sort_keys=True).encode()
-        path = self._path(name)
-        if isinstance(fs, LocalFileSystem):
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-            with open(tmp, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
-            fd = os.open(os.path.dirname(path), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        else:
-            fs.pipe_file(path, data)
+        write_atomic(self.fs, self._path(name), json.dumps(payload, sort_keys=True).encode())
 
     def _read(self, name: str) -> dict | None:
         fs, path = self.fs, self._path(name)
@@ -180,7 +186,7 @@ class DecisionLog:
 
 def latest_planned_batch(checkpoint_location: str) -> int | None:
     """The newest batch id in Spark's offset log: the batch being planned."""
-    fs, path = fsspec.core.url_to_fs(_fs_path(checkpoint_location).rstrip("/") + "/offsets")
+    fs, path = fsspec.core.url_to_fs(fs_path(checkpoint_location).rstrip("/") + "/offsets")
     try:
         names = fs.ls(path, detail=False)
     except FileNotFoundError:
