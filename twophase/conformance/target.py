@@ -33,6 +33,17 @@ class ConformanceTarget(ABC):
         """Arguments of ``eoskit txn`` that name this sink (e.g. ``--url ...``)."""
         return []
 
+    def resolve_command_for(self, table: str) -> list[str]:
+        """The same for the sink writing ``table``, where that matters (a
+        files sink is named by its directory); ``resolve_command()`` by default."""
+        return self.resolve_command()
+
+    def leftovers(self, table: str) -> list[str]:
+        """Anything the sink's transactions left behind besides prepared ids
+        (e.g. a files sink's staged files), read independently; checked
+        empty after each scenario. None by default."""
+        return []
+
     def drop_table(self, table: str) -> None:
         """Remove the table after a scenario (optional)."""
 
