@@ -5,8 +5,9 @@ Local disks get ``fsync`` where a crash of the machine (not only of a
 process) could otherwise undo a step: a staged file before its manifest, a
 rename before the manifest that records it. Object stores need none: an
 object is durable once its PUT (or multipart upload) returns. Listings on
-object stores are never served from fsspec's cache, since another process
-(an executor, a previous run) changes what is there.
+object stores, and the existence checks behind reads, are never served from
+fsspec's cache, since another process (an executor, a previous run) changes
+what is there.
 
 Picklable: holds the URL and the storage options; the fsspec instance is
 made (and cached by fsspec) in each process.
@@ -103,6 +104,7 @@ class Storage:
     def size(self, relative: str) -> int:
         if self.local:
             return os.stat(self.path(relative)).st_size
+        self._fresh()
         return int(self.fs.size(self.path(relative)))
 
     def move(self, src: str, dst: str) -> None:
@@ -132,6 +134,7 @@ class Storage:
         write_atomic(self.fs, self.path(relative), data)
 
     def read(self, relative: str) -> bytes | None:
+        self._fresh()
         try:
             with self.fs.open(self.path(relative), "rb") as handle:
                 return handle.read()

@@ -25,6 +25,7 @@ can take.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import posixpath
@@ -75,9 +76,15 @@ class FilesTransactions(TwoPhaseCommitting, DirectCommitting):
 
     @classmethod
     def for_path(cls, path: str, options: Mapping[str, str]) -> "FilesTransactions":
-        """Enough of a sink to list and settle prepared ids under ``path``."""
+        """Enough of a sink to list and settle prepared ids under ``path``
+        (its format, for messages, from the sink ids recorded there)."""
         settings = FilesSettings.parse({**options, "path": path}, "eoskit txn", "parquet", cls)
-        return cls(settings, StructType([]))
+        sink = cls(settings, StructType([]))
+        for name in sink.storage.list(layout.SINKS_DIR)[:1]:
+            recorded = json.loads(sink.storage.read(f"{layout.SINKS_DIR}/{name}") or b"{}")
+            if recorded.get("format") == "json":
+                sink = cls(dataclasses.replace(settings, format="json", compression="none"), StructType([]))
+        return sink
 
     def describe(self) -> str:
         return f"{self.settings.format} files at {self.settings.path}"
