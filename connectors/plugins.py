@@ -1,8 +1,10 @@
 """The registry of eoskit's data sources and sinks: entry points.
 
 Every connector describes itself with one ``Plugin`` value in its own folder
-(``connectors/<name>/plugin.py``) and is found through the ``eoskit.plugins``
-entry-point group, which ``setup.py`` fills from those files; a plug-in
+(``connectors/<name>/plugin.py``; a tuple of them, one per format, for a
+connector with several formats, like the files sink's Parquet and JSON) and
+is found through the ``eoskit.plugins`` entry-point group, which
+``setup.py`` fills from those files; a plug-in
 outside eoskit declares the same group in its own package metadata. Nothing
 central lists connectors, so a new sink is a new folder:
 
@@ -71,10 +73,12 @@ def plugins() -> tuple[Plugin, ...]:
         except Exception as exc:  # noqa: BLE001 - named in the error
             raise PluginError(f"eoskit plug-in {entry.name!r} ({entry.value}) cannot be "
                               f"loaded: {type(exc).__name__}: {exc}") from exc
-        if not isinstance(plugin, Plugin):
-            raise PluginError(f"eoskit plug-in {entry.name!r} ({entry.value}) is not an "
-                              "eoskit.connectors.plugins.Plugin")
-        found.append(plugin)
+        # One connector may serve several formats: a tuple of Plugins, one per format.
+        for one in plugin if isinstance(plugin, tuple) else (plugin,):
+            if not isinstance(one, Plugin):
+                raise PluginError(f"eoskit plug-in {entry.name!r} ({entry.value}) is not an "
+                                  "eoskit.connectors.plugins.Plugin or a tuple of them")
+            found.append(one)
     return tuple(found)
 
 

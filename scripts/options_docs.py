@@ -2,7 +2,8 @@
 
 Each page marks its table with ``<!-- options:begin -->`` /
 ``<!-- options:end -->``; ``PAGES`` says which declaration fills it.
-``tests/test_kafka_settings.py`` fails when a table is out of date.
+``tests/test_kafka_settings.py`` and ``tests/test_files_settings.py`` fail
+when a table is out of date.
 
     .venv/bin/python scripts/options_docs.py
 """
@@ -18,6 +19,7 @@ PAGES = {
     "postgres-sink.md": "eoskit.connectors.sql.settings",
     "mysql-sink.md": "eoskit.connectors.sql.settings",
     "kafka-sink.md": "eoskit.connectors.kafka.sink_settings",
+    "files-sink.md": "eoskit.connectors.files.settings",
 }
 BEGIN, END = "<!-- options:begin -->\n", "<!-- options:end -->"
 

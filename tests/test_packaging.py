@@ -35,10 +35,14 @@ def test_pyspark_discovery_modules_point_at_registered_data_sources():
 
 
 def test_every_connector_folder_with_a_plugin_is_registered():
-    from eoskit.connectors.plugins import plugins
+    from importlib.metadata import entry_points
+
+    from eoskit.connectors.plugins import GROUP, plugins
 
     folders = sorted(p.parent.name for p in (ROOT / "connectors").glob("*/plugin.py"))
-    assert len(plugins()) == len(folders) >= 3
+    # One entry point per folder; a folder may serve several formats (files: parquet, json).
+    assert sorted(e.name for e in entry_points(group=GROUP)) == folders
+    assert len(plugins()) >= len(folders) >= 3
     for plugin in plugins():
         assert plugin.data_source_class().name() == plugin.format
         for module in plugin.preload:

@@ -197,6 +197,15 @@ class TwoPhaseCommitting(Sink):
     def list_prepared(self, prefix: str) -> list[str]:
         """Ids of every prepared transaction whose id starts with ``prefix``."""
 
+    def batch_committed(self, sink_id: str, batch: int, txn_ids: Sequence[str]) -> None:
+        """On the driver, after every id of ``batch``'s decision (``txn_ids``,
+        possibly none) is committed and every other prepared id of the batch
+        rolled back, before the decision is marked done. Optional: for work
+        that needs the whole batch (the files sink writes the batch's
+        manifest here). A crash before the decision is marked done calls it
+        again, so it must be idempotent; raising fails the batch's commit,
+        and the decision is applied again later."""
+
 
 class MarkedCommitting(Sink):
     """Capability ``idempotent``: tasks commit with a progress marker."""

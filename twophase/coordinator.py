@@ -13,6 +13,8 @@ The commit of batch n, on the driver (``commit``):
    the decision, a missing id is an error, never silently skipped.
 3. Roll back every other prepared id of batch n: losing and speculative
    attempts, attempts of a crashed run. Safe: the decision excludes them.
+   Then the sink's ``batch_committed`` hook (e.g. the files sink's batch
+   manifest): idempotent, since a crash before step 4 runs it again.
 4. Mark the decision done (pruning old ones now and then).
 
 ``abort`` rolls back every prepared id of an undecided batch; a decided batch
@@ -114,6 +116,8 @@ class Coordinator:
             if txn not in decided:
                 log.info("batch %d: rolling back %s (not in the decision)", batch, txn)
                 self.sink.rollback_prepared(txn)
+        # Step 3b: the sink's per-batch work (idempotent: a crash before step 4 repeats it).
+        self.sink.batch_committed(self.sink_id, batch, decision.commit)
         # Step 4: done.
         self.decisions.mark_done(decision)
         if batch % 100 == 0:

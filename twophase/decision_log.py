@@ -57,6 +57,25 @@ def fs_path(location: str) -> str:
     return location
 
 
+def write_atomic(fs: fsspec.AbstractFileSystem, path: str, data: bytes) -> None:
+    """Write ``data`` whole or not at all: a durable temporary file renamed
+    over ``path`` locally (then the directory synced), a single PUT on object
+    stores, whose objects appear whole."""
+    if isinstance(fs, LocalFileSystem):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+        fd = os.open(os.path.dirname(path), os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    else:
+        fs.pipe_file(path, data)
 
 
 class DecisionLog:
@@ -77,23 +96,7 @@ class DecisionLog:
         return path
 
     def _write_atomic(self, name: str, payload: dict) -> None:
-        fs, data = self.fs, json.dumps(payload, sort_keys=True).encode()
-        path = self._path(name)
-        if isinstance(fs, LocalFileSystem):
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-            with open(tmp, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
-            fd = os.open(os.path.dirname(path), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        else:
-            fs.pipe_file(path, data)
+        write_atomic(self.fs, self._path(name), json.dumps(payload, sort_keys=True).encode())
 
     def _read(self, name: str) -> dict | None:
         fs, path = self.fs, self._path(name)

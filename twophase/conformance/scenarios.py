@@ -189,6 +189,8 @@ class Run:
         if self.ordered:
             self.target.check_order(self.table)
         self.assert_nothing_prepared()
+        left = self.target.leftovers(self.table)
+        assert left == [], f"{self.table}: left behind by its transactions: {left[:10]}"
 
     def assert_nothing_prepared(self) -> None:
         left = self.target.in_doubt(sink_prefix(self.sink_id), self.table)
@@ -204,7 +206,7 @@ class Run:
 
     def txn(self, *args: str) -> subprocess.CompletedProcess:
         command = [str(Path(sys.executable).with_name("eoskit")), "txn", *args,
-                   *self.target.resolve_command(), "--checkpoint-dir", str(self.checkpoint),
+                   *self.target.resolve_command_for(self.table), "--checkpoint-dir", str(self.checkpoint),
                    "--sink-id", self.sink_id]
         return subprocess.run(command, capture_output=True, text=True, timeout=120)
 

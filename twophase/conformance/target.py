@@ -48,6 +48,16 @@ class ConformanceTarget(ABC):
     def check_order(self, table: str) -> None:
         """Assert what the sink promises about order (optional), e.g. that
         records of one input partition keep their order per output partition."""
+    def resolve_command_for(self, table: str) -> list[str]:
+        """The same for the sink writing ``table``, where that matters (a
+        files sink is named by its directory); ``resolve_command()`` by default."""
+        return self.resolve_command()
+
+    def leftovers(self, table: str) -> list[str]:
+        """Anything the sink's transactions left behind besides prepared ids
+        (e.g. a files sink's staged files), read independently; checked
+        empty after each scenario. None by default."""
+        return []
 
     def drop_table(self, table: str) -> None:
         """Remove the table after a scenario (optional)."""

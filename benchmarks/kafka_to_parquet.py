@@ -1,0 +1,194 @@
+"""Kafka -> Parquet throughput: eoskit's exactly-once files sink against Spark's own parquet sink.
+
+Both read the SAME topic (produced once per run) through the same source
+and parse, in the same Spark session, into Parquet files on the same disk:
+the only difference is the sink, ``format("parquet")`` (Spark's file sink,
+exactly-once for readers of its ``_spark_metadata`` log) against
+``format("eoskit-parquet")`` (every reader). A small warm-up topic goes
+through both sinks first (not counted: the session's first query pays for
+the JVM's compilation and the Python workers' start, whichever sink it
+uses); then they run in the order Spark, eoskit, eoskit, Spark, so that
+each takes one turn right after the other, and the totals over both turns
+are compared. See benchmarks/README.md.
+
+    .venv/bin/python benchmarks/kafka_to_parquet.py [--records 1000000] [--partitions 4]
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import timezone
+from decimal import Decimal
+
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+from pyspark.sql.streaming import DataStreamWriter
+
+from kafka_to_postgres import (
+    CREATED_AT,
+    StreamResult,
+    WriterSetup,
+    delete_topic,
+    fail,
+    kafka_stream,
+    machine_facts,
+    parse_args,
+    parse_orders,
+    print_stream,
+    print_table,
+    produce,
+    rate,
+    run_breakdown,
+    run_stream,
+    say,
+    spark_session,
+    stream_rows,
+)
+
+from eoskit.runtime.demo.orders import OrderTotals
+from eoskit.runtime.dev import LocalServices
+
+SINKS = ("spark parquet", "eoskit-parquet")
+ORDER = (0, 1, 1, 0)
+WARM_UP_RECORDS = 20_000
+
+
+def spark_parquet(path: str) -> WriterSetup:
+    """Spark's built-in file sink, its defaults (snappy)."""
+
+    def configure(writer: DataStreamWriter) -> DataStreamWriter:
+        return writer.format("parquet").option("path", path)
+    return configure
+
+
+def eoskit_parquet(path: str) -> WriterSetup:
+    """eoskit's files sink, its defaults (snappy, commitMode=twophase)."""
+
+    def configure(writer: DataStreamWriter) -> DataStreamWriter:
+        return writer.format("eoskit-parquet").option("path", path)
+    return configure
+
+
+@dataclass
+class DirectoryStats:
+    files: int
+    bytes: int
+    count: int
+    distinct_ids: int
+    amount: Decimal
+    created: tuple
+
+
+def directory_stats(path: str) -> DirectoryStats:
+    """An independent reading of a run's directory: pyarrow.dataset lists it
+    as DuckDB, pandas or Trino would (``_``-prefixed names skipped, Spark's
+    ``_spark_metadata`` log not consulted)."""
+    dataset = ds.dataset(path, format="parquet")
+    table = dataset.to_table(columns=["order_id", "amount", "created_at"])
+    created = table.column("created_at")
+    if created.type.tz is None:  # Spark's INT96 reads back naive, in UTC
+        created = pc.assume_timezone(created, "UTC")
+    low, high = pc.min_max(created).values()
+    return DirectoryStats(
+        files=len(dataset.files), bytes=sum(os.path.getsize(f) for f in dataset.files),
+        count=table.num_rows, distinct_ids=pc.count_distinct(table.column("order_id")).as_py(),
+        amount=pc.sum(table.column("amount")).as_py(),
+        created=(low.as_py().astimezone(timezone.utc), high.as_py().astimezone(timezone.utc)))
+
+
+def verify(name: str, stats: DirectoryStats, expected: OrderTotals) -> list[str]:
+    problems = []
+    if stats.count != expected.count or stats.distinct_ids != expected.count:
+        problems.append(f"{name}: {stats.count} rows, {stats.distinct_ids} distinct order_ids, "
+                        f"expected {expected.count} of each")
+    if stats.amount != expected.amount:
+        problems.append(f"{name}: sum(amount) = {stats.amount}, expected {expected.amount}")
+    if stats.created != (CREATED_AT, CREATED_AT):
+        problems.append(f"{name}: created_at spans {stats.created}, expected {CREATED_AT} only")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv, __doc__.split("\n\n")[0])
+    facts_before = machine_facts()
+    bootstrap = LocalServices(args.services_dir).up().kafka_bootstrap
+    topic = f"bench-orders-{uuid.uuid4().hex[:12]}"
+    warm_up = f"{topic}-warm-up"
+    say(f"producing {args.records:,} orders to {topic} ({args.partitions} partitions)")
+    expected, produce_s = produce(bootstrap, topic, args.records, args.partitions)
+    produce(bootstrap, warm_up, WARM_UP_RECORDS, args.partitions)
+    workdir = tempfile.mkdtemp(prefix="eoskit-bench-parquet-")
+    runs: list[tuple[int, str, StreamResult]] = []
+    problems: list[str] = []
+    breakdown: list[tuple[str, StreamResult]] = []
+    try:
+        say("starting Spark")
+        started = time.perf_counter()
+        spark = spark_session()
+        spark_start_s = time.perf_counter() - started
+        say(f"warm-up: {WARM_UP_RECORDS:,} records into each sink (not counted)")
+        warm = kafka_stream(spark, bootstrap, warm_up, WARM_UP_RECORDS // 2)
+        for sink, setup in enumerate((spark_parquet, eoskit_parquet)):
+            run_stream(setup(f"{workdir}/warm-up-{sink}"), parse_orders(warm), f"warm-up-{sink}")
+        raw = kafka_stream(spark, bootstrap, topic, args.max_offsets_per_trigger)
+        for turn, sink in enumerate(ORDER):
+            out = f"{workdir}/{turn}"
+            say(f"turn {turn + 1}: eoskit-kafka -> from_json -> {SINKS[sink]}, availableNow")
+            setup = (spark_parquet if sink == 0 else eoskit_parquet)(out)
+            runs.append((sink, out, run_stream(setup, parse_orders(raw), f"{sink}-{turn}")))
+            stats = directory_stats(out)
+            problems += verify(f"turn {turn + 1} ({SINKS[sink]})", stats, expected)
+            say(f"  {stats.files} files, {stats.bytes / 1e6:.1f} MB, {stats.count:,} rows")
+            shutil.rmtree(out, ignore_errors=True)
+        if args.breakdown:
+            say("breakdown: the same stream into Spark's noop sink, with and without the parse")
+            breakdown = run_breakdown(raw)
+        spark.stop()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+        delete_topic(bootstrap, warm_up)
+        if not args.keep_topic:
+            delete_topic(bootstrap, topic)
+
+    print_table("machine (at start)", facts_before)
+    print_table("parameters", [
+        ("records", f"{args.records:,}"), ("partitions", str(args.partitions)),
+        ("maxOffsetsPerTrigger", f"{args.max_offsets_per_trigger:,}"), ("spark master", "local[2]"),
+        ("turns", ", ".join(SINKS[s] for s in ORDER) + f" (after a {WARM_UP_RECORDS:,}-record warm-up)"),
+        ("produce (not timed in results)", f"{produce_s:.1f} s"),
+        ("Spark session start (not in results)", f"{spark_start_s:.1f} s"),
+    ])
+    for turn, (sink, _, result) in enumerate(runs):
+        print_stream(f"turn {turn + 1}: {SINKS[sink]}", result)
+    for label, result in breakdown:
+        print_stream(label, result)
+    print(f"\n  {'run':<36} {'rows':>10} {'seconds':>8} {'rows/s':>9}")
+    for turn, (sink, _, result) in enumerate(runs):
+        for label, seconds in (("wall", result.wall_s), ("batches only", result.batch_seconds())):
+            name = f"turn {turn + 1} {SINKS[sink]} ({label})"
+            print(f"  {name:<36} {result.rows:>10,} {seconds:>8.1f} {rate(result.rows, seconds):>9,.0f}")
+    for label, result in breakdown:
+        for name, count, seconds in stream_rows(label, result)[:2]:
+            print(f"  {name:<36} {count:>10,} {seconds:>8.1f} {rate(count, seconds):>9,.0f}")
+    totals = [sum(r.wall_s for s, _, r in runs if s == sink) for sink in (0, 1)]
+    rows = [sum(r.rows for s, _, r in runs if s == sink) for sink in (0, 1)]
+    print(f"\n  total wall, both turns: Spark parquet {totals[0]:.1f} s "
+          f"({rate(rows[0], totals[0]):,.0f} rows/s), eoskit-parquet {totals[1]:.1f} s "
+          f"({rate(rows[1], totals[1]):,.0f} rows/s)")
+    print(f"  eoskit-parquet / Spark parquet throughput: {totals[0] / totals[1]:.2f} x")
+    print_table("machine (at end)", machine_facts()[2:3])
+    if problems:
+        return fail(problems)
+    say(f"verified: every turn's directory holds each of the {expected.count:,} orders exactly once "
+        f"(sum {expected.amount}), read by pyarrow.dataset")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

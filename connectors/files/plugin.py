@@ -1,0 +1,35 @@
+"""The files sink in eoskit's plug-in registry (``eoskit.connectors.plugins``):
+one Plugin per format, both from this folder."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from eoskit.connectors.plugins import Plugin
+
+
+def _in_doubt(kind: str, target: str, options: Mapping[str, str]):
+    """A files sink's output directory (``eoskit txn --path``): any path that
+    holds an ``_eoskit`` directory."""
+    if kind != "path":
+        return None
+    from eoskit.connectors.files.layout import EOSKIT_DIR
+    from eoskit.connectors.files.transactions import FilesTransactions
+
+    sink = FilesTransactions.for_path(target, options)
+    return sink if sink.storage.exists(EOSKIT_DIR) else None
+
+
+PLUGIN = (
+    Plugin(
+        format="eoskit-parquet",
+        data_source="eoskit.connectors.files.datasource:ParquetDataSource",
+        preload=("eoskit.connectors.files.datasource",),
+        in_doubt=_in_doubt,
+    ),
+    Plugin(
+        format="eoskit-json",
+        data_source="eoskit.connectors.files.datasource:JsonDataSource",
+        preload=("eoskit.connectors.files.datasource",),
+    ),
+)

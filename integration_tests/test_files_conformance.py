@@ -1,0 +1,166 @@
+"""The conformance crash scenarios against the files sink (``eoskit-parquet``,
+two-phase), on a local directory and on S3 (moto's server).
+
+After each scenario the directory is read by readers that share no code
+with the sink: pyarrow.dataset (with pyarrow's own S3 client on S3) and
+DuckDB, which must agree, plus Spark's plain ``spark.read.parquet`` on the
+local disk (this Spark has no S3 connector). Prepared transactions and
+leftover staged files are listed with ``os`` / boto3, not through eoskit.
+A "table" of the kit is a sub-directory (a prefix on S3) of the root.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import boto3
+import duckdb
+import fsspec
+import pyarrow.dataset as ds
+import pyarrow.fs as pafs
+import pytest
+from botocore.config import Config
+
+from eoskit.twophase.conformance import ConformanceTarget, Workload, run_scenario, scenarios_for
+
+STAGING = "_eoskit/staging/"
+
+
+def txn_of(name: str) -> str:
+    """A staging manifest's name back to its transaction id (``.`` spells ``:``)."""
+    return name.rsplit("/", 1)[-1][: -len(".prepared")].replace(".", ":")
+
+
+class LocalFilesTarget(ConformanceTarget):
+    format = "eoskit-parquet"
+
+    def __init__(self, root: Path, spark) -> None:
+        self.root, self.spark = root, spark
+
+    def options(self, table: str) -> dict[str, str]:
+        return {"path": str(self.root / table), "commitMode": "twophase"}
+
+    def create_table(self, table: str) -> None:
+        (self.root / table).mkdir(parents=True)
+
+    def drop_table(self, table: str) -> None:
+        shutil.rmtree(self.root / table, ignore_errors=True)
+
+    def rows(self, table: str) -> list[tuple[int, int]]:
+        path = self.root / table
+        arrow = ds.dataset(path, format="parquet", partitioning="hive").to_table(columns=["id", "amount"])
+        by_arrow = sorted(zip(arrow.column("id").to_pylist(), arrow.column("amount").to_pylist()))
+        by_duckdb = sorted(duckdb.sql(f"SELECT id, amount FROM read_parquet('{path}/**/*.parquet')").fetchall())
+        assert by_duckdb == by_arrow, "DuckDB and pyarrow disagree on the directory"
+        by_spark = sorted((r.id, r.amount) for r in self.spark.read.parquet(str(path)).select("id", "amount").collect())
+        assert by_spark == by_arrow, "Spark's plain reader and pyarrow disagree on the directory"
+        return by_arrow
+
+    def _staging(self) -> list[Path]:
+        return list(self.root.glob(f"*/{STAGING}*"))
+
+    def prepared(self, prefix: str) -> list[str]:
+        ids = (txn_of(p.name) for p in self._staging() if p.name.endswith(".prepared"))
+        return sorted(t for t in ids if t.startswith(prefix))
+
+    def leftovers(self, table: str) -> list[str]:
+        staging = self.root / table / STAGING
+        return sorted(str(p) for p in staging.rglob("*")) if staging.exists() else []
+
+    def rollback(self, txn_id: str) -> None:
+        name = txn_id.replace(":", ".")
+        for path in self.root.glob(f"*/{STAGING}{name}*"):
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+    def resolve_command_for(self, table: str) -> list[str]:
+        return ["--path", str(self.root / table)]
+
+
+class S3FilesTarget(ConformanceTarget):
+    format = "eoskit-parquet"
+
+    def __init__(self, endpoint: str, bucket: str) -> None:
+        self.endpoint, self.bucket = endpoint, bucket
+        self.client = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="testing",
+                                   aws_secret_access_key="testing", region_name="us-east-1",
+                                   config=Config(retries={"max_attempts": 3}))
+        scheme, host = endpoint.split("://", 1)
+        self.arrow_fs = pafs.S3FileSystem(access_key="testing", secret_key="testing",
+                                          endpoint_override=host, scheme=scheme, region="us-east-1")
+
+    def storage_options(self) -> dict[str, str]:
+        return {"fs.s3.endpoint_url": self.endpoint, "fs.s3.key": "testing", "fs.s3.secret": "testing"}
+
+    def options(self, table: str) -> dict[str, str]:
+        return {"path": f"s3://{self.bucket}/{table}", "commitMode": "twophase", **self.storage_options()}
+
+    def create_table(self, table: str) -> None:
+        """Nothing: a prefix exists once something is written under it."""
+
+    def _keys(self, prefix: str = "") -> list[str]:
+        pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix)
+        return [o["Key"] for page in pages for o in page.get("Contents", [])]
+
+    def drop_table(self, table: str) -> None:
+        for key in self._keys(f"{table}/"):
+            self.client.delete_object(Bucket=self.bucket, Key=key)
+
+    def rows(self, table: str) -> list[tuple[int, int]]:
+        arrow = ds.dataset(f"{self.bucket}/{table}", format="parquet", partitioning="hive",
+                           filesystem=self.arrow_fs).to_table(columns=["id", "amount"])
+        by_arrow = sorted(zip(arrow.column("id").to_pylist(), arrow.column("amount").to_pylist()))
+        connection = duckdb.connect()
+        connection.register_filesystem(fsspec.filesystem(
+            "s3", key="testing", secret="testing", client_kwargs={"endpoint_url": self.endpoint},
+            skip_instance_cache=True))
+        by_duckdb = sorted(connection.sql(
+            f"SELECT id, amount FROM read_parquet('s3://{self.bucket}/{table}/**/*.parquet')").fetchall())
+        assert by_duckdb == by_arrow, "DuckDB and pyarrow disagree on the prefix"
+        return by_arrow
+
+    def prepared(self, prefix: str) -> list[str]:
+        ids = (txn_of(k) for k in self._keys() if f"/{STAGING}" in k and k.endswith(".prepared"))
+        return sorted(t for t in ids if t.startswith(prefix))
+
+    def leftovers(self, table: str) -> list[str]:
+        return self._keys(f"{table}/{STAGING}")
+
+    def rollback(self, txn_id: str) -> None:
+        name = txn_id.replace(":", ".")
+        for key in self._keys():
+            if f"/{STAGING}{name}" in key:
+                self.client.delete_object(Bucket=self.bucket, Key=key)
+
+    def resolve_command_for(self, table: str) -> list[str]:
+        return ["--path", f"s3://{self.bucket}/{table}",
+                *(f"--option={k}={v}" for k, v in self.storage_options().items())]
+
+
+@pytest.fixture(scope="module")
+def workload(kafka: str) -> Workload:
+    # Fewer records than the SQL sinks: every scenario proves the same with 24k.
+    return Workload.produce(kafka, records=24_000, partitions=4, batches=5)
+
+
+TWOPHASE = scenarios_for("twophase")
+#: On S3 the scenarios where an object store differs from a disk: commits
+#: half-done (copy then delete), a kill anywhere, staged objects of a killed task.
+ON_S3 = [s for s in TWOPHASE if s.name in (
+    "driver_killed_after_some_commits", "driver_killed_at_random", "worker_killed_during_write")]
+
+
+@pytest.mark.crash
+@pytest.mark.parametrize("scenario", TWOPHASE, ids=[s.name for s in TWOPHASE])
+def test_files_local(spark, workload, scenario, tmp_path):
+    run_scenario(LocalFilesTarget(tmp_path / "out", spark), workload, scenario, tmp_path / "work", spark)
+
+
+@pytest.mark.crash
+@pytest.mark.parametrize("scenario", ON_S3, ids=[s.name for s in ON_S3])
+def test_files_s3(spark, s3, s3_bucket, workload, scenario, tmp_path):
+    run_scenario(S3FilesTarget(s3, s3_bucket), workload, scenario, tmp_path / "work", spark)
+
+
+def test_the_s3_scenarios_are_in_the_kit():
+    assert len(ON_S3) == 3, f"a scenario was renamed: {[s.name for s in TWOPHASE]}"
