@@ -20,7 +20,7 @@ from eoskit.connectors.sql.settings import SqlSinkSettings
 from eoskit.twophase import crash
 from eoskit.twophase.conformance import ConformanceTarget, Workload
 from eoskit.twophase.conformance.scenarios import Run
-from eoskit.twophase.contract import CommitMode, SinkContext, SinkError
+from eoskit.twophase.contract import CommitMode, Marker, SinkContext, SinkError
 from eoskit.twophase.conformance.kafka_log import read_topic
 from eoskit.twophase.txn_id import TxnId
 
@@ -140,9 +140,7 @@ def test_upsert_sets_aside_rows_refused_by_the_merge(postgres, table):
     sink = sink_for(postgres, table, CommitMode.IDEMPOTENT, mode="upsert", key="id",
                     deadLetterTable=f"{table}_dlq")
     rows = [(1, "a", 1), (2, "b", 2), (2, "b2", -2), (3, "c", 3), (3, "c2", None), (1, "a2", 5)]
-    from eoskit.twophase.contract import Marker
-
-    writer = sink.begin_marked(Marker("dltest", 3, 0), 0)
+    writer = sink.begin_marked(Marker(f"dl{uuid.uuid4().hex[:8]}", 3, 0), 0)
     assert writer.claim()
     for part in arrow(rows):
         writer.write(part)

@@ -236,6 +236,8 @@ class PostgresTransaction(PreparingWriter, MarkedWriter):
 
     def _write_setting_aside(self, batch: pa.RecordBatch) -> None:
         """Write the batch's rows; set the refused ones aside as dead letters."""
+        if not batch.num_rows:
+            return
         target = self.sink.target
         rows = batch.drop_columns(list(target.carried)) if target.carried else batch
         try:
