@@ -200,8 +200,9 @@ def test_a_streaming_query_carries_the_kafka_source_position(spark, kafka, postg
         assert letter[2] == source["partition"]  # one task per Kafka partition here
 
 
-# --- A Python worker killed after its prepare: Spark's retry writes both the
-# good rows and the dead letters exactly once.
+# --- A Python worker killed after its prepare (two-phase) or its commit
+# (idempotent): after Spark's retry, the good rows and the dead letters are
+# each in exactly once.
 
 class PoisonedPostgresTarget(ConformanceTarget):
     """The conformance job's rows into a table whose CHECK refuses one id in
@@ -209,11 +210,13 @@ class PoisonedPostgresTarget(ConformanceTarget):
 
     format = "eoskit-postgres"
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, commit_mode: str) -> None:
         self.url = url
+        self.commit_mode = commit_mode
 
     def options(self, table: str) -> dict[str, str]:
-        return {"url": self.url, "dbtable": table, "deadLetterTable": f"{table}_dlq"}
+        return {"url": self.url, "dbtable": table, "deadLetterTable": f"{table}_dlq",
+                "commitMode": self.commit_mode}
 
     def create_table(self, table: str) -> None:
         query(self.url, f"CREATE TABLE {table} (id bigint NOT NULL, amount bigint "
@@ -235,14 +238,16 @@ class PoisonedPostgresTarget(ConformanceTarget):
 
 
 @pytest.mark.crash
-def test_a_task_killed_after_prepare_is_retried_exactly_once(kafka, postgres, tmp_path):
+@pytest.mark.parametrize("commit_mode, point", [("twophase", crash.TASK_AFTER_PREPARE),
+                                                ("idempotent", crash.TASK_AFTER_COMMIT)])
+def test_a_killed_task_is_retried_exactly_once(kafka, postgres, commit_mode, point, tmp_path):
     workload = Workload.produce(kafka, records=2000, partitions=4, batches=2)
-    target = PoisonedPostgresTarget(postgres)
+    target = PoisonedPostgresTarget(postgres, commit_mode)
     run = Run(target, workload, tmp_path)
     target.create_table(run.table)
     try:
         once = tmp_path / "crashed-once"
-        code, log = run.run_job(**{crash.ENV: f"{crash.TASK_AFTER_PREPARE}@1", crash.ONCE_ENV: str(once)})
+        code, log = run.run_job(**{crash.ENV: f"{point}@1", crash.ONCE_ENV: str(once)})
         assert once.exists(), "the crash point did not fire"
         assert code == 0, f"the retried task did not recover the batch (exit {code}):\n{log[-3000:]}"
         ids = sorted(r[0] for r in target.rows(run.table))

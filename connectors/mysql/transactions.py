@@ -28,7 +28,7 @@ with it the transaction) are found before anything is sent.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import dataclasses
 import logging
@@ -316,24 +316,35 @@ class MySQLTransaction(PreparingWriter, MarkedWriter):
             if count == 1 and len(statement) > packet - 1024:
                 refused.append((offsets[0], self._over_packet(len(statement), packet, offsets[0])))
                 continue
-
-            def attempt(first: int, length: int) -> None:
-                if length == count:
-                    self._insert(statement)  # noqa: B023 - called before the loop moves on
-                    return
-                [(part, _)] = list(statements(prefix, chunk.slice(first, length), suffix, budget))  # noqa: B023
-                self._insert(part)
-
             try:
-                found_rows = isolate(count, attempt, refused_row)
+                found_rows = isolate(count, self._inserting(statement, chunk), refused_row)
             except pymysql.MySQLError as exc:
                 raise SinkError(self._describe(exc, rows.take(offsets))) from None
             refused += [(offsets[i], self._row_error(exc, offsets[i])) for i, exc in found_rows]
         try:
             self._set_aside(batch, refused)
         except pymysql.MySQLError as exc:
-            raise SinkError(self._describe(exc)) from None
+            table = self.sink.dead_letter_table
+            assert table is not None
+            raise SinkError(f"cannot insert {len(refused)} dead letter(s) into "
+                            f"{table.qualified}: {error_text(exc)}") from None
         self.rows += batch.num_rows
+
+    def _inserting(self, statement: bytes, rows: pa.Array) -> Callable[[int, int], None]:
+        """What ``isolate`` calls to INSERT rows [first, first + length) of
+        one statement's ``rows`` (literal rows): the statement itself for all
+        of them, else a statement of just those (smaller, so still one)."""
+        assert self._sql is not None
+        prefix, suffix, budget = self._sql
+
+        def attempt(first: int, length: int) -> None:
+            if length == len(rows):
+                self._insert(statement)
+                return
+            [(part, _)] = list(statements(prefix, rows.slice(first, length), suffix, budget))
+            self._insert(part)
+
+        return attempt
 
     def _row_error(self, exc: BaseException, offset: int) -> str:
         """A refused row in the sink's words, at its position among the task's rows."""

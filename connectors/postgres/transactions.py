@@ -324,9 +324,13 @@ class PostgresTransaction(PreparingWriter, MarkedWriter):
             letters.append(dead_letter(position.sink_id, position.batch, position.partition, batch,
                                        offset, row, message, self.sink.dead_letter_sources))
         at_least_once = self.sink.settings.commit_mode is CommitMode.AT_LEAST_ONCE
-        with self._conn.cursor() as cursor:
-            cursor.executemany(table.insert_sql(tolerate_repeats=at_least_once),
-                               deadletter.values(letters))
+        try:
+            with self._conn.cursor() as cursor:
+                cursor.executemany(table.insert_sql(tolerate_repeats=at_least_once),
+                                   deadletter.values(letters))
+        except psycopg.Error as exc:
+            raise SinkError(f"cannot insert {len(letters)} dead letter(s) into "
+                            f"{table.qualified}: {exc.diag.message_primary or exc}") from None
         self.dead_letters += len(letters)
 
     def _finish_writes(self) -> None:
