@@ -21,11 +21,11 @@ from collections.abc import Sequence
 
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
+from eoskit.connectors.dead_letters import source_columns
 from eoskit.connectors.kafka import sink_markers
 from eoskit.connectors.kafka.client import BrokerUnreachable, KafkaMetadata
 from eoskit.connectors.kafka.schema import HEADER_SPARK_TYPE
 from eoskit.connectors.kafka.sink_settings import KafkaSinkSettings
-from eoskit.connectors.dead_letters import source_columns
 from eoskit.connectors.kafka.sink_writer import (
     KafkaDirectWriter,
     KafkaMarkedWriter,
