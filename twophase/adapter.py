@@ -15,6 +15,7 @@ Where each piece runs, as Spark 4 drives a Python streaming sink:
 from __future__ import annotations
 
 import json
+import logging
 from abc import abstractmethod
 from collections.abc import Iterator
 from typing import Any, ClassVar
@@ -39,7 +40,7 @@ from eoskit.twophase.contract import (
 )
 from eoskit.twophase.coordinator import Coordinator
 from eoskit.twophase.decision_log import DecisionLog, latest_planned_batch
-from eoskit.twophase.messages import TaskAck
+from eoskit.twophase.messages import TaskAck, dead_letters
 from eoskit.twophase.task import write_task
 from eoskit.twophase.identity import (
     default_sink_id,
@@ -49,6 +50,7 @@ from eoskit.twophase.identity import (
 )
 from eoskit.twophase.txn_id import validate_sink_id
 
+log = logging.getLogger(__name__)
 
 #: Sinks already checked by this planning process (it is reused batch after
 #: batch, and across queries): reflection, rights and start-up work (e.g. the
@@ -75,6 +77,10 @@ class TransactionalStreamWriter(DataSourceStreamArrowWriter):
             Coordinator(self.sink, self.decisions).commit(messages, batchId)  # type: ignore[arg-type]
         elif isinstance(self.sink, MarkedCommitting) and self.commit_mode is CommitMode.IDEMPOTENT:
             self.sink.batch_committed(self.decisions, batchId, [m for m in messages if m is not None])
+        count = dead_letters(messages)
+        if count:
+            log.warning("batch %d: %d record(s) dead-lettered to %s", batchId, count,
+                        self.sink.dead_letter_destination() or self.sink.describe())
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         if isinstance(self.sink, TwoPhaseCommitting) and self.commit_mode is CommitMode.TWOPHASE:

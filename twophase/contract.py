@@ -102,10 +102,15 @@ class TaskWriter(ABC):
     of the writer's capability (``prepare`` or ``commit``) or ``abort``.
     Raising from ``write`` or the ending fails the task; eoskit then calls
     ``abort``, which must not raise for a transaction that is already gone.
+
+    ``rows`` counts every row the task was given, ``dead_letters`` those of
+    them the sink set aside as dead letters in the same transaction (a sink
+    with a dead-letter destination; 0 otherwise).
     """
 
     rows: int = 0
     bytes: int = 0
+    dead_letters: int = 0
 
     @abstractmethod
     def write(self, batch: pa.RecordBatch) -> None:
@@ -170,6 +175,12 @@ class Sink(ABC):
     def describe(self) -> str:
         """Where the sink writes, without secrets, for messages and logs."""
         return self.kind
+
+    def dead_letter_destination(self) -> str | None:
+        """Where the sink sends the records it cannot write (a table, a
+        topic), for the driver's log; None if it sends none there (a refused
+        record fails its batch)."""
+        return None
 
     def close(self) -> None:
         """Release connections held by this process (optional)."""

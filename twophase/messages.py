@@ -7,20 +7,23 @@ others report what the task already did, for progress and checks.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pyspark.sql.datasource import WriterCommitMessage
 
 
 @dataclass(frozen=True)
 class TaskAck(WriterCommitMessage):
-    """A task attempt's ack: which task, and what it wrote."""
+    """A task attempt's ack: which task, and what it wrote. ``rows`` counts
+    every row the task was given; ``dead_letters`` those of them it sent to
+    the sink's dead-letter destination, in the same transaction."""
 
     batch: int
     partition: int
     attempt: int
     rows: int = 0
     bytes: int = 0
+    dead_letters: int = field(default=0, kw_only=True)
 
 
 @dataclass(frozen=True)
@@ -47,3 +50,8 @@ class NothingToCommit(TaskAck):
 def prepared_ids(messages: object) -> list[str]:
     """The ids a batch's acks ask the coordinator to commit."""
     return [m.txn_id for m in messages or () if isinstance(m, PreparedTransaction)]
+
+
+def dead_letters(messages: object) -> int:
+    """How many records a batch's acks set aside as dead letters."""
+    return sum(m.dead_letters for m in messages or () if isinstance(m, TaskAck))

@@ -118,7 +118,8 @@ def _two_phase(sink: TwoPhaseCommitting, decisions: DecisionLog, batches: Iterat
     if _settled_without(decisions, batch, txn_id):
         sink.rollback_prepared(txn_id)
         return NothingToCommit(batch, partition, attempt, replay=True)
-    return PreparedTransaction(batch, partition, attempt, writer.rows, writer.bytes, txn_id)
+    return PreparedTransaction(batch, partition, attempt, writer.rows, writer.bytes, txn_id,
+                               dead_letters=writer.dead_letters)
 
 
 def _marked(sink: MarkedCommitting, marker: Marker, attempt: int,
@@ -140,7 +141,8 @@ def _marked(sink: MarkedCommitting, marker: Marker, attempt: int,
         raise
     crash.crash_point(crash.TASK_AFTER_COMMIT, marker.batch)
     crash.crash_point(crash.DRIVER_AFTER_TASK_COMMIT, marker.batch)
-    return CommittedByTask(marker.batch, marker.partition, attempt, writer.rows, writer.bytes)
+    return CommittedByTask(marker.batch, marker.partition, attempt, writer.rows, writer.bytes,
+                           dead_letters=writer.dead_letters)
 
 
 def _direct(writer: CommittingWriter, marker: Marker, attempt: int,
@@ -152,7 +154,8 @@ def _direct(writer: CommittingWriter, marker: Marker, attempt: int,
         writer.abort()
         raise
     crash.crash_point(crash.TASK_AFTER_COMMIT, marker.batch)
-    return CommittedByTask(marker.batch, marker.partition, attempt, writer.rows, writer.bytes)
+    return CommittedByTask(marker.batch, marker.partition, attempt, writer.rows, writer.bytes,
+                           dead_letters=writer.dead_letters)
 
 
 def _check_replay_rows(marker: Marker, expected: int, batches: Iterator[pa.RecordBatch]) -> None:

@@ -2,8 +2,8 @@
 
 Names and meanings are those of Spark's built-in Kafka sink (``topic``,
 ``includeHeaders``, ``kafka.*`` passed to the producer), so that switching is
-a change of format string; plus eoskit's ``commitMode``, ``sinkId`` and
-``markerTopic``.
+a change of format string; plus eoskit's ``commitMode``, ``sinkId``,
+``markerTopic`` and the dead-letter options.
 """
 
 from __future__ import annotations
@@ -12,7 +12,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from eoskit.connectors.options import Option, OptionError, OptionSet, parse_bool, parse_str
-from eoskit.connectors.sink_options import COMMON
+from eoskit.connectors.sink_options import (
+    COMMON,
+    DEAD_LETTER_SOURCE_COLUMNS,
+    DEAD_LETTER_TOPIC,
+)
 
 TOPIC = Option("topic", parse_str, None,
                "Topic every row is written to; overrides a `topic` column, as in Spark.")
@@ -26,7 +30,8 @@ MARKER_TOPIC = Option(
     "Default: `topic`; needed when the rows carry their topic.")
 
 OPTIONS = OptionSet(
-    (TOPIC, INCLUDE_HEADERS, MARKER_TOPIC, *COMMON),
+    (TOPIC, INCLUDE_HEADERS, MARKER_TOPIC, DEAD_LETTER_TOPIC, DEAD_LETTER_SOURCE_COLUMNS,
+     *COMMON),
     passthrough_prefixes=("kafka.",),
     owner="the eoskit-kafka sink",
 )
@@ -39,6 +44,9 @@ OWNED = {
     "value.serializer": "a cast of the value column to string or binary",
     "interceptor.classes": "nothing (Java only)",
 }
+
+#: librdkafka's default ``message.max.bytes``.
+PRODUCER_MAX_MESSAGE_BYTES = 1_000_000
 
 #: Producer defaults, overridable with ``kafka.*``: batches of a few ms, the
 #: Java client's partitioner (so keys land where Spark's Kafka sink puts them),
@@ -59,6 +67,10 @@ class KafkaSinkSettings:
     topic: str | None
     include_headers: bool
     marker_topic: str | None
+    #: Where records the sink cannot write go; None: such a record fails the batch.
+    dead_letter_topic: str | None = None
+    #: ``deadLetterSourceColumns`` as given (None: no source columns).
+    dead_letter_source_columns: tuple[str, ...] | None = None
 
     @property
     def bootstrap_servers(self) -> str:
@@ -66,6 +78,11 @@ class KafkaSinkSettings:
 
     def producer_config(self) -> dict[str, str]:
         return {**DEFAULTS, **self.kafka}
+
+    @property
+    def max_message_bytes(self) -> int:
+        """The producer's record size limit (librdkafka's ``message.max.bytes``)."""
+        return int(self.kafka.get("message.max.bytes", PRODUCER_MAX_MESSAGE_BYTES))
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> "KafkaSinkSettings":
@@ -80,5 +97,18 @@ class KafkaSinkSettings:
                 raise OptionError(f"option 'kafka.{key}' is not supported by the eoskit-kafka "
                                   f"sink: {OWNED[key.lower()]}")
         topic = TOPIC.read(raw)
+        dead_letter_topic = DEAD_LETTER_TOPIC.read(raw)
+        sources = DEAD_LETTER_SOURCE_COLUMNS.read(raw)
+        if sources is not None and dead_letter_topic is None:
+            raise OptionError(f"option '{DEAD_LETTER_SOURCE_COLUMNS.name}' needs the option "
+                              f"'{DEAD_LETTER_TOPIC.name}'")
+        if dead_letter_topic is not None and dead_letter_topic == topic:
+            raise OptionError(f"option '{DEAD_LETTER_TOPIC.name}' names the output topic "
+                              f"{topic!r}: dead letters need a topic of their own")
+        size = kafka.get("message.max.bytes")
+        if size is not None and not size.strip().isdigit():
+            raise OptionError(f"option 'kafka.message.max.bytes' = {size!r}: expected a "
+                              "number of bytes")
         return cls(kafka=kafka, topic=topic, include_headers=INCLUDE_HEADERS.read(raw),
-                   marker_topic=MARKER_TOPIC.read(raw) or topic)
+                   marker_topic=MARKER_TOPIC.read(raw) or topic,
+                   dead_letter_topic=dead_letter_topic, dead_letter_source_columns=sources)

@@ -20,10 +20,23 @@ commit; delivery errors fail the task.
 
 Producers and marker consumers are cached per Python worker process and
 reused across batches; one that failed is closed and rebuilt.
+
+Dead letters (``deadLetterTopic``): a record the sink cannot write is
+produced to the dead-letter topic instead, by the same producer in the same
+transaction, so it commits with the task's records and marker, exactly once.
+Such a record is found before it is produced: no topic, a partition the
+topic lacks, or an estimated size over the smaller of the producer's
+``message.max.bytes`` and the topic's ``max.message.bytes`` (read with
+DescribeConfigs when a task first writes to a topic; the broker would only
+refuse the record at delivery, and make the whole transaction fail). A
+``MSG_SIZE_TOO_LARGE`` from ``produce`` itself is set aside too. Nothing
+else is: a broker that does not answer, a timeout, a missing topic fail the
+task, for Spark to retry.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 from typing import Any
@@ -31,9 +44,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource
 
+from eoskit.connectors.dead_letters import dumps, source_columns, source_json
 from eoskit.connectors.kafka import sink_markers
+from eoskit.connectors.kafka.client import admin_config
 from eoskit.connectors.kafka.sink_settings import KafkaSinkSettings
+from eoskit.connectors.sink_options import DEAD_LETTER_TOPIC
 from eoskit.twophase.contract import (
     CommittingWriter,
     MarkedWriter,
@@ -52,6 +69,17 @@ TIMEOUT_S = 60.0
 
 _producers: dict[str, Producer] = {}
 _consumers: dict[str, Consumer] = {}
+_admins: dict[str, AdminClient] = {}
+
+#: A record's worst-case framing in a v2 record batch, beside its key, value
+#: and headers (librdkafka's RD_KAFKAP_MESSAGE_V2_MAX_OVERHEAD): what the
+#: producer adds before comparing with ``message.max.bytes``.
+RECORD_OVERHEAD = 36
+#: A record batch's own header: the broker compares the batch, header
+#: included, with the topic's ``max.message.bytes``.
+BATCH_OVERHEAD = 61
+#: Per header, its two length varints at most.
+HEADER_OVERHEAD = 10
 
 
 def _key(config: dict[str, Any]) -> str:
@@ -128,8 +156,8 @@ def read_marker(settings: KafkaSinkSettings, group: str) -> sink_markers.Committ
         [committed] = consumer.committed([TopicPartition(settings.marker_topic, 0)], TIMEOUT_S)
     except KafkaException as exc:
         raise ServiceUnavailable(f"cannot read the progress marker of group {group!r} on "
-                        f"{settings.marker_topic}-0 at kafka.bootstrap.servers="
-                        f"{settings.bootstrap_servers!r}: {_error_text(exc)}") from None
+                                 f"{settings.marker_topic}-0 at kafka.bootstrap.servers="
+                                 f"{settings.bootstrap_servers!r}: {_error_text(exc)}") from None
     if committed.error is not None:
         raise SinkError(f"cannot read the progress marker of group {group!r}: "
                         f"{committed.error.str()}")
@@ -145,6 +173,7 @@ class _Topics:
         self.settings = settings
         self.producer = made
         self.partitions: dict[str, int] = {}
+        self.limits: dict[str, int] = {}
 
     def check(self, topic: str) -> int:
         known = self.partitions.get(topic)
@@ -161,6 +190,48 @@ class _Topics:
         self.partitions[topic] = len(found.partitions)
         return self.partitions[topic]
 
+    def max_record_bytes(self, topic: str) -> int:
+        """The largest record (key, value, headers and framing) the producer
+        sends to ``topic`` and the broker takes: the producer's
+        ``message.max.bytes``, or the topic's ``max.message.bytes`` less a
+        batch header if that is smaller."""
+        if topic not in self.limits:
+            limit = self.settings.max_message_bytes
+            found = topic_max_message_bytes(self.settings, [topic]).get(topic)
+            if found is not None:
+                limit = min(limit, found - BATCH_OVERHEAD)
+            self.limits[topic] = limit
+        return self.limits[topic]
+
+
+def _admin(settings: KafkaSinkSettings) -> AdminClient:
+    config = {**admin_config(settings.kafka), "logger": _QUIET}
+    key = _key({k: v for k, v in config.items() if k != "logger"})
+    if key not in _admins:
+        _admins[key] = AdminClient(config)
+    return _admins[key]
+
+
+def topic_max_message_bytes(settings: KafkaSinkSettings, topics: list[str]) -> dict[str, int | None]:
+    """Each topic's ``max.message.bytes`` (DescribeConfigs); None where the
+    broker reports none (it then applies its own default, which the
+    producer's limit stays under unless raised)."""
+    futures = _admin(settings).describe_configs(
+        [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics], request_timeout=TIMEOUT_S)
+    found: dict[str, int | None] = {}
+    for resource, future in futures.items():
+        try:
+            configs = future.result(TIMEOUT_S)
+        except KafkaException as exc:
+            raise SinkError(
+                f"cannot read the configuration of topic {resource.name!r} (DescribeConfigs) at "
+                f"kafka.bootstrap.servers={settings.bootstrap_servers!r}: {_error_text(exc)}; "
+                f"with '{DEAD_LETTER_TOPIC.name}' set, the sink reads each topic's "
+                "max.message.bytes to set aside records the broker would refuse") from None
+        entry = configs.get("max.message.bytes")
+        found[resource.name] = int(entry.value) if entry is not None and entry.value else None
+    return found
+
 
 def missing_topic_message(topic: str) -> str:
     return (f"topic {topic!r} does not exist: create it first (the eoskit-kafka sink does not "
@@ -174,9 +245,12 @@ def _column(batch: pa.RecordBatch, name: str) -> pa.Array | None:
 
 
 def produce_batch(made: Producer, topics: _Topics, settings: KafkaSinkSettings,
-                  batch: pa.RecordBatch, first_row: int, on_delivery: Any = None) -> int:
+                  batch: pa.RecordBatch, first_row: int, on_delivery: Any = None,
+                  dead: "DeadLetters | None" = None) -> int:
     """Produce every row of ``batch``; the number of value bytes. The only
-    per-record Python is the call into librdkafka, which batches in C."""
+    per-record Python is the call into librdkafka, which batches in C.
+    With ``dead``, a row the sink cannot write goes there instead of
+    failing the task."""
     n = batch.num_rows
     values = batch.column(batch.schema.get_field_index("value")).to_pylist()
     key_column = _column(batch, "key")
@@ -187,37 +261,171 @@ def produce_batch(made: Producer, topics: _Topics, settings: KafkaSinkSettings,
         distinct = [settings.topic]
     else:
         topic_column = _column(batch, "topic")
-        if topic_column.null_count:
+        if topic_column.null_count and dead is None:
             row = first_row + pc.index(pc.is_null(topic_column), True).as_py()
             raise SinkError(f"row {row} of this task has no topic: set the 'topic' option or "
                             "fill the 'topic' column")
         topic_names = topic_column.to_pylist()
-        distinct = pc.unique(topic_column).to_pylist()
+        distinct = [t for t in pc.unique(topic_column).to_pylist() if t is not None]
     limits = {t: topics.check(t) for t in distinct}
     if partition_column is not None:
-        _check_partitions(topic_names, partition_column, limits, first_row)
+        if dead is None:
+            _check_partitions(topic_names, partition_column, limits, first_row)
         partitions = pc.fill_null(partition_column, -1).to_pylist()
     else:
         partitions = [-1] * n
     headers_column = _column(batch, "headers") if settings.include_headers else None
     headers = ([None if h is None else [(e["key"], e["value"]) for e in h]
                 for h in headers_column.to_pylist()] if headers_column is not None else [None] * n)
+    poison = dead.poison(batch, topics, topic_names, partitions, limits, headers) if dead else {}
     produce, poll = made.produce, made.poll
     size = 0
     for index, (topic, value, key, partition, header) in enumerate(
             zip(topic_names, values, keys, partitions, headers)):
+        if index in poison:
+            assert dead is not None
+            dead.send(made, batch, index, first_row + index + 1, poison[index], topic, partition)
+            continue
         while True:
             try:
                 produce(topic, value, key, partition, on_delivery=on_delivery, headers=header)
+                size += len(value) if value is not None else 0
                 break
             except BufferError:
                 poll(0.05)  # the local queue is full: let librdkafka send
             except KafkaException as exc:
-                raise SinkError(_produce_error(exc, topic, partition, first_row + index,
-                                               value)) from None
-        size += len(value) if value is not None else 0
+                message = _produce_error(exc, topic, partition, first_row + index, value)
+                if dead is None or not _too_large(exc):
+                    raise SinkError(message) from None
+                dead.send(made, batch, index, first_row + index + 1, message, topic, partition)
+                break
     poll(0)
     return size
+
+
+def _too_large(exc: KafkaException) -> bool:
+    error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+    return error is not None and error.code() == KafkaError.MSG_SIZE_TOO_LARGE
+
+
+class DeadLetters:
+    """One task's dead letters: found in each Arrow batch before it is
+    produced, and produced to ``deadLetterTopic`` in the task's transaction.
+
+    A dead letter's key is the record's key; its value is JSON::
+
+        {"sink_id", "batch", "task_partition", "row_in_task", "error",
+         "topic", "partition", "size", "value" | "value_base64", "truncated",
+         "source"}
+
+    ``value`` holds a string value as text, ``value_base64`` a binary one;
+    a value that does not fit the dead-letter topic is cut to its first
+    bytes (``truncated``: true, ``size``: its whole size). Headers
+    ``eoskit.error`` and ``eoskit.position`` (``sinkId:batch:partition:row``)
+    say the same for readers that do not parse the value.
+    """
+
+    def __init__(self, settings: KafkaSinkSettings, marker: Marker, topics: _Topics,
+                 columns: list[str]) -> None:
+        assert settings.dead_letter_topic is not None
+        self.settings = settings
+        self.marker = marker
+        self.topic = settings.dead_letter_topic
+        self.sources = source_columns(settings.dead_letter_source_columns, columns, ())
+        self.count = 0
+        topics.check(self.topic)
+        self.limit = topics.max_record_bytes(self.topic)
+
+    def poison(self, batch: pa.RecordBatch, topics: _Topics, topic_names: list[str | None],
+               partitions: list[int], limits: dict[str, int],
+               headers: list[list[tuple[str, Any]] | None]) -> dict[int, str]:
+        """The rows of ``batch`` that cannot be written, with why."""
+        found: dict[int, str] = {}
+        sizes = _sizes(batch, headers)
+        for index, (topic, partition, size) in enumerate(zip(topic_names, partitions, sizes)):
+            if topic is None:
+                found[index] = "the row has no topic: set the 'topic' option or fill the 'topic' column"
+            elif partition >= 0 and partition >= limits[topic]:
+                found[index] = (f"the row names partition {partition} of topic {topic!r}, which "
+                                f"has partitions 0..{limits[topic] - 1}")
+            elif partition < -1:
+                found[index] = f"the row names partition {partition} of topic {topic!r}"
+            elif size > topics.max_record_bytes(topic):
+                found[index] = (
+                    f"the record for topic {topic!r} is {size} bytes (key, value, headers and "
+                    f"framing), over {topics.max_record_bytes(topic)}: the smaller of the "
+                    "producer's message.max.bytes and the topic's max.message.bytes")
+        return found
+
+    def send(self, made: Producer, batch: pa.RecordBatch, index: int, row_in_task: int,
+             error: str, topic: str | None, partition: int) -> None:
+        """Produce row ``index``'s dead letter in the task's transaction."""
+        key = _bytes(batch, "key", index)
+        value_column = batch.column(batch.schema.get_field_index("value"))
+        value = _bytes(batch, "value", index)
+        text = pa.types.is_string(value_column.type) or pa.types.is_large_string(value_column.type)
+        position = f"{self.marker.sink_id}:{self.marker.batch}:{self.marker.partition}:{row_in_task}"
+        headers = [("eoskit.error", error.encode()[:1000]), ("eoskit.position", position.encode())]
+        letter: dict[str, Any] = {
+            "sink_id": self.marker.sink_id, "batch": self.marker.batch,
+            "task_partition": self.marker.partition, "row_in_task": row_in_task, "error": error,
+            "topic": topic, "partition": partition if partition >= 0 else None,
+            "size": None if value is None else len(value),
+            "source": json.loads(source_json(batch, index, self.sources) or "null"),
+        }
+        room = self.limit - RECORD_OVERHEAD - sum(len(k) + len(v) + HEADER_OVERHEAD for k, v in headers)
+        if key is not None and len(key) > room // 2:
+            letter["key_size"], key = len(key), None  # a key too large to keep is left out
+        room -= len(key or b"") + len(dumps({**letter, "value": None, "truncated": False}).encode()) + 32
+        record = dumps({**letter, **_value_json(value, text, room)}).encode()
+        while True:
+            try:
+                made.produce(self.topic, record, key, headers=headers)
+                break
+            except BufferError:
+                made.poll(0.05)
+            except KafkaException as exc:
+                raise SinkError(f"producing a dead letter to {DEAD_LETTER_TOPIC.name} "
+                                f"{self.topic!r} failed: {_error_text(exc)}") from None
+        self.count += 1
+
+
+def _bytes(batch: pa.RecordBatch, name: str, index: int) -> bytes | None:
+    column = _column(batch, name)
+    return None if column is None else column.slice(index, 1).cast(pa.binary()).to_pylist()[0]
+
+
+def _value_json(value: bytes | None, text: bool, room: int) -> dict[str, Any]:
+    """The value for a dead letter's JSON, in at most ``room`` bytes of it."""
+    if value is None:
+        return {"value": None, "truncated": False}
+    cut = len(value)
+    while True:
+        part = value[:cut]
+        if text:
+            shown: dict[str, Any] = {"value": part.decode("utf-8", errors="ignore" if cut < len(value) else "replace")}
+        else:
+            shown = {"value_base64": base64.b64encode(part).decode("ascii")}
+        if len(dumps(shown)) <= room or cut == 0:
+            return {**shown, "truncated": cut < len(value)}
+        # JSON escapes at most sixfold (\u00XX), base64 grows by 4/3: shrink and retry.
+        cut = min(cut - 1, max(0, (room * cut) // max(1, len(dumps(shown))) - 16))
+
+
+def _sizes(batch: pa.RecordBatch, headers: list[list[tuple[str, Any]] | None]) -> list[int]:
+    """Each record's size as the producer counts it: key, value and header
+    bytes plus the worst-case framing (RECORD_OVERHEAD)."""
+    total = pa.array([RECORD_OVERHEAD] * batch.num_rows, pa.int64())
+    for name in ("key", "value"):
+        column = _column(batch, name)
+        if column is not None:
+            lengths = pc.fill_null(pc.cast(pc.binary_length(column), pa.int64()), 0)
+            total = pc.add(total, lengths)
+    sizes = total.to_pylist()
+    for index, header in enumerate(headers):
+        if header:
+            sizes[index] += sum(len(k.encode()) + len(v or b"") + HEADER_OVERHEAD for k, v in header)
+    return sizes
 
 
 def _check_partitions(topic_names: list[str], column: pa.Array, limits: dict[str, int],
@@ -247,8 +455,10 @@ class KafkaMarkedWriter(MarkedWriter):
         self.attempt = attempt
         self.rows = 0
         self.bytes = 0
+        self.dead_letters = 0
         self._producer: Producer | None = None
         self._topics: _Topics | None = None
+        self._dead: DeadLetters | None = None
         self._open = False
 
     def claim(self) -> bool:
@@ -275,8 +485,12 @@ class KafkaMarkedWriter(MarkedWriter):
 
     def write(self, batch: pa.RecordBatch) -> None:
         assert self._producer is not None and self._topics is not None and self._open
-        self.bytes += produce_batch(self._producer, self._topics, self.settings, batch, self.rows)
+        if self.settings.dead_letter_topic is not None and self._dead is None:
+            self._dead = DeadLetters(self.settings, self.marker, self._topics, batch.schema.names)
+        self.bytes += produce_batch(self._producer, self._topics, self.settings, batch, self.rows,
+                                    dead=self._dead)
         self.rows += batch.num_rows
+        self.dead_letters = self._dead.count if self._dead is not None else 0
 
     def commit(self) -> None:
         assert self._producer is not None and self._open
@@ -307,12 +521,15 @@ class KafkaMarkedWriter(MarkedWriter):
 class KafkaDirectWriter(CommittingWriter):
     """At-least-once: an idempotent producer, flushed at commit."""
 
-    def __init__(self, settings: KafkaSinkSettings) -> None:
+    def __init__(self, settings: KafkaSinkSettings, marker: Marker) -> None:
         self.settings = settings
+        self.marker = marker
         self.rows = 0
         self.bytes = 0
+        self.dead_letters = 0
         self._producer = producer(settings, None, fresh=False)
         self._topics = _Topics(settings, self._producer)
+        self._dead: DeadLetters | None = None
         self._errors: list[str] = []
 
     def _delivered(self, error: KafkaError | None, message: Any) -> None:
@@ -320,9 +537,12 @@ class KafkaDirectWriter(CommittingWriter):
             self._errors.append(f"{message.topic()}-{message.partition()}: {error.str()}")
 
     def write(self, batch: pa.RecordBatch) -> None:
+        if self.settings.dead_letter_topic is not None and self._dead is None:
+            self._dead = DeadLetters(self.settings, self.marker, self._topics, batch.schema.names)
         self.bytes += produce_batch(self._producer, self._topics, self.settings, batch, self.rows,
-                                    self._delivered)
+                                    self._delivered, dead=self._dead)
         self.rows += batch.num_rows
+        self.dead_letters = self._dead.count if self._dead is not None else 0
 
     def commit(self) -> None:
         left = self._producer.flush(TIMEOUT_S)

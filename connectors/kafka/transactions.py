@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
+from eoskit.connectors.dead_letters import source_columns
 from eoskit.connectors.kafka import sink_markers
 from eoskit.connectors.kafka.client import BrokerUnreachable, KafkaMetadata
 from eoskit.connectors.kafka.schema import HEADER_SPARK_TYPE
@@ -32,7 +33,9 @@ from eoskit.connectors.kafka.sink_writer import (
     missing_topic_message,
     producer,
     read_marker,
+    topic_max_message_bytes,
 )
+from eoskit.connectors.sink_options import DEAD_LETTER_TOPIC
 from eoskit.twophase.contract import (
     CommitMode,
     DirectCommitting,
@@ -88,6 +91,10 @@ class KafkaTransactions(MarkedCommitting, DirectCommitting):
         where = f"topic {self.settings.topic}" if self.settings.topic else "the rows' topics"
         return f"Kafka at {self.settings.bootstrap_servers} ({where})"
 
+    def dead_letter_destination(self) -> str | None:
+        topic = self.settings.dead_letter_topic
+        return None if topic is None else f"Kafka topic {topic}"
+
     # -- driver ------------------------------------------------------------
 
     def check(self, schema: StructType, context: SinkContext) -> None:
@@ -98,6 +105,7 @@ class KafkaTransactions(MarkedCommitting, DirectCommitting):
             raise ServiceUnavailable(str(exc)) from None
         if self.settings.topic is not None and self.settings.topic not in topics:
             raise SinkError(missing_topic_message(self.settings.topic))
+        self._check_dead_letters(schema, topics)
         if context.commit_mode is not CommitMode.IDEMPOTENT:
             return
         if self.settings.marker_topic is None:
@@ -110,6 +118,17 @@ class KafkaTransactions(MarkedCommitting, DirectCommitting):
         if not decisions.exists():
             self._refuse_foreign_markers(context.sink_id, decisions)
         self._abort_leftovers(context.sink_id, decisions)
+
+    def _check_dead_letters(self, schema: StructType, topics: dict[str, list[int]]) -> None:
+        """The dead-letter topic exists, the source columns too, and the
+        topics' max.message.bytes can be read (DescribeConfigs)."""
+        dead = self.settings.dead_letter_topic
+        if dead is None:
+            return
+        if dead not in topics:
+            raise SinkError(f"option '{DEAD_LETTER_TOPIC.name}': {missing_topic_message(dead)}")
+        source_columns(self.settings.dead_letter_source_columns, schema.fieldNames(), ())
+        topic_max_message_bytes(self.settings, [t for t in (self.settings.topic, dead) if t])
 
     def _refuse_foreign_markers(self, sink_id: str, decisions: DecisionLog) -> None:
         committed = read_marker(self.settings, sink_markers.marker_group(sink_id, 0))
@@ -143,7 +162,7 @@ class KafkaTransactions(MarkedCommitting, DirectCommitting):
         return KafkaMarkedWriter(self.settings, marker, attempt)
 
     def begin_direct(self, marker: Marker, attempt: int) -> KafkaDirectWriter:
-        return KafkaDirectWriter(self.settings)
+        return KafkaDirectWriter(self.settings, marker)
 
 
 __all__ = ["KafkaTransactions", "check_columns"]

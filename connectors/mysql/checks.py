@@ -20,6 +20,8 @@ from eoskit.connectors.mysql.dialect import error_text as _text
 from eoskit.connectors.mysql.dialect import qualified as _qualified
 from eoskit.connectors.mysql.dialect import quote as _quote
 from eoskit.connectors.mysql.dialect import server_version
+from eoskit.connectors.sql.deadletter import COLUMNS as DEAD_LETTER_COLUMNS
+from eoskit.connectors.sql.deadletter import DeadLetterTable
 from eoskit.connectors.sql.registry import REGISTRY_TABLE, claim_sink_id
 from eoskit.connectors.sql.settings import SqlSinkSettings
 from eoskit.connectors.sql.tables import TargetTable
@@ -186,4 +188,20 @@ def create_marker_table(conn: pymysql.connections.Connection, target: TargetTabl
             f"user {url.username!r} lacks INSERT or DELETE on the marker table {table} "
             f"(option 'markerTable'): GRANT SELECT, INSERT, DELETE ON "
             f"{_qualified(_database(conn, target), settings.marker_table)} TO {who}"
+        )
+
+
+def check_dead_letter_table(conn: pymysql.connections.Connection, table: DeadLetterTable,
+                            settings: SqlSinkSettings, url: URL, who: str) -> None:
+    """The dead-letter table takes its rows in the task's transaction: it
+    must be InnoDB, and the user must be allowed to insert into it."""
+    check_engine(conn, TargetTable(table.schema, table.name, {}), settings)
+    values = ", ".join("NULL" for _ in DEAD_LETTER_COLUMNS)
+    if _denied(conn, f"INSERT INTO {table.sql_name} ({', '.join(DEAD_LETTER_COLUMNS)}) "
+                     f"VALUES ({values})"):
+        grant_on = _qualified(_database(conn, TargetTable(table.schema, table.name, {})),
+                              table.name)
+        raise SinkError(
+            f"user {url.username!r} lacks INSERT on the dead-letter table {table.qualified} "
+            f"(option 'deadLetterTable'): GRANT INSERT ON {grant_on} TO {who}"
         )

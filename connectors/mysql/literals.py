@@ -36,6 +36,16 @@ from eoskit.twophase.contract import SinkError
 NULL = pa.scalar("NULL", pa.string())
 
 
+class UnwritableValue(SinkError):
+    """A value no MySQL column can hold (NaN, text that is not UTF-8): a
+    row the server would refuse, found before anything is sent."""
+
+    def __init__(self, message: str, column: str, reason: str) -> None:
+        super().__init__(message)
+        self.column = column
+        self.reason = reason
+
+
 #: PyMySQL's escapes (``pymysql.converters.escape_string``); the backslash
 #: first, so that no other replacement's backslash is doubled.
 _ESCAPES = (("\\", "\\\\"), ("\x00", "\\0"), ("\n", "\\n"), ("\r", "\\r"),
@@ -64,10 +74,10 @@ def _utf8(column: pa.Array, name: str) -> pa.Array:
         bad = next((i for i, v in enumerate(column.cast(pa.binary()).to_pylist())
                     if v is not None and not _decodes(v)), None)
         where = f" (row {bad} of the batch)" if bad is not None else ""
-        raise SinkError(
+        raise UnwritableValue(
             f"column {name!r} holds text that is not valid UTF-8{where}; MySQL would reject "
             "or mangle it. CAST(binary AS STRING) makes such strings: keep the column binary, "
-            "or clean it in the transform"
+            "or clean it in the transform", name, "text that is not valid UTF-8"
         ) from None
     return column
 
@@ -129,8 +139,9 @@ def literals(column: pa.Array, name: str) -> pa.Array:
     elif pa.types.is_floating(kind):
         finite = pc.is_finite(column)
         if not pc.all(pc.or_kleene(finite, pc.is_null(column))).as_py():
-            raise SinkError(f"column {name!r} holds NaN or Infinity, which MySQL cannot store: "
-                            "filter or replace them in the transform")
+            raise UnwritableValue(f"column {name!r} holds NaN or Infinity, which MySQL cannot store: "
+                                  "filter or replace them in the transform", name,
+                                  "NaN or Infinity, which MySQL cannot store")
         text = pc.cast(column, pa.string())
     elif pa.types.is_boolean(kind):
         text = pc.if_else(column, "1", "0")

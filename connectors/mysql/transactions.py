@@ -13,12 +13,24 @@ Arrow-built literals 1.7 s, ``LOAD DATA LOCAL INFILE`` of an Arrow CSV
 by default in MySQL 8), makes the client hand over any file the server
 names, cannot express NULL apart from '' in Arrow's CSV, and has no
 ``ON DUPLICATE KEY UPDATE`` for upsert.
+
+With a dead-letter table (``deadLetterTable``), a refused INSERT is
+bisected, each half one INSERT of its own, down to the single refused rows,
+which go to the dead-letter table in the same transaction
+(``eoskit.connectors.dead_letters``). No savepoint is needed: InnoDB rolls
+back a refused statement alone and the transaction goes on, inside an XA
+transaction too (MariaDB 10.11 also allows SAVEPOINT inside XA, verified,
+but a statement is already the unit). Values no column can hold (NaN, text
+that is not UTF-8) and a row whose INSERT alone would exceed the server's
+``max_allowed_packet`` (which makes the server drop the connection, and
+with it the transaction) are found before anything is sent.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import dataclasses
 import logging
 import re
 import time
@@ -48,7 +60,9 @@ from eoskit.connectors.mysql.dialect import (
     quote,
     server_version,
 )
-from eoskit.connectors.mysql.literals import statements, value_rows
+from eoskit.connectors.dead_letters import cut_json, dead_letter, isolate
+from eoskit.connectors.mysql.literals import UnwritableValue, statements, value_rows
+from eoskit.connectors.sql import deadletter
 from eoskit.connectors.sql.identifiers import parse_table_name
 from eoskit.connectors.sql.refusals import Refusal
 from eoskit.connectors.sql.retry import Attempt, reconnecting
@@ -102,6 +116,17 @@ _CONSTRAINT = (
 )
 _AT_ROW = re.compile(r" at row (?P<row>\d+)$")
 NOT_NULL = 1048
+#: Server errors that refuse a row for what it holds: NULL into NOT NULL
+#: (1048, 1263), duplicate key (1062, 1586), foreign key (1216, 1452), a
+#: value out of range, too long, truncated or malformed (1264, 1265, 1292,
+#: 1366, 1406, 1411, 1690, 3140), a CHECK (MySQL 3819, MariaDB 4025).
+#: Never a lock wait, a deadlock or a lost connection: those fail the task.
+REFUSED_ROW_CODES = frozenset({1048, 1263, 1062, 1586, 1216, 1452, 1264, 1265, 1292, 1366,
+                               1406, 1411, 1690, 3140, 3819, 4025})
+
+
+def refused_row(exc: BaseException) -> bool:
+    return isinstance(exc, pymysql.MySQLError) and error_code(exc) in REFUSED_ROW_CODES
 
 
 def refused_row_facts(text: str, table: str) -> tuple[str | None, str | None, int | None]:
@@ -146,6 +171,7 @@ class MySQLTransaction(PreparingWriter, MarkedWriter):
         self._conn: pymysql.connections.Connection | None = None
         self._prepared = False
         self._sql: tuple[bytes, bytes, int] | None = None
+        self._constraints: dict[str, tuple[str, ...]] = {}
 
     def _open(self) -> pymysql.connections.Connection:
         if self._conn is None:
@@ -218,7 +244,9 @@ class MySQLTransaction(PreparingWriter, MarkedWriter):
         if column is not None:
             columns = (lower.get(column.lower(), column),)
         elif constraint is not None:
-            columns = self.sink.constraint_columns(constraint)
+            if constraint not in self._constraints:
+                self._constraints[constraint] = self.sink.constraint_columns(constraint)
+            columns = self._constraints[constraint]
         if row is None and rows is not None and error_code(exc) == NOT_NULL and columns:
             row = _first_null(rows, target, columns[0])
         return Refusal("MySQL", target.qualified, error_text(exc), columns,
@@ -250,6 +278,9 @@ class MySQLTransaction(PreparingWriter, MarkedWriter):
         return prefix.encode(), suffix.encode(), self.sink.statement_budget(conn)
 
     def write(self, batch: pa.RecordBatch) -> None:
+        if self.sink.dead_letter_table is not None:
+            self._write_setting_aside(batch)
+            return
         if self._sql is None:
             self._sql = self._statement_parts(batch.schema.names)
         prefix, suffix, budget = self._sql
@@ -264,6 +295,120 @@ class MySQLTransaction(PreparingWriter, MarkedWriter):
             self.rows += count
             self.bytes += len(statement)
             start += count
+
+    # -- dead-letter mode ---------------------------------------------------
+
+    def _insert(self, statement: bytes) -> None:
+        """One INSERT: all its rows, or (refused) none of them."""
+        assert self._conn is not None
+        with self._conn.cursor() as cursor:
+            cursor.execute(statement)
+        self.bytes += len(statement)
+
+    def _write_setting_aside(self, batch: pa.RecordBatch) -> None:
+        """Write the batch's rows; set the refused ones aside as dead letters."""
+        if not batch.num_rows:
+            return
+        target = self.sink.target
+        rows = batch.drop_columns(list(target.carried)) if target.carried else batch
+        if self._sql is None:
+            self._sql = self._statement_parts(rows.schema.names)
+        prefix, suffix, budget = self._sql
+        assert self._conn is not None
+        packet = self.sink.max_packet(self._conn)
+        refused: list[tuple[int, str]] = []
+        # Step 1: values no column can hold, found before anything is sent.
+        kept = list(range(rows.num_rows))
+        try:
+            literals = value_rows(rows)
+        except UnwritableValue:
+            found = isolate(rows.num_rows, lambda start, length: value_rows(rows.slice(start, length)),
+                            lambda exc: isinstance(exc, UnwritableValue))
+            refused += [(offset, self._unwritable(exc, offset)) for offset, exc in found]
+            dropped = {offset for offset, _ in found}
+            kept = [i for i in kept if i not in dropped]
+            literals = value_rows(rows.take(kept)) if kept else value_rows(rows.slice(0, 0))
+        # Step 2: one INSERT at a time; a refused one is bisected.
+        start = 0
+        for statement, count in statements(prefix, literals, suffix, budget):
+            chunk = literals.slice(start, count)
+            offsets = kept[start:start + count]
+            start += count
+            if count == 1 and len(statement) > packet - 1024:
+                refused.append((offsets[0], self._over_packet(len(statement), packet, offsets[0])))
+                continue
+            try:
+                found_rows = isolate(count, self._inserting(statement, chunk), refused_row)
+            except pymysql.MySQLError as exc:
+                raise SinkError(self._describe(exc, rows.take(offsets))) from None
+            refused += [(offsets[i], self._row_error(exc, offsets[i])) for i, exc in found_rows]
+        try:
+            self._set_aside(batch, refused)
+        except pymysql.MySQLError as exc:
+            table = self.sink.dead_letter_table
+            assert table is not None
+            raise SinkError(f"cannot insert {len(refused)} dead letter(s) into "
+                            f"{table.qualified}: {error_text(exc)}") from None
+        self.rows += batch.num_rows
+
+    def _inserting(self, statement: bytes, rows: pa.Array) -> Callable[[int, int], None]:
+        """What ``isolate`` calls to INSERT rows [first, first + length) of
+        one statement's ``rows`` (literal rows): the statement itself for all
+        of them, else a statement of just those (smaller, so still one)."""
+        assert self._sql is not None
+        prefix, suffix, budget = self._sql
+
+        def attempt(first: int, length: int) -> None:
+            if length == len(rows):
+                self._insert(statement)
+                return
+            [(part, _)] = list(statements(prefix, rows.slice(first, length), suffix, budget))
+            self._insert(part)
+
+        return attempt
+
+    def _row_error(self, exc: BaseException, offset: int) -> str:
+        """A refused row in the sink's words, at its position among the task's rows."""
+        assert isinstance(exc, pymysql.MySQLError)
+        row = self.rows + offset + 1
+        refusal = self._refusal(exc, None)
+        if refusal is None:
+            refusal = Refusal("MySQL", self.sink.target.qualified, error_text(exc),
+                              txn_id=self.txn_id)
+        return dataclasses.replace(refusal, row=row).message()
+
+    def _unwritable(self, exc: BaseException, offset: int) -> str:
+        assert isinstance(exc, UnwritableValue)
+        target = self.sink.target
+        column = target.column_of.get(exc.column, exc.column)
+        return Refusal("MySQL", target.qualified, f"the value is {exc.reason}", (column,),
+                       row=self.rows + offset + 1, txn_id=self.txn_id).message()
+
+    def _over_packet(self, size: int, packet: int, offset: int) -> str:
+        return Refusal("MySQL", self.sink.target.qualified,
+                       f"the row's INSERT is {size} bytes, over the server's max_allowed_packet "
+                       f"({packet} bytes)", row=self.rows + offset + 1, txn_id=self.txn_id).message()
+
+    def _set_aside(self, batch: pa.RecordBatch, refused: list[tuple[int, str]]) -> None:
+        """INSERT the refused rows of ``batch`` into the dead-letter table,
+        in the task's transaction; one statement each, so that none comes
+        near max_allowed_packet (a record's JSON is cut to fit)."""
+        if not refused:
+            return
+        position = TxnId.parse(self.txn_id)
+        table = self.sink.dead_letter_table
+        assert position is not None and table is not None and self._conn is not None
+        limit = self.sink.statement_budget(self._conn) // 2
+        at_least_once = self.sink.settings.commit_mode is CommitMode.AT_LEAST_ONCE
+        statement = table.insert_sql(tolerate_repeats=at_least_once)
+        with self._conn.cursor() as cursor:
+            for offset, error in sorted(refused):
+                letter = dead_letter(position.sink_id, position.batch, position.partition, batch,
+                                     offset, self.rows + offset + 1, error,
+                                     self.sink.dead_letter_sources)
+                letter = dataclasses.replace(letter, record=cut_json(letter.record, limit))
+                cursor.execute(statement, deadletter.values([letter])[0])
+        self.dead_letters += len(refused)
 
     def prepare(self) -> None:
         """``XA END`` + ``XA PREPARE``, then close the session: only that
@@ -348,6 +493,8 @@ class MySQLTransactions(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
         self.schema = schema
         self._target: TargetTable | None = None
         self._budget: int | None = None
+        self._packet: int | None = None
+        self._dead_letters: deadletter.DeadLetterTable | None = None
 
     @classmethod
     def for_url(cls, url: str) -> "MySQLTransactions":
@@ -358,11 +505,28 @@ class MySQLTransactions(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
-        state["_budget"] = None  # a property of the server, read again where it runs
+        state["_budget"] = state["_packet"] = None  # the server's, read again where it runs
         return state
 
     def describe(self) -> str:
         return f"MySQL {safe(self.url)} table {self.settings.dbtable}"
+
+    def dead_letter_destination(self) -> str | None:
+        table = self.settings.dead_letter_table
+        return None if table is None else f"MySQL table {table}"
+
+    @property
+    def dead_letter_table(self) -> deadletter.DeadLetterTable | None:
+        """Where refused rows go; None: a refused row fails the batch."""
+        if self._dead_letters is None and self.settings.dead_letter_table is not None:
+            self._dead_letters = deadletter.DeadLetterTable.locate(
+                self.settings.dead_letter_table, self.target)
+        return self._dead_letters
+
+    @property
+    def dead_letter_sources(self) -> tuple[str, ...]:
+        """The DataFrame columns a dead letter carries as its source position."""
+        return deadletter.source_columns_of(self.settings, self.schema)
 
     @property
     def target(self) -> TargetTable:
@@ -381,7 +545,7 @@ class MySQLTransactions(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
     def _resolve(self) -> TargetTable:
         engine = self._engine()
         try:
-            return resolve_table(engine, self.settings, self.schema)
+            return resolve_table(engine, self.settings, self.schema, self.dead_letter_sources)
         except sa.exc.OperationalError as exc:
             raise ServiceUnavailable(f"cannot connect to MySQL at {safe(self.url)}: "
                             f"{error_text(exc.orig)}") from None
@@ -406,14 +570,21 @@ class MySQLTransactions(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
         """Bytes per INSERT: MAX_STATEMENT_BYTES, or half the server's
         max_allowed_packet if that is smaller."""
         if self._budget is None:
-            with conn.cursor() as cursor:
-                cursor.execute("SELECT @@max_allowed_packet")
-                packet = int(cursor.fetchone()[0])
+            packet = self.max_packet(conn)
             self._budget = max(64 << 10, min(MAX_STATEMENT_BYTES, packet // 2))
         return self._budget
 
+    def max_packet(self, conn: pymysql.connections.Connection) -> int:
+        """The server's max_allowed_packet: no statement may be larger."""
+        if self._packet is None:
+            with conn.cursor() as cursor:
+                cursor.execute("SELECT @@max_allowed_packet")
+                self._packet = int(cursor.fetchone()[0])
+        return self._packet
+
     def check(self, schema: StructType, context: SinkContext) -> None:
         self._target = target = self._resolve()
+        self._dead_letters = None
         conn = self._checked_connection()
         who = checks.account(conn, self.url)
         checks.check_engine(conn, target, self.settings)
@@ -429,6 +600,14 @@ class MySQLTransactions(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
             engine.dispose()
         if self.settings.commit_mode is CommitMode.IDEMPOTENT:
             checks.create_marker_table(conn, target, self.settings, self.url, who)
+        if self.dead_letter_table is not None:
+            engine = self._engine()
+            try:
+                self.dead_letter_table.ensure(engine)
+            finally:
+                engine.dispose()
+            checks.check_dead_letter_table(conn, self.dead_letter_table, self.settings,
+                                           self.url, who)
 
     def _checked_connection(self) -> pymysql.connections.Connection:
         try:

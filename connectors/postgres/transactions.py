@@ -1,10 +1,24 @@
 """PostgreSQL as a transactional sink: COPY inside a task's transaction,
 ``PREPARE TRANSACTION``, then ``COMMIT PREPARED`` / ``ROLLBACK PREPARED``
-by id from the driver."""
+by id from the driver.
+
+With a dead-letter table (``deadLetterTable``), each Arrow batch is one
+COPY inside a savepoint. A refused COPY is rolled back to its savepoint and
+the batch bisected, each half COPYed in a savepoint of its own, down to the
+single refused rows, which go to the dead-letter table by an INSERT in the
+same transaction (``eoskit.connectors.dead_letters``). In upsert mode each
+Arrow batch is merged from the staging table right after its COPY, in a
+savepoint too; a refused merge is bisected over the batch's winning rows
+(the last row of each key), and a refused winner gives way to the key's
+previous row of the batch, as if the refused row had never arrived. A
+batch without a refused row pays three round trips per Arrow batch for
+this; only a refusal pays for the bisection.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 import hashlib
 import logging
@@ -18,12 +32,14 @@ from pyspark.sql.types import StructType
 from sqlalchemy.engine import URL
 from sqlalchemy.pool import NullPool
 
+from eoskit.connectors.dead_letters import dead_letter, isolate
 from eoskit.connectors.postgres.connection import (
     cached_connection,
     connection_lost,
     drop_connection,
 )
 from eoskit.connectors.postgres.csv import to_copy_csv
+from eoskit.connectors.sql import deadletter
 from eoskit.connectors.sql.identifiers import parse_table_name
 from eoskit.connectors.sql.refusals import Refusal
 from eoskit.connectors.sql.registry import claim_sink_id
@@ -50,6 +66,17 @@ from eoskit.twophase.txn_id import TxnId
 #: How long a task waits for a row lock before failing: a wait longer than
 #: this is two tasks of one batch writing the same key (see _lock_error).
 LOCK_TIMEOUT = "60s"
+#: The staging table's column of a row's offset in its Arrow batch
+#: (dead-letter mode; otherwise an identity column: the arrival order).
+ROW_COLUMN = "__eoskit_row"
+
+
+def refused_row(exc: BaseException) -> bool:
+    """A row the server refuses for what it holds: a data exception (class
+    22: too long, out of range, bad text) or an integrity constraint (class
+    23: NOT NULL, CHECK, unique, foreign key, exclusion). Never a lock
+    timeout, a deadlock, a lost connection: those fail the task."""
+    return isinstance(exc, psycopg.Error) and (exc.sqlstate or "").startswith(("22", "23"))
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -114,6 +141,9 @@ class PostgresTransaction(PreparingWriter, MarkedWriter):
         #: COPY counts lines, and a value with a line break spans several:
         #: up to this many lines (all rows so far), line n is row n.
         self._exact_lines: int | None = None
+        #: Dead-letter mode: the COPY statement each Arrow batch runs.
+        self._into: sql.Composable | None = None
+        self._constraints: dict[str, tuple[str, ...]] = {}
 
     def _open(self) -> psycopg.Connection:
         if self._conn is None:
@@ -160,6 +190,9 @@ class PostgresTransaction(PreparingWriter, MarkedWriter):
         self._copy = self._copy_cm.__enter__()
 
     def write(self, batch: pa.RecordBatch) -> None:
+        if self.sink.dead_letter_table is not None:
+            self._write_setting_aside(batch)
+            return
         try:
             if self._copy is None:
                 self._begin(batch.schema.names)
@@ -172,21 +205,173 @@ class PostgresTransaction(PreparingWriter, MarkedWriter):
         self.rows += batch.num_rows
         self.bytes += len(data)
 
+    # -- dead-letter mode ---------------------------------------------------
+
+    def _begin_setting_aside(self, columns: list[str]) -> None:
+        conn = self._open()
+        target = self.sink.target
+        into = _table_sql(target)
+        self._columns = target.table_columns(columns)
+        copied = list(self._columns)
+        if self.sink.settings.mode == "upsert":
+            self._stage = "eoskit_stage_" + hashlib.sha1(self.txn_id.encode()).hexdigest()[:16]
+            stage = _in_schema(target, self._stage)
+            conn.execute(sql.SQL(
+                "CREATE UNLOGGED TABLE {} (LIKE {} INCLUDING DEFAULTS, {} bigint NOT NULL)"
+            ).format(stage, into, sql.Identifier(ROW_COLUMN)))
+            into = stage
+            copied.append(ROW_COLUMN)
+        self._into = sql.SQL("COPY {} ({}) FROM STDIN WITH (FORMAT csv)").format(
+            into, sql.SQL(", ").join(map(sql.Identifier, copied)))
+
+    @contextmanager
+    def _savepoint(self) -> Iterator[None]:
+        """The block's statements, or none of them: a refused statement is
+        rolled back to the savepoint and the transaction goes on."""
+        assert self._conn is not None
+        self._conn.execute("SAVEPOINT eoskit_rows")
+        try:
+            yield
+        except psycopg.Error:
+            try:
+                self._conn.execute("ROLLBACK TO SAVEPOINT eoskit_rows")
+                self._conn.execute("RELEASE SAVEPOINT eoskit_rows")
+            except psycopg.Error:
+                pass  # the connection is gone; the original error tells why
+            raise
+        self._conn.execute("RELEASE SAVEPOINT eoskit_rows")
+
+    def _copy_rows(self, rows: pa.RecordBatch, start: int, length: int) -> None:
+        """COPY rows [start, start + length) of the Arrow batch, atomically."""
+        part = rows.slice(start, length)
+        if self._stage is not None:
+            part = part.append_column(ROW_COLUMN, pa.array(range(start, start + length), pa.int64()))
+        data = to_copy_csv(part)
+        assert self._conn is not None and self._into is not None
+        with self._savepoint():
+            with self._conn.cursor().copy(self._into) as copy:
+                copy.write(data)
+        self.bytes += len(data)
+
+    def _write_setting_aside(self, batch: pa.RecordBatch) -> None:
+        """Write the batch's rows; set the refused ones aside as dead letters."""
+        if not batch.num_rows:
+            return
+        target = self.sink.target
+        rows = batch.drop_columns(list(target.carried)) if target.carried else batch
+        try:
+            if self._into is None:
+                self._begin_setting_aside(rows.schema.names)
+            refused = isolate(rows.num_rows, lambda start, length: self._copy_rows(rows, start, length),
+                              refused_row)
+            if self._stage is not None:
+                refused += self._merge_setting_aside()
+            self._set_aside(batch, refused)
+        except psycopg.errors.LockNotAvailable:
+            raise SinkError(self._lock_error()) from None
+        except psycopg.Error as exc:
+            raise SinkError(self._describe(exc)) from None
+        self.rows += batch.num_rows
+
+    def _merge_setting_aside(self) -> list[tuple[int, BaseException]]:
+        """Merge the staged Arrow batch into the target; the refused rows
+        (offsets in the batch) with their errors. The staging table is
+        emptied for the next batch."""
+        assert self._conn is not None and self._stage is not None
+        stage = _in_schema(self.sink.target, self._stage)
+        refused: list[tuple[int, BaseException]] = []
+        try:
+            with self._savepoint():
+                self._conn.execute(self._merge_sql())
+        except psycopg.Error as exc:
+            if not refused_row(exc):
+                raise
+            keys = sql.SQL(", ").join(map(sql.Identifier, self.sink.target.key))
+            winners = sorted(r[0] for r in self._conn.execute(sql.SQL(
+                "SELECT DISTINCT ON ({keys}) {row} FROM {stage} ORDER BY {keys}, {row} DESC"
+            ).format(keys=keys, row=sql.Identifier(ROW_COLUMN), stage=stage)).fetchall())
+            found = isolate(len(winners), lambda start, length: self._merge_rows(
+                winners[start:start + length]), refused_row)
+            for index, error in found:
+                row: int | None = winners[index]
+                while row is not None and error is not None:
+                    refused.append((row, error))
+                    row, error = self._merge_previous_of_key(row)
+        self._conn.execute(sql.SQL("TRUNCATE {}").format(stage))
+        return refused
+
+    def _merge_rows(self, rows: list[int]) -> None:
+        assert self._conn is not None
+        with self._savepoint():
+            self._conn.execute(self._merge_sql(subset=True), (rows,))
+
+    def _merge_previous_of_key(self, row: int) -> tuple[int | None, BaseException | None]:
+        """Merge the row that ``row`` (refused) superseded, if the batch has
+        one: (that row, its error) if it is refused too, else (None, None)."""
+        assert self._conn is not None and self._stage is not None
+        stage = _in_schema(self.sink.target, self._stage)
+        same_key = sql.SQL(" AND ").join(
+            sql.SQL("s.{k} IS NOT DISTINCT FROM r.{k}").format(k=sql.Identifier(k))
+            for k in self.sink.target.key)
+        previous = self._conn.execute(sql.SQL(
+            "SELECT max(s.{row}) FROM {stage} s JOIN {stage} r ON {same_key} "
+            "WHERE r.{row} = %s AND s.{row} < %s"
+        ).format(row=sql.Identifier(ROW_COLUMN), stage=stage, same_key=same_key), (row, row)).fetchone()[0]
+        if previous is None:
+            return None, None
+        try:
+            self._merge_rows([previous])
+        except psycopg.Error as exc:
+            if not refused_row(exc):
+                raise
+            return previous, exc
+        return None, None
+
+    def _set_aside(self, batch: pa.RecordBatch, refused: list[tuple[int, BaseException]]) -> None:
+        """INSERT the refused rows of ``batch`` into the dead-letter table,
+        in the task's transaction."""
+        if not refused:
+            return
+        position = TxnId.parse(self.txn_id)
+        assert position is not None and self._conn is not None
+        table = self.sink.dead_letter_table
+        assert table is not None
+        letters = []
+        for offset, error in sorted(refused, key=lambda r: r[0]):
+            row = self.rows + offset + 1
+            message = self._describe(error, row) if isinstance(error, psycopg.Error) else str(error)
+            letters.append(dead_letter(position.sink_id, position.batch, position.partition, batch,
+                                       offset, row, message, self.sink.dead_letter_sources))
+        at_least_once = self.sink.settings.commit_mode is CommitMode.AT_LEAST_ONCE
+        try:
+            with self._conn.cursor() as cursor:
+                cursor.executemany(table.insert_sql(tolerate_repeats=at_least_once),
+                                   deadletter.values(letters))
+        except psycopg.Error as exc:
+            raise SinkError(f"cannot insert {len(letters)} dead letter(s) into "
+                            f"{table.qualified}: {exc.diag.message_primary or exc}") from None
+        self.dead_letters += len(letters)
+
     def _finish_writes(self) -> None:
         try:
             if self._copy_cm is not None:
                 self._copy_cm.__exit__(None, None, None)
                 self._copy_cm = self._copy = None
-            if self._stage is not None:
+            if self._stage is not None and self._into is not None:
+                assert self._conn is not None  # dead-letter mode merged batch by batch
+                self._conn.execute(sql.SQL("DROP TABLE {}").format(
+                    _in_schema(self.sink.target, self._stage)))
+            elif self._stage is not None:
                 self._merge_stage()
         except psycopg.errors.LockNotAvailable:
             raise SinkError(self._lock_error()) from None
         except psycopg.Error as exc:
             raise SinkError(self._describe(exc)) from None
 
-    def _describe(self, exc: psycopg.Error) -> str:
+    def _describe(self, exc: psycopg.Error, row: int | None = None) -> str:
         """The error in the sink's words; a refused row (a data exception or
-        a constraint violation) with its table, column and position."""
+        a constraint violation) with its table, column and position (``row``:
+        the row's position among the task's rows, where the caller knows it)."""
         target = self.sink.target
         if not (exc.sqlstate or "").startswith(("22", "23")):
             return _describe_error(exc, target.qualified)
@@ -202,17 +387,24 @@ class PostgresTransaction(PreparingWriter, MarkedWriter):
         if diag.column_name or column:
             columns = (diag.column_name or column,)
         elif diag.constraint_name:
-            columns = self.sink.constraint_columns(diag.constraint_name)
-        exact = line is not None and (self._exact_lines is None or line <= self._exact_lines)
+            if diag.constraint_name not in self._constraints:
+                self._constraints[diag.constraint_name] = self.sink.constraint_columns(
+                    diag.constraint_name)
+            columns = self._constraints[diag.constraint_name]
+        exact = row is None and line is not None and (
+            self._exact_lines is None or line <= self._exact_lines)
         return Refusal(
             "PostgreSQL", target.qualified, ours(diag.message_primary) or str(exc), columns,
-            row=line if exact else None,
+            row=row if row is not None else line if exact else None,
             server_position=f"COPY line {line} (values with line breaks span several lines)"
-            if line is not None and not exact else "",
+            if row is None and line is not None and not exact else "",
             constraint=ours(diag.constraint_name), detail=diag.message_detail, txn_id=self.txn_id,
         ).message()
 
-    def _merge_stage(self) -> None:
+    def _merge_sql(self, subset: bool = False) -> sql.Composed:
+        """The staged rows into the target, the last row of each key
+        winning; ``subset``: only the rows whose ROW_COLUMN is in the
+        statement's one parameter (an array)."""
         target = self.sink.target
         key = target.key
         columns = [sql.Identifier(c) for c in self._columns or []]
@@ -224,15 +416,20 @@ class PostgresTransaction(PreparingWriter, MarkedWriter):
                 for c in updates))
             if updates else sql.SQL("DO NOTHING")
         )
-        assert self._conn is not None
-        self._conn.execute(sql.SQL(
+        where = sql.SQL("WHERE {} = ANY(%s) ").format(sql.Identifier(ROW_COLUMN)) if subset else sql.SQL("")
+        return sql.SQL(
             "INSERT INTO {target} ({cols}) SELECT DISTINCT ON ({keys}) {cols} FROM {stage} "
-            "ORDER BY {keys}, __eoskit_row DESC ON CONFLICT ({keys}) {action}"
+            "{where}ORDER BY {keys}, {row} DESC ON CONFLICT ({keys}) {action}"
         ).format(
             target=_table_sql(target), cols=sql.SQL(", ").join(columns), stage=stage,
             keys=sql.SQL(", ").join(map(sql.Identifier, key)), action=on_conflict,
-        ))
-        self._conn.execute(sql.SQL("DROP TABLE {}").format(stage))
+            where=where, row=sql.Identifier(ROW_COLUMN),
+        )
+
+    def _merge_stage(self) -> None:
+        assert self._conn is not None
+        self._conn.execute(self._merge_sql())
+        self._conn.execute(sql.SQL("DROP TABLE {}").format(_in_schema(self.sink.target, self._stage)))
 
     def _lock_error(self) -> str:
         return (
@@ -291,6 +488,7 @@ class PostgresTransactions(TwoPhaseCommitting, MarkedCommitting, DirectCommittin
         self.url: URL = parse_url(settings.url, ("postgresql",)).set(drivername="postgresql+psycopg")
         self.schema = schema
         self._target: TargetTable | None = None
+        self._dead_letters: deadletter.DeadLetterTable | None = None
 
     @classmethod
     def for_url(cls, url: str) -> "PostgresTransactions":
@@ -301,6 +499,23 @@ class PostgresTransactions(TwoPhaseCommitting, MarkedCommitting, DirectCommittin
 
     def describe(self) -> str:
         return f"PostgreSQL {safe(self.url)} table {self.settings.dbtable}"
+
+    def dead_letter_destination(self) -> str | None:
+        table = self.settings.dead_letter_table
+        return None if table is None else f"PostgreSQL table {table}"
+
+    @property
+    def dead_letter_table(self) -> deadletter.DeadLetterTable | None:
+        """Where refused rows go; None: a refused row fails the batch."""
+        if self._dead_letters is None and self.settings.dead_letter_table is not None:
+            self._dead_letters = deadletter.DeadLetterTable.locate(
+                self.settings.dead_letter_table, self.target)
+        return self._dead_letters
+
+    @property
+    def dead_letter_sources(self) -> tuple[str, ...]:
+        """The DataFrame columns a dead letter carries as its source position."""
+        return deadletter.source_columns_of(self.settings, self.schema)
 
     @property
     def target(self) -> TargetTable:
@@ -314,7 +529,7 @@ class PostgresTransactions(TwoPhaseCommitting, MarkedCommitting, DirectCommittin
     def _resolve(self) -> TargetTable:
         engine = self._engine()
         try:
-            return resolve_table(engine, self.settings, self.schema)
+            return resolve_table(engine, self.settings, self.schema, self.dead_letter_sources)
         except sa.exc.OperationalError as exc:
             raise ServiceUnavailable(f"cannot connect to PostgreSQL at {safe(self.url)}: "
                             f"{str(exc.orig).strip().splitlines()[0]}") from None
@@ -334,8 +549,10 @@ class PostgresTransactions(TwoPhaseCommitting, MarkedCommitting, DirectCommittin
 
     def check(self, schema: StructType, context: SinkContext) -> None:
         self._target = self._resolve()
+        self._dead_letters = None
         conn = cached_connection(self.url)
         self._check_privileges(conn)
+        self._check_dead_letter_table(conn)
         if self.settings.commit_mode is CommitMode.TWOPHASE:
             limit = int(conn.execute("SHOW max_prepared_transactions").fetchone()[0])
             if limit == 0:
@@ -388,6 +605,21 @@ class PostgresTransactions(TwoPhaseCommitting, MarkedCommitting, DirectCommittin
                     "for upsert's staging table: GRANT CREATE ON SCHEMA "
                     f"{schema_name} TO {self.url.username}"
                 )
+
+    def _check_dead_letter_table(self, conn: psycopg.Connection) -> None:
+        table = self.dead_letter_table
+        if table is None:
+            return
+        engine = self._engine()
+        try:
+            table.ensure(engine)
+        finally:
+            engine.dispose()
+        if not conn.execute("SELECT has_table_privilege(%s, 'INSERT')", (table.sql_name,)).fetchone()[0]:
+            raise SinkError(
+                f"user {self.url.username!r} lacks INSERT on the dead-letter table "
+                f"{table.qualified} (option 'deadLetterTable'): GRANT INSERT ON "
+                f"{table.sql_name} TO {self.url.username}")
 
     def begin_prepared(self, txn_id: str) -> PostgresTransaction:
         return PostgresTransaction(self, txn_id)

@@ -19,7 +19,12 @@ from eoskit.connectors.options import (
     parse_choice,
     parse_str,
 )
-from eoskit.connectors.sink_options import COMMIT_MODE, COMMON
+from eoskit.connectors.sink_options import (
+    COMMIT_MODE,
+    COMMON,
+    DEAD_LETTER_SOURCE_COLUMNS,
+    DEAD_LETTER_TABLE,
+)
 from eoskit.connectors.sql.identifiers import QUOTES, IdentifierError, TableName, parse_table_name
 from eoskit.twophase.contract import CommitMode, Sink, resolve_commit_mode
 
@@ -42,7 +47,8 @@ CREATE_TABLE = Option("createTable", parse_bool, False,
                       "Create the table from the DataFrame schema if it does not exist "
                       "(with `key` as primary key in upsert mode).")
 OPTIONS = OptionSet(
-    (URL, DBTABLE, MODE, KEY, CREATE_TABLE, MARKER_TABLE, *COMMON),
+    (URL, DBTABLE, MODE, KEY, CREATE_TABLE, MARKER_TABLE, DEAD_LETTER_TABLE,
+     DEAD_LETTER_SOURCE_COLUMNS, *COMMON),
     owner="this eoskit SQL sink",
 )
 
@@ -56,6 +62,10 @@ class SqlSinkSettings:
     commit_mode: CommitMode
     create_table: bool
     marker_table: str = "eoskit_markers"
+    #: Where refused rows go (``deadLetterTable``); None: a refused row fails the batch.
+    dead_letter_table: TableName | None = None
+    #: ``deadLetterSourceColumns`` as given; None: the default columns.
+    dead_letter_source_columns: tuple[str, ...] | None = None
 
     @property
     def dbtable(self) -> str:
@@ -83,6 +93,19 @@ class SqlSinkSettings:
         key = tuple(k.strip() for k in (KEY.read(raw) or "").split(",") if k.strip())
         if mode == "upsert" and not key:
             raise OptionError(f"{sink_name}: mode 'upsert' needs the option 'key' (key columns)")
+        dead_letters = DEAD_LETTER_TABLE.read(raw)
+        dead_letter_table = None
+        if dead_letters is not None:
+            try:
+                dead_letter_table = parse_table_name(dead_letters, quotes)
+            except IdentifierError as exc:
+                raise OptionError(f"{sink_name}: option '{DEAD_LETTER_TABLE.name}' = "
+                                  f"{dead_letters!r}: {exc}") from None
+        sources = DEAD_LETTER_SOURCE_COLUMNS.read(raw)
+        if sources is not None and dead_letter_table is None:
+            raise OptionError(f"{sink_name}: option '{DEAD_LETTER_SOURCE_COLUMNS.name}' needs "
+                              f"the option '{DEAD_LETTER_TABLE.name}'")
         return cls(url=url, table=table, mode=mode, key=key,
                    commit_mode=resolve_commit_mode(sink_type, COMMIT_MODE.read(raw)), create_table=CREATE_TABLE.read(raw),
-                   marker_table=MARKER_TABLE.read(raw))
+                   marker_table=MARKER_TABLE.read(raw), dead_letter_table=dead_letter_table,
+                   dead_letter_source_columns=sources)

@@ -45,6 +45,9 @@ class TargetTable:
     key: tuple[str, ...] = ()
     #: The SQLAlchemy dialect name, for showing names as that database reads them.
     dialect: str = ""
+    #: DataFrame columns the table has no column for, carried for dead letters
+    #: only (``deadLetterSourceColumns``): never written to the table.
+    carried: tuple[str, ...] = ()
 
     @property
     def qualified(self) -> str:
@@ -235,8 +238,10 @@ def match_key(key: tuple[str, ...], provided: list[str]) -> tuple[tuple[str, ...
     return tuple(matched), missing
 
 
-def resolve_table(engine: sa.Engine, settings: SqlSinkSettings, schema: StructType) -> TargetTable:
-    """Find (or create) the table and refuse a DataFrame it cannot take."""
+def resolve_table(engine: sa.Engine, settings: SqlSinkSettings, schema: StructType,
+                  carried: tuple[str, ...] = ()) -> TargetTable:
+    """Find (or create) the table and refuse a DataFrame it cannot take.
+    Columns in ``carried`` that the table lacks are left out of the write."""
     inspector = sa.inspect(engine)
     rules = NameRules.of(engine)
     found = _lookup(inspector, rules, settings.table)
@@ -256,7 +261,10 @@ def resolve_table(engine: sa.Engine, settings: SqlSinkSettings, schema: StructTy
     table_schema, table_name = found.schema, found.name
     reflected = inspector.get_columns(table_name, schema=table_schema)
     columns = {c["name"]: c["type"] for c in reflected}
-    column_of, problems = match_columns(schema.fieldNames(), list(columns))
+    lower = {c.lower() for c in columns}
+    left_out = tuple(c for c in schema.fieldNames() if c in carried and c.lower() not in lower)
+    written = [c for c in schema.fieldNames() if c not in left_out]
+    column_of, problems = match_columns(written, list(columns))
     for spark_field in schema.fields:
         column = column_of.get(spark_field.name)
         if column is not None and not can_fill(spark_field.dataType, columns[column]):
@@ -284,7 +292,7 @@ def resolve_table(engine: sa.Engine, settings: SqlSinkSettings, schema: StructTy
             )
     if problems:
         raise SinkError(f"cannot write to {shown}: " + "; ".join(problems))
-    return TargetTable(table_schema, table_name, columns, column_of, key, rules.dialect)
+    return TargetTable(table_schema, table_name, columns, column_of, key, rules.dialect, left_out)
 
 
 def _has_unique(inspector: sa.Inspector, schema: str | None, table: str, key: tuple[str, ...]) -> bool:
