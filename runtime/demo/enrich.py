@@ -6,18 +6,18 @@ amount times 1.20, rounded half up to the cent) and ``tier`` (``gold`` from
 
 Written twice from the same constants: :func:`enrich_orders` is the Spark
 transform of the demo's Kafka-to-Kafka job and of the Kafka benchmark's
-eoskit query; :func:`enrich_value` does the same to one record, for the
-benchmark's hand-written loops and for checking the output. One of those
-loops runs in Quix Streams' own virtualenv, which has no PySpark: so this
-module imports only the standard library at the top, and PySpark inside
-:func:`enrich_orders`.
+eoskit query; :func:`enrich_order` and :func:`enrich_value` do the same to
+one record, for the benchmark's hand-written loops; :func:`check_enriched`
+checks one record of the output. One of those loops runs in Quix Streams'
+own virtualenv, which has no PySpark: so this module imports only the
+standard library at the top, and PySpark inside :func:`enrich_orders`.
 """
 
 from __future__ import annotations
 
 import json
 from decimal import ROUND_HALF_UP, Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -43,12 +43,17 @@ def tier(amount: Decimal) -> str:
     return LOWEST_TIER
 
 
-def enrich_value(value: bytes) -> tuple[bytes, bytes]:
-    """One JSON order -> (key, JSON enriched order), as :func:`enrich_orders` does."""
-    order: dict[str, Any] = json.loads(value)
+def enrich_order(order: dict[str, Any]) -> dict[str, Any]:
+    """Add ``amount_with_tax`` and ``tier`` to one parsed order (in place)."""
     amount = Decimal(order["amount"])
     order["amount_with_tax"] = str(with_tax(amount))
     order["tier"] = tier(amount)
+    return order
+
+
+def enrich_value(value: bytes) -> tuple[bytes, bytes]:
+    """One JSON order -> (key, JSON enriched order), as :func:`enrich_orders` does."""
+    order = enrich_order(json.loads(value))
     return str(order["order_id"]).encode(), json.dumps(order, separators=(",", ":")).encode()
 
 
@@ -75,9 +80,15 @@ def enrich_orders(df: DataFrame) -> DataFrame:
                          F.to_json(enriched).alias("value"))
 
 
-def check_enriched(value: bytes) -> tuple[int, Decimal]:
-    """(order id, amount) of one enriched record; raises ValueError when it
-    is not JSON or its added fields are not what the rules above give."""
+class EnrichedOrder(NamedTuple):
+    order_id: int
+    amount: Decimal
+    created_at: str
+
+
+def check_enriched(value: bytes) -> EnrichedOrder:
+    """The order in one enriched record; raises ValueError when it is not
+    JSON, or its added fields are not what the rules above give."""
     order = json.loads(value)
     amount = Decimal(str(order["amount"]))
     expected = (with_tax(amount), tier(amount))
@@ -85,4 +96,4 @@ def check_enriched(value: bytes) -> tuple[int, Decimal]:
     if found[0] is None or Decimal(str(found[0])) != expected[0] or found[1] != expected[1]:
         raise ValueError(f"order {order.get('order_id')}: amount {amount} enriched as "
                          f"{found}, expected {(str(expected[0]), expected[1])}")
-    return int(order["order_id"]), amount
+    return EnrichedOrder(int(order["order_id"]), amount, order["created_at"])

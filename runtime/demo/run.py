@@ -144,14 +144,14 @@ def _kafka_leg(endpoints: ServiceEndpoints, work: Path, env: dict[str, str],
     problems: list[str] = []
     for record in records:
         try:
-            order_id, amount = check_enriched(record.value or b"")
+            order = check_enriched(record.value or b"")
         except (ValueError, ArithmeticError, KeyError) as exc:
             problems.append(f"partition {record.partition} offset {record.offset}: {exc}")
             continue
-        if record.key != str(order_id).encode():
-            problems.append(f"order {order_id} has key {record.key!r}")
-        ids.add(order_id)
-        total += amount
+        if record.key != str(order.order_id).encode():
+            problems.append(f"order {order.order_id} has key {record.key!r}")
+        ids.add(order.order_id)
+        total += order.amount
     open_txns = _open_transactions(log)
     print(f"    produced: {expected.count} orders, total amount {expected.amount}")
     print(f"    topic:    {len(records)} records, {len(ids)} distinct orders, total amount "
