@@ -48,6 +48,7 @@ from pyspark.sql.streaming import DataStreamWriter
 
 from eoskit.runtime.demo import enrich
 from eoskit.runtime.demo.orders import recreate_topic
+from eoskit.runtime.dev import LocalServices
 from eoskit.twophase.conformance.kafka_log import read_topic
 
 #: The hand-written loop commits its transaction once this many records are in it.
@@ -243,6 +244,57 @@ def quix_contender(venv: Path, records: int) -> Contender:
     return Contender("Quix Streams exactly-once", QUIX_TABLE, run)
 
 
+# ------------------------------------------------- one sink task, outside Spark
+
+#: Rows per Arrow batch that Spark hands a Python sink (spark.sql.execution.arrow.maxRecordsPerBatch).
+ARROW_BATCH_ROWS = 10_000
+
+
+def profile_sink_task(bootstrap: str, rows: int, tasks: int = 3) -> list[tuple[str, float]]:
+    """Where one exactly-once sink task's time goes, measured on eoskit's own
+    writer in this process (no Spark): ``tasks`` consecutive batches of one
+    task partition, each of ``rows`` enriched orders in Arrow batches of
+    ARROW_BATCH_ROWS, as Spark hands them. The first claim builds the
+    producer (init_transactions); later ones reuse it, as a warm worker does."""
+    import pyarrow as pa
+
+    from eoskit.connectors.kafka.sink_settings import KafkaSinkSettings
+    from eoskit.connectors.kafka.sink_writer import KafkaMarkedWriter, drop_producer, producer
+    from eoskit.connectors.kafka import sink_markers
+    from eoskit.twophase.contract import Marker
+
+    topic = f"bench-sink-task-{uuid.uuid4().hex[:8]}"
+    recreate_topic(bootstrap, topic, 1)
+    sink_id = f"prof{uuid.uuid4().hex[:8]}"
+    settings = KafkaSinkSettings.parse({"kafka.bootstrap.servers": bootstrap, "topic": topic})
+    pairs = [enrich.enrich_value(json.dumps({
+        "order_id": i, "customer": f"customer-{i % 500}", "amount": "123.45",
+        "created_at": "2026-11-21T12:00:00Z"}).encode()) for i in range(rows)]
+    arrow = [pa.RecordBatch.from_pydict({"key": [k for k, _ in pairs[i:i + ARROW_BATCH_ROWS]],
+                                         "value": [v for _, v in pairs[i:i + ARROW_BATCH_ROWS]]})
+             for i in range(0, rows, ARROW_BATCH_ROWS)]
+    timings: list[tuple[str, float]] = []
+    try:
+        for batch in range(tasks):
+            writer = KafkaMarkedWriter(settings, Marker(sink_id, batch, 0), attempt=0)
+            started = time.perf_counter()
+            assert writer.claim()
+            claimed = time.perf_counter()
+            for record_batch in arrow:
+                writer.write(record_batch)
+            written = time.perf_counter()
+            writer.commit()
+            done = time.perf_counter()
+            first = " (new producer)" if batch == 0 else ""
+            timings += [(f"task {batch}: claim{first}", claimed - started),
+                        (f"task {batch}: write {rows:,} rows (produce calls)", written - claimed),
+                        (f"task {batch}: commit (flush + marker + commit)", done - written)]
+    finally:
+        drop_producer(producer(settings, sink_markers.transactional_id(sink_id, 0), fresh=False))
+        delete_topic(bootstrap, topic)
+    return timings
+
+
 # ------------------------------------------------------------------------ main
 
 def kafka_target(args: argparse.Namespace) -> Target:
@@ -280,7 +332,14 @@ def main(argv: list[str] | None = None) -> int:
     venv = Path(args.quix_venv)
     if args.make_quix_venv and not args.no_quix and not (venv / "bin" / "python").exists():
         make_quix_venv(venv)
-    return run_benchmark(args, kafka_target(args))
+    status = run_benchmark(args, kafka_target(args))
+    if args.breakdown:
+        rows = args.max_offsets_per_trigger // args.partitions
+        say(f"one sink task's time, outside Spark ({rows:,} rows per task, as in the run)")
+        bootstrap = LocalServices(args.services_dir).up().kafka_bootstrap
+        for label, seconds in profile_sink_task(bootstrap, rows):
+            print(f"  {label:<48} {seconds * 1000:>8.0f} ms")
+    return status
 
 
 if __name__ == "__main__":
