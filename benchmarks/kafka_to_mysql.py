@@ -29,8 +29,8 @@ from kafka_to_postgres import (
     EOSKIT_TABLE,
     STALL_TIMEOUT_S,
     BaselineResult,
-    Database,
     TableStats,
+    Target,
     Timings,
     WriterSetup,
     end_offsets,
@@ -162,7 +162,7 @@ def mysql_writer(mysql_url: str) -> WriterSetup:
 
 # ------------------------------------------------------------------------ main
 
-MYSQL = Database(
+MYSQL = Target(
     sink="eoskit-mysql",
     baseline="consumer + json.loads + PyMySQL multi-row INSERT",
     url_of=lambda endpoints: endpoints.mysql_url,

@@ -71,6 +71,8 @@ class Timings:
 
 @dataclass
 class BaselineResult:
+    """A run outside Spark: the plain loop, or another contender."""
+
     rows: int
     wall_s: float
     phases: Timings
@@ -85,6 +87,7 @@ class StreamResult:
     batches: int
     batch_rows: list[int]  # numInputRows of each batch with data
     durations_ms: list[dict[str, int]]  # durationMs of each of those batches
+    failed_tasks: int | None = None  # task attempts that failed (retried), None if unknown
 
     def batch_seconds(self, first: int = 0) -> float:
         """Sum of triggerExecution from batch ``first`` on: first=1 leaves out
@@ -102,6 +105,9 @@ class TableStats:
     amount: Decimal | None
     min_created: datetime | None
     max_created: datetime | None
+    #: What the reader found wrong besides these numbers (e.g. a Kafka
+    #: topic's open transactions, or a record whose fields are wrong).
+    problems: tuple[str, ...] = ()
 
 
 # -------------------------------------------------------------------- postgres
@@ -142,7 +148,7 @@ def verify(name: str, stats: TableStats, expected: OrderTotals) -> list[str]:
     if stats.min_created != CREATED_AT or stats.max_created != CREATED_AT:
         problems.append(f"{name}: created_at spans {stats.min_created} .. {stats.max_created}, "
                         f"expected {CREATED_AT} only")
-    return problems
+    return problems + [f"{name}: {problem}" for problem in stats.problems]
 
 
 # ----------------------------------------------------------------------- kafka
@@ -242,7 +248,7 @@ def run_baseline(bootstrap: str, postgres_url: str, topic: str, partitions: int)
 
 # ----------------------------------------------------------------------- spark
 
-def spark_session() -> SparkSession:
+def spark_session(master: str = "local[2]") -> SparkSession:
     """local[2]: the machine's two cores, as a small deployment would give one job.
 
     No registration call: Spark 4 registers eoskit-kafka and eoskit-postgres
@@ -250,7 +256,7 @@ def spark_session() -> SparkSession:
     logs a "replaced a statically registered data source" warning).
     """
     return get_session("bench", {
-        "spark.master": "local[2]",
+        "spark.master": master,
         "spark.sql.shuffle.partitions": "2",
         "spark.ui.enabled": "false",
     })
@@ -274,9 +280,20 @@ def parse_orders(raw: DataFrame) -> DataFrame:
 WriterSetup = Callable[[DataStreamWriter], DataStreamWriter]
 
 
+def failed_task_attempts(spark: SparkSession) -> int | None:
+    """Failed task attempts so far in this Spark application (Spark's status
+    store, through py4j); None when it cannot be read."""
+    try:
+        jobs = spark.sparkContext._jsc.sc().statusStore().jobsList(None)  # a Scala Seq
+        return sum(jobs.apply(i).numFailedTasks() for i in range(jobs.length()))
+    except Exception:  # noqa: BLE001 - an internal API: the count is a bonus
+        return None
+
+
 def run_stream(configure: WriterSetup, orders: DataFrame, name: str) -> StreamResult:
     """Run one availableNow query to its end in a fresh checkpoint and read its progress."""
     checkpoint = tempfile.mkdtemp(prefix=f"eoskit-bench-{name}-")
+    failed_before = failed_task_attempts(orders.sparkSession)
     try:
         started = time.perf_counter()
         writer = configure(orders.writeStream.option("checkpointLocation", checkpoint))
@@ -288,12 +305,15 @@ def run_stream(configure: WriterSetup, orders: DataFrame, name: str) -> StreamRe
         progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
     finally:
         shutil.rmtree(checkpoint, ignore_errors=True)
+    failed_after = failed_task_attempts(orders.sparkSession)
     return StreamResult(
         rows=sum(p["numInputRows"] for p in progress),
         wall_s=wall,
         batches=len(progress),
         batch_rows=[p["numInputRows"] for p in progress],
         durations_ms=[p["durationMs"] for p in progress],
+        failed_tasks=(None if failed_before is None or failed_after is None
+                      else failed_after - failed_before),
     )
 
 
@@ -315,12 +335,13 @@ def noop_writer(writer: DataStreamWriter) -> DataStreamWriter:
     return writer.format("noop")
 
 
-def run_breakdown(raw: DataFrame) -> list[tuple[str, StreamResult]]:
-    """The same stream without the sink, then without the parse too: the
+def run_breakdown(raw: DataFrame, transform: Callable[[DataFrame], DataFrame] = parse_orders,
+                  what: str = "parse") -> list[tuple[str, StreamResult]]:
+    """The same stream without the sink, then without the transform too: the
     differences between these and the eoskit run are the sink's and the
-    parse's shares. They run after the eoskit query, on warm Python workers."""
+    transform's shares. They run after the eoskit query, on warm Python workers."""
     return [
-        ("noop: source + parse", run_stream(noop_writer, parse_orders(raw), "noop-parsed")),
+        (f"noop: source + {what}", run_stream(noop_writer, transform(raw), "noop-parsed")),
         ("noop: source only", run_stream(noop_writer, raw.select("value"), "noop-raw")),
     ]
 
@@ -358,7 +379,9 @@ DURATION_KEYS = ("triggerExecution", "addBatch", "queryPlanning", "latestOffset"
 def print_stream(label: str, result: StreamResult) -> None:
     """Spark's own per-batch split: addBatch is the job (read, parse, write,
     commit); the rest is the engine's bookkeeping around it."""
-    print(f"\n{label}: {result.batches} batches; durationMs per batch: " + " / ".join(DURATION_KEYS))
+    failed = "unknown" if result.failed_tasks is None else str(result.failed_tasks)
+    print(f"\n{label}: {result.batches} batches, {failed} failed task attempts; "
+          "durationMs per batch: " + " / ".join(DURATION_KEYS))
     for i, (rows, d) in enumerate(zip(result.batch_rows, result.durations_ms)):
         print(f"  batch {i} ({rows:,} rows): " + " / ".join(str(d.get(k, "-")) for k in DURATION_KEYS))
 
@@ -376,25 +399,31 @@ def stream_rows(label: str, result: StreamResult) -> list[tuple[str, int, float]
 
 
 def report(args: argparse.Namespace, produce_s: float, spark_start_s: float,
-           baseline: BaselineResult, eoskit: StreamResult,
+           baselines: list[tuple[str, BaselineResult]], eoskit: StreamResult,
            breakdown: list[tuple[str, StreamResult]],
-           facts_before: list[tuple[str, str]], sink: str) -> None:
+           facts_before: list[tuple[str, str]], sink: str, master: str = "local[2]",
+           not_run: list[tuple[str, str]] | None = None) -> None:
+    """``baselines``: the plain loop first, then any other contender; the
+    ``x baseline`` column divides by the first one's rate."""
     print_table("machine (at start)", facts_before)
     print_table("parameters", [
         ("records", f"{args.records:,}"),
         ("partitions", str(args.partitions)),
         ("maxOffsetsPerTrigger", f"{args.max_offsets_per_trigger:,}"),
-        ("spark master", "local[2]"),
+        ("spark master", master),
         ("produce (not timed in results)", f"{produce_s:.1f} s"),
         ("Spark session start (not in results)", f"{spark_start_s:.1f} s"),
     ])
-    print("\nbaseline phases: " + ", ".join(
-        f"{k} {v:.1f} s" for k, v in baseline.phases.seconds.items()))
+    for label, result in baselines:
+        print(f"\n{label} phases: " + ", ".join(
+            f"{k} {v:.1f} s" for k, v in result.phases.seconds.items()))
+    for label, reason in not_run or []:
+        print(f"\n{label}: NOT RUN: {reason}")
     print_stream(sink, eoskit)
     for label, result in breakdown:
         print_stream(label, result)
-    base_rate = rate(baseline.rows, baseline.wall_s)
-    rows = [("baseline (plain loop)", baseline.rows, baseline.wall_s)]
+    base_rate = rate(baselines[0][1].rows, baselines[0][1].wall_s)
+    rows = [(label, result.rows, result.wall_s) for label, result in baselines]
     rows += stream_rows("eoskit", eoskit)
     for label, result in breakdown:
         rows += stream_rows(label, result)
@@ -403,26 +432,61 @@ def report(args: argparse.Namespace, produce_s: float, spark_start_s: float,
     for label, count, seconds in rows:
         r = rate(count, seconds)
         print(f"  {label:<{width}} {count:>10,} {seconds:>8.1f} {r:>9,.0f} {r / base_rate:>11.2f}")
+    if len(baselines) > 1:
+        print("\neoskit's rate over each other run's (whole run: wall; steady: all but batch 1):")
+        ours = stream_rows("eoskit", eoskit)
+        for label, result in baselines:
+            theirs = rate(result.rows, result.wall_s)
+            ratios = ", ".join(f"{mine.split('(')[-1].rstrip(')')} {rate(n, t) / theirs:.2f}x"
+                               for mine, n, t in ours)
+            print(f"  eoskit / {label}: {ratios}")
     print_table("machine (at end)", machine_facts()[2:3])
 
 
 # ------------------------------------------------------------------------ main
 
+class Unavailable(Exception):
+    """A contender that cannot run on this machine; the message says why."""
+
+
 @dataclass(frozen=True)
-class Database:
-    """What one benchmark's database side is; everything else is shared."""
+class Contender:
+    """Another implementation run on the same topic, after the plain loop,
+    into its own table; it raises :class:`Unavailable` if it cannot run."""
+
+    label: str
+    table: str
+    run: Callable[[str, str, str, int], BaselineResult]  # (bootstrap, url, topic, partitions)
+
+
+@dataclass(frozen=True)
+class Target:
+    """What one benchmark writes to (a database, or Kafka) and how it is
+    checked; the topic, the Spark side, the report and the run are shared."""
 
     sink: str  # the eoskit format, e.g. eoskit-postgres
     baseline: str  # what the plain loop does, for the progress line
-    url_of: Callable[[Any], str]  # the SQLAlchemy URL from LocalServices' endpoints
+    url_of: Callable[[Any], str]  # where the output goes, from LocalServices' endpoints
     reset_table: Callable[[str, str], None]
     table_stats: Callable[[str, str], TableStats]
     run_baseline: Callable[[str, str, str, int], BaselineResult]
     writer: Callable[[str], WriterSetup]
+    #: What eoskit's query does between source and sink, and its name.
+    transform: Callable[[DataFrame], DataFrame] = parse_orders
+    transform_name: str = "from_json"
+    baseline_label: str = "baseline (plain loop)"
+    contenders: tuple[Contender, ...] = ()
+    spark_master: str = "local[2]"
+    #: Called for each output once it is verified (a topic held in the
+    #: broker's memory, for one); tables are kept.
+    drop_table: Callable[[str, str], None] | None = None
 
 
 def parse_args(argv: list[str] | None, description: str, records: int = 1_000_000,
-               max_offsets: int = 250_000) -> argparse.Namespace:
+               max_offsets: int = 250_000,
+               extend: Callable[[argparse.ArgumentParser], None] | None = None
+               ) -> argparse.Namespace:
+    """The options every benchmark takes; ``extend`` adds a benchmark's own."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--records", type=int, default=records)
     parser.add_argument("--partitions", type=int, default=4)
@@ -432,6 +496,8 @@ def parse_args(argv: list[str] | None, description: str, records: int = 1_000_00
                              "the JSON parse, to split source, parse and sink cost")
     parser.add_argument("--services-dir", default=".eoskit/dev")
     parser.add_argument("--keep-topic", action="store_true", help="do not delete the topic at the end")
+    if extend is not None:
+        extend(parser)
     return parser.parse_args(argv)
 
 
@@ -448,53 +514,72 @@ def fail(problems: list[str]) -> int:
     return 1
 
 
-def run_benchmark(args: argparse.Namespace, database: Database) -> int:
-    """Produce once, run the plain loop and eoskit on the same topic, verify
-    both tables, report; 1 if either table is wrong."""
+def run_benchmark(args: argparse.Namespace, target: Target) -> int:
+    """Produce once, run the plain loop, the other contenders and eoskit on
+    the same topic, verify every output, report; 1 if any output is wrong."""
     facts_before = machine_facts()
     endpoints = LocalServices(args.services_dir).up()
-    bootstrap, url = endpoints.kafka_bootstrap, database.url_of(endpoints)
+    bootstrap, url = endpoints.kafka_bootstrap, target.url_of(endpoints)
     topic = f"bench-orders-{uuid.uuid4().hex[:12]}"
     say(f"producing {args.records:,} orders to {topic} ({args.partitions} partitions)")
     expected, produce_s = produce(bootstrap, topic, args.records, args.partitions)
+    outputs = [(target.baseline_label, BASELINE_TABLE)]
+    baselines: list[tuple[str, BaselineResult]] = []
+    not_run: list[tuple[str, str]] = []
     try:
-        say(f"baseline: {database.baseline}, one process")
-        database.reset_table(url, BASELINE_TABLE)
-        baseline = database.run_baseline(bootstrap, url, topic, args.partitions)
+        say(f"baseline: {target.baseline}, one process")
+        target.reset_table(url, BASELINE_TABLE)
+        baselines.append((target.baseline_label,
+                          target.run_baseline(bootstrap, url, topic, args.partitions)))
+        for contender in target.contenders:
+            say(f"{contender.label}")
+            target.reset_table(url, contender.table)
+            try:
+                baselines.append((contender.label,
+                                  contender.run(bootstrap, url, topic, args.partitions)))
+                outputs.append((contender.label, contender.table))
+            except Unavailable as exc:
+                say(f"{contender.label}: not run: {exc}")
+                not_run.append((contender.label, str(exc)))
 
         say("starting Spark")
         started = time.perf_counter()
-        spark = spark_session()
+        spark = spark_session(target.spark_master)
         spark_start_s = time.perf_counter() - started
         raw = kafka_stream(spark, bootstrap, topic, args.max_offsets_per_trigger)
 
-        say(f"eoskit: eoskit-kafka -> from_json -> {database.sink}, availableNow")
-        database.reset_table(url, EOSKIT_TABLE)
-        eoskit = run_stream(database.writer(url), parse_orders(raw), "eoskit")
+        say(f"eoskit: eoskit-kafka -> {target.transform_name} -> {target.sink}, availableNow")
+        target.reset_table(url, EOSKIT_TABLE)
+        outputs.append(("eoskit", EOSKIT_TABLE))
+        eoskit = run_stream(target.writer(url), target.transform(raw), "eoskit")
         breakdown: list[tuple[str, StreamResult]] = []
         if args.breakdown:
-            say("breakdown: the same stream into Spark's noop sink, with and without the parse")
-            breakdown = run_breakdown(raw)
+            say("breakdown: the same stream into Spark's noop sink, with and without the "
+                f"{target.transform_name}")
+            breakdown = run_breakdown(raw, target.transform, target.transform_name)
         spark.stop()
     finally:
         if not args.keep_topic:
             delete_topic(bootstrap, topic)
 
     problems = []
-    for name, table in (("baseline", BASELINE_TABLE), ("eoskit", EOSKIT_TABLE)):
-        problems += verify(name, database.table_stats(url, table), expected)
+    for name, table in outputs:
+        say(f"verifying {name}'s output")
+        problems += verify(name, target.table_stats(url, table), expected)
+        if target.drop_table is not None:
+            target.drop_table(url, table)
     problems += [f"{label}: read {result.rows} rows, expected {expected.count}"
                  for label, result in breakdown if result.rows != expected.count]
-    report(args, produce_s, spark_start_s, baseline, eoskit, breakdown, facts_before,
-           sink=database.sink)
+    report(args, produce_s, spark_start_s, baselines, eoskit, breakdown, facts_before,
+           sink=target.sink, master=target.spark_master, not_run=not_run)
     if problems:
         return fail(problems)
-    say(f"verified: both tables hold each of the {expected.count:,} orders exactly once "
+    say(f"verified: every output holds each of the {expected.count:,} orders exactly once "
         f"(sum {expected.amount})")
     return 0
 
 
-POSTGRES = Database(
+POSTGRES = Target(
     sink="eoskit-postgres",
     baseline="consumer + json.loads + COPY",
     url_of=lambda endpoints: endpoints.postgres_url,

@@ -1,9 +1,12 @@
-"""The demo, step by step: services, sample orders, the job killed with
-SIGKILL mid-stream, the restart, and the proof read back with psql."""
+"""The demo, step by step: services, sample orders, then two jobs on them,
+each killed with SIGKILL mid-stream, restarted, and proven exact: Kafka to
+PostgreSQL (read back with psql), then Kafka to Kafka (read back from the
+topic's log with eoskit's read_committed verifier)."""
 
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -13,11 +16,15 @@ from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
-from eoskit.runtime.demo.orders import produce_orders, recreate_topic
+from eoskit.runtime.demo.enrich import check_enriched
+from eoskit.runtime.demo.orders import OrderTotals, produce_orders, recreate_topic
 from eoskit.runtime.dev import LocalServices, ServiceEndpoints
+from eoskit.twophase.conformance.kafka_log import TopicLog, read_topic
 
 JOB = Path(__file__).with_name("orders_job.py")
+ENRICH_JOB = Path(__file__).with_name("enrich_job.py")
 TOPIC = "orders"
+ENRICHED_TOPIC = "orders-enriched"
 TABLE = "orders"
 ORDERS = 20_000
 PARTITIONS = 3
@@ -35,6 +42,132 @@ def _psql(postgres_url: str, query: str) -> str:
     return result.stdout.strip()
 
 
+def _job_command(job: Path, checkpoint: Path) -> list[str]:
+    return [sys.executable, "-m", "eoskit.runtime.cli", "run", str(job),
+            "--checkpoint-dir", str(checkpoint.resolve())]
+
+
+def _run_until_killed(command: list[str], env: dict[str, str], name: str) -> bool:
+    """Start the job, echo its progress, and SIGKILL its whole process group
+    (driver, Python workers) once batch KILL_AFTER_BATCH is done; False if
+    the job ended before that."""
+    job = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True,
+                           start_new_session=True)
+    assert job.stderr is not None
+    tail: list[str] = []
+    for line in job.stderr:
+        tail = (tail + [line])[-40:]
+        if line.startswith(f"[{name}]"):
+            print("    " + line.rstrip(), flush=True)
+        if line.startswith(f"[{name}] batch {KILL_AFTER_BATCH}:"):
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+            return True
+    job.wait()
+    print("".join(tail), file=sys.stderr)
+    print(f"the job ended (exit code {job.returncode}) before its batch {KILL_AFTER_BATCH}",
+          file=sys.stderr)
+    return False
+
+
+def _restart(command: list[str], env: dict[str, str], name: str, job: str) -> bool:
+    _say(f"restarting it from its checkpoint: eoskit run {job} --until-caught-up")
+    restarted = subprocess.run(command + ["--until-caught-up"], env=env, stderr=subprocess.PIPE,
+                               text=True)
+    for line in restarted.stderr.splitlines():
+        if line.startswith(f"[{name}]"):
+            print("    " + line, flush=True)
+    if restarted.returncode != 0:
+        print(restarted.stderr[-4000:], file=sys.stderr)
+    return restarted.returncode == 0
+
+
+def _postgres_leg(endpoints: ServiceEndpoints, work: Path, env: dict[str, str],
+                  expected: OrderTotals) -> bool:
+    env = {**env, "EOSKIT_DEMO_TABLE": TABLE}
+    command = _job_command(JOB, work / "checkpoint")
+    _say("running: eoskit run orders_job.py   (Kafka -> parse -> PostgreSQL upsert)")
+    if not _run_until_killed(command, env, "orders_demo"):
+        return False
+    rows_at_kill = _psql(endpoints.postgres_url, f"SELECT count(*) FROM {TABLE}")
+    in_doubt = _psql(endpoints.postgres_url, "SELECT count(*) FROM pg_prepared_xacts")
+    _say(f"killed the job with SIGKILL mid-stream: {rows_at_kill} orders in the table, "
+         f"{in_doubt} prepared transaction(s) in doubt")
+    if not _restart(command, env, "orders_demo", JOB.name):
+        return False
+
+    _say("verifying with psql")
+    count, ids, total = _psql(
+        endpoints.postgres_url, f"SELECT count(*), count(DISTINCT order_id), sum(amount) FROM {TABLE}"
+    ).split()
+    prepared = int(_psql(endpoints.postgres_url, "SELECT count(*) FROM pg_prepared_xacts"))
+    print(f"    produced: {expected.count} orders, total amount {expected.amount}")
+    print(f"    table:    {count} rows, {ids} distinct orders, total amount {total}, "
+          f"{prepared} prepared transactions left")
+    if int(count) == int(ids) == expected.count and Decimal(total) == expected.amount and prepared == 0:
+        _say("every order is in PostgreSQL exactly once, despite the kill -9")
+        return True
+    print("MISMATCH: the table does not hold every order exactly once", file=sys.stderr)
+    return False
+
+
+def _open_transactions(log: TopicLog) -> int:
+    return sum(len(producers) for producers in log.open_transactions.values())
+
+
+def _kafka_leg(endpoints: ServiceEndpoints, work: Path, env: dict[str, str],
+               expected: OrderTotals) -> bool:
+    bootstrap = endpoints.kafka_bootstrap
+    _say(f"creating topic '{ENRICHED_TOPIC}' ({PARTITIONS} partitions)")
+    recreate_topic(bootstrap, ENRICHED_TOPIC, PARTITIONS)
+    # One sink id per demo run: the sink's progress markers live in Kafka,
+    # and a rerun of the demo starts from a new checkpoint.
+    env = {**env, "EOSKIT_DEMO_ENRICHED_TOPIC": ENRICHED_TOPIC,
+           "EOSKIT_DEMO_SINK_ID": f"demo-{secrets.token_hex(4)}"}
+    command = _job_command(ENRICH_JOB, work / "checkpoint-enrich")
+    _say("running: eoskit run enrich_job.py   (Kafka -> parse -> enrich -> Kafka, "
+         "one transaction per task)")
+    if not _run_until_killed(command, env, "enrich_demo"):
+        return False
+    at_kill = read_topic(bootstrap, ENRICHED_TOPIC)
+    _say(f"killed the job with SIGKILL mid-stream: {len(at_kill.records())} orders committed to "
+         f"topic '{ENRICHED_TOPIC}', {_open_transactions(at_kill)} transaction(s) left open")
+    if not _restart(command, env, "enrich_demo", ENRICH_JOB.name):
+        return False
+
+    _say(f"verifying: topic '{ENRICHED_TOPIC}' read from its log, read_committed applied by "
+         "eoskit's verifier (the local broker does not hide aborted records)")
+    log = read_topic(bootstrap, ENRICHED_TOPIC)
+    records = log.records()
+    ids: set[int] = set()
+    total = Decimal("0")
+    problems: list[str] = []
+    for record in records:
+        try:
+            order = check_enriched(record.value or b"")
+        except (ValueError, ArithmeticError, KeyError) as exc:
+            problems.append(f"partition {record.partition} offset {record.offset}: {exc}")
+            continue
+        if record.key != str(order.order_id).encode():
+            problems.append(f"order {order.order_id} has key {record.key!r}")
+        ids.add(order.order_id)
+        total += order.amount
+    open_txns = _open_transactions(log)
+    print(f"    produced: {expected.count} orders, total amount {expected.amount}")
+    print(f"    topic:    {len(records)} records, {len(ids)} distinct orders, total amount "
+          f"{total}, {open_txns} open transactions, {log.aborted} records of aborted "
+          "transactions skipped")
+    for problem in problems[:5]:
+        print(f"    {problem}", file=sys.stderr)
+    if (len(records) == len(ids) == expected.count and total == expected.amount
+            and open_txns == 0 and not problems):
+        _say(f"every order is in topic {ENRICHED_TOPIC} exactly once, despite the kill -9")
+        return True
+    print(f"MISMATCH: topic {ENRICHED_TOPIC} does not hold every order exactly once",
+          file=sys.stderr)
+    return False
+
+
 def main(work_dir: str = ".eoskit/demo", services_dir: str = ".eoskit/dev",
          endpoints: ServiceEndpoints | None = None) -> int:
     work = Path(work_dir)
@@ -48,44 +181,7 @@ def main(work_dir: str = ".eoskit/demo", services_dir: str = ".eoskit/dev",
     recreate_topic(endpoints.kafka_bootstrap, TOPIC, PARTITIONS)
     expected = produce_orders(endpoints.kafka_bootstrap, TOPIC, ORDERS, PARTITIONS)
     env = {**os.environ, **endpoints.as_env(), "EOSKIT_DEMO_TOPIC": TOPIC,
-           "EOSKIT_DEMO_TABLE": TABLE, "PYSPARK_PYTHON": sys.executable}
-    command = [sys.executable, "-m", "eoskit.runtime.cli", "run", str(JOB),
-               "--checkpoint-dir", str((work / "checkpoint").resolve())]
-
-    _say("running: eoskit run orders_job.py   (Kafka -> parse -> PostgreSQL upsert)")
-    job = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    assert job.stderr is not None
-    for line in job.stderr:
-        if line.startswith("[orders_demo]"):
-            print("    " + line.rstrip(), flush=True)
-        if line.startswith(f"[orders_demo] batch {KILL_AFTER_BATCH}:"):
-            break
-    os.killpg(job.pid, signal.SIGKILL)
-    job.wait()
-    rows_at_kill = _psql(endpoints.postgres_url, f"SELECT count(*) FROM {TABLE}")
-    in_doubt = _psql(endpoints.postgres_url, "SELECT count(*) FROM pg_prepared_xacts")
-    _say(f"killed the job with SIGKILL mid-stream: {rows_at_kill} orders in the table, "
-         f"{in_doubt} prepared transaction(s) in doubt")
-
-    _say("restarting it from its checkpoint: eoskit run orders_job.py --until-caught-up")
-    restarted = subprocess.run(command + ["--until-caught-up"], env=env, stderr=subprocess.PIPE, text=True)
-    for line in restarted.stderr.splitlines():
-        if line.startswith("[orders_demo]"):
-            print("    " + line, flush=True)
-    if restarted.returncode != 0:
-        print(restarted.stderr[-4000:], file=sys.stderr)
-        return restarted.returncode
-
-    _say("verifying with psql")
-    count, ids, total = _psql(
-        endpoints.postgres_url, f"SELECT count(*), count(DISTINCT order_id), sum(amount) FROM {TABLE}"
-    ).split()
-    prepared = int(_psql(endpoints.postgres_url, "SELECT count(*) FROM pg_prepared_xacts"))
-    print(f"    produced: {expected.count} orders, total amount {expected.amount}")
-    print(f"    table:    {count} rows, {ids} distinct orders, total amount {total}, "
-          f"{prepared} prepared transactions left")
-    if int(count) == int(ids) == expected.count and Decimal(total) == expected.amount and prepared == 0:
-        _say("every order is in PostgreSQL exactly once, despite the kill -9")
-        return 0
-    print("MISMATCH: the table does not hold every order exactly once", file=sys.stderr)
-    return 1
+           "PYSPARK_PYTHON": sys.executable}
+    if not _postgres_leg(endpoints, work, env, expected):
+        return 1
+    return 0 if _kafka_leg(endpoints, work, env, expected) else 1

@@ -1,0 +1,346 @@
+"""Kafka -> Kafka exactly once: eoskit against a hand-written transactional loop and Quix Streams.
+
+All three read the SAME topic of JSON orders (produced once per run), apply
+the same enrichment (``eoskit.runtime.demo.enrich``: amount with tax,
+customer tier) and write JSON keyed by order id to a topic of their own,
+exactly once. Every output is read back from its log with eoskit's verifier
+(``read_topic``, which applies read_committed itself: the local broker does
+not hide aborted records) before any rate is reported. Built from
+kafka_to_postgres.py's parts (topic, Spark stream, progress accounting,
+report, the whole run in ``run_benchmark``). See benchmarks/README.md.
+
+    .venv/bin/python benchmarks/kafka_to_kafka.py [--records 1000000] \\
+        [--quix-venv DIR] [--make-quix-venv] [--no-quix] [--breakdown]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+import uuid
+from datetime import datetime
+from decimal import Decimal
+from pathlib import Path
+
+from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
+from kafka_to_postgres import (
+    BASELINE_TABLE,
+    CONSUME_BATCH,
+    EOSKIT_TABLE,
+    STALL_TIMEOUT_S,
+    BaselineResult,
+    Contender,
+    TableStats,
+    Target,
+    Timings,
+    Unavailable,
+    WriterSetup,
+    delete_topic,
+    end_offsets,
+    parse_args,
+    run_benchmark,
+    say,
+)
+from pyspark.sql.streaming import DataStreamWriter
+
+from eoskit.runtime.demo import enrich
+from eoskit.runtime.demo.orders import recreate_topic
+from eoskit.runtime.dev import LocalServices
+from eoskit.twophase.conformance.kafka_log import read_topic
+
+#: The hand-written loop commits its transaction once this many records are in it.
+COMMIT_EVERY = 10_000
+QUIX_TABLE = "bench_quix"
+QUIX_RUNNER = Path(__file__).with_name("quix_runner.py")
+TIMEOUT_S = 60.0
+#: Reading a million-record topic back through the verifier takes a while.
+VERIFY_TIMEOUT_S = 900.0
+
+
+# ------------------------------------------------------------------ the outputs
+
+def topic_stats(bootstrap: str, topic: str) -> TableStats:
+    """What a correct read_committed consumer of ``topic`` sees, counted the
+    way the SQL benchmarks count a table, plus what else is wrong: open
+    transactions, records whose key or enrichment is not the expected one."""
+    log = read_topic(bootstrap, topic, timeout=VERIFY_TIMEOUT_S)
+    ids: set[int] = set()
+    total = Decimal("0")
+    created: set[str] = set()
+    count = bad = wrong_keys = 0
+    problems: list[str] = []
+    for record in log.records():
+        count += 1
+        try:
+            order = enrich.check_enriched(record.value or b"")
+        except (ValueError, ArithmeticError, KeyError) as exc:
+            bad += 1
+            if bad <= 3:
+                problems.append(f"partition {record.partition} offset {record.offset}: {exc}")
+            continue
+        if record.key != str(order.order_id).encode():
+            wrong_keys += 1
+        ids.add(order.order_id)
+        total += order.amount
+        created.add(order.created_at)
+    if bad > 3:
+        problems.append(f"{bad} records are not enriched orders")
+    if wrong_keys:
+        problems.append(f"{wrong_keys} records are not keyed by their order id")
+    open_txns = sum(len(p) for p in log.open_transactions.values())
+    if open_txns:
+        problems.append(f"{open_txns} transaction(s) still open ({log.open_records} records)")
+    times = sorted(datetime.fromisoformat(text) for text in created)
+    say(f"  {topic}: {count:,} committed records, {log.aborted:,} records of aborted "
+        f"transactions skipped, {open_txns} open transactions")
+    return TableStats(count, len(ids), total if count else None,
+                      times[0] if times else None, times[-1] if times else None,
+                      tuple(problems))
+
+
+def topic_reset(partitions: int):
+    def reset(bootstrap: str, topic: str) -> None:
+        recreate_topic(bootstrap, topic, partitions)
+    return reset
+
+
+def kafka_writer(bootstrap: str) -> WriterSetup:
+    """eoskit-kafka as a sink, default commitMode (exactly_once: each task's
+    transaction carries its progress marker); the topic exists already."""
+
+    def configure(writer: DataStreamWriter) -> DataStreamWriter:
+        return (writer.format("eoskit-kafka")
+                .option("kafka.bootstrap.servers", bootstrap)
+                .option("topic", EOSKIT_TABLE))
+    return configure
+
+
+# ------------------------------------------------------- the hand-written loop
+
+def _enrich_messages(messages: list[Message], ends: dict[int, int]) -> list[tuple[bytes, bytes]]:
+    """One consume() call's records, enriched; drops partitions from ``ends`` once read."""
+    out = []
+    for message in messages:
+        if message.error() is not None:
+            raise KafkaException(message.error())
+        partition, offset = message.partition(), message.offset()
+        end = ends.get(partition)
+        if end is None or offset >= end:
+            continue
+        out.append(enrich.enrich_value(message.value()))
+        if offset + 1 >= end:
+            del ends[partition]
+    return out
+
+
+def _produce(producer: Producer, topic: str, records: list[tuple[bytes, bytes]]) -> None:
+    for key, value in records:
+        while True:
+            try:
+                producer.produce(topic, value, key)
+                break
+            except BufferError:
+                producer.poll(0.05)  # the local queue is full: let librdkafka send
+    producer.poll(0)
+
+
+def _commit(producer: Producer, consumer: Consumer) -> None:
+    """The consumed positions go into the transaction, then it commits:
+    output and input progress become visible together, or not at all."""
+    positions = [tp for tp in consumer.position(consumer.assignment()) if tp.offset >= 0]
+    producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), TIMEOUT_S)
+    producer.commit_transaction(TIMEOUT_S)
+
+
+def run_transactional_loop(bootstrap: str, url: str, topic: str, partitions: int) -> BaselineResult:
+    """The canonical exactly-once consume-transform-produce loop, in one
+    process: a read_committed consumer and a transactional producer; every
+    COMMIT_EVERY records, the consumed offsets are sent to the transaction
+    and it commits. ``url`` is the bootstrap too (the output's address)."""
+    phases = Timings()
+    started = time.perf_counter()
+    name = f"eoskit-bench-loop-{uuid.uuid4().hex[:8]}"
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": name,
+        "isolation.level": "read_committed",
+        "enable.auto.commit": False,
+    })
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": name})
+    written = 0
+    try:
+        with phases.phase("init_transactions"):
+            producer.init_transactions(TIMEOUT_S)
+        ends = {p: end for p, end in end_offsets(consumer, topic, partitions).items() if end > 0}
+        consumer.assign([TopicPartition(topic, p, 0) for p in ends])
+        producer.begin_transaction()
+        in_transaction = 0
+        last_progress = time.monotonic()
+        while ends:
+            with phases.phase("kafka consume"):
+                messages = consumer.consume(CONSUME_BATCH, timeout=1.0)
+            with phases.phase("json enrich"):
+                records = _enrich_messages(messages, ends)
+            with phases.phase("produce calls"):
+                _produce(producer, BASELINE_TABLE, records)
+            in_transaction += len(records)
+            written += len(records)
+            if records:
+                last_progress = time.monotonic()
+            elif time.monotonic() - last_progress > STALL_TIMEOUT_S:
+                raise TimeoutError(f"transactional loop: no records for {STALL_TIMEOUT_S}s; "
+                                   f"partitions not finished: {ends}")
+            if in_transaction >= COMMIT_EVERY or not ends:
+                with phases.phase("commit (flush + offsets + commit)"):
+                    _commit(producer, consumer)
+                in_transaction = 0
+                if ends:
+                    producer.begin_transaction()
+        wall = time.perf_counter() - started
+    finally:
+        consumer.close()
+    return BaselineResult(written, wall, phases)
+
+
+# ------------------------------------------------------------------ Quix Streams
+
+def make_quix_venv(venv: Path) -> None:
+    """The one command the README names: a virtualenv with Quix Streams (and
+    the confluent-kafka it pins), apart from eoskit's."""
+    say(f"creating {venv} with Quix Streams")
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "quixstreams"], check=True)
+
+
+def quix_contender(venv: Path, records: int) -> Contender:
+    def run(bootstrap: str, url: str, topic: str, partitions: int) -> BaselineResult:
+        python = venv / "bin" / "python"
+        if not python.exists():
+            raise Unavailable(f"no virtualenv at {venv}: rerun with --make-quix-venv, or "
+                              f"python -m venv {venv} && {venv}/bin/pip install quixstreams")
+        command = [str(python), str(QUIX_RUNNER), "--bootstrap", bootstrap, "--input", topic,
+                   "--output", QUIX_TABLE, "--records", str(records),
+                   "--enrich", enrich.__file__, "--commit-every", str(COMMIT_EVERY)]
+        started = time.perf_counter()
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=3600)
+        except subprocess.TimeoutExpired:
+            raise Unavailable("Quix Streams did not finish within an hour") from None
+        wall = time.perf_counter() - started
+        if done.returncode != 0 or not done.stdout.strip():
+            tail = "\n    ".join(done.stderr.strip().splitlines()[-15:])
+            raise Unavailable(f"Quix Streams exited with {done.returncode}:\n    {tail}")
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        say(f"  Quix Streams {result['quixstreams']}, confluent-kafka {result['confluent_kafka']}: "
+            f"{result['rows']:,} records in {result['run_s']:.1f} s")
+        first = result["from_first_record_s"] or result["run_s"]
+        phases = Timings({"interpreter start + imports (not in results)": wall - result["run_s"],
+                          "group join, before the first record": result["run_s"] - first,
+                          "from the first record on": first})
+        return BaselineResult(result["rows"], result["run_s"], phases)
+    return Contender("Quix Streams exactly-once", QUIX_TABLE, run)
+
+
+# ------------------------------------------------- one sink task, outside Spark
+
+#: Rows per Arrow batch that Spark hands a Python sink (spark.sql.execution.arrow.maxRecordsPerBatch).
+ARROW_BATCH_ROWS = 10_000
+
+
+def profile_sink_task(bootstrap: str, rows: int, tasks: int = 3) -> list[tuple[str, float]]:
+    """Where one exactly-once sink task's time goes, measured on eoskit's own
+    writer in this process (no Spark): ``tasks`` consecutive batches of one
+    task partition, each of ``rows`` enriched orders in Arrow batches of
+    ARROW_BATCH_ROWS, as Spark hands them. The first claim builds the
+    producer (init_transactions); later ones reuse it, as a warm worker does."""
+    import pyarrow as pa
+
+    from eoskit.connectors.kafka.sink_settings import KafkaSinkSettings
+    from eoskit.connectors.kafka.sink_writer import KafkaMarkedWriter, drop_producer, producer
+    from eoskit.connectors.kafka import sink_markers
+    from eoskit.twophase.contract import Marker
+
+    topic = f"bench-sink-task-{uuid.uuid4().hex[:8]}"
+    recreate_topic(bootstrap, topic, 1)
+    sink_id = f"prof{uuid.uuid4().hex[:8]}"
+    settings = KafkaSinkSettings.parse({"kafka.bootstrap.servers": bootstrap, "topic": topic})
+    pairs = [enrich.enrich_value(json.dumps({
+        "order_id": i, "customer": f"customer-{i % 500}", "amount": "123.45",
+        "created_at": "2026-11-21T12:00:00Z"}).encode()) for i in range(rows)]
+    arrow = [pa.RecordBatch.from_pydict({"key": [k for k, _ in pairs[i:i + ARROW_BATCH_ROWS]],
+                                         "value": [v for _, v in pairs[i:i + ARROW_BATCH_ROWS]]})
+             for i in range(0, rows, ARROW_BATCH_ROWS)]
+    timings: list[tuple[str, float]] = []
+    try:
+        for batch in range(tasks):
+            writer = KafkaMarkedWriter(settings, Marker(sink_id, batch, 0), attempt=0)
+            started = time.perf_counter()
+            assert writer.claim()
+            claimed = time.perf_counter()
+            for record_batch in arrow:
+                writer.write(record_batch)
+            written = time.perf_counter()
+            writer.commit()
+            done = time.perf_counter()
+            first = " (new producer)" if batch == 0 else ""
+            timings += [(f"task {batch}: claim{first}", claimed - started),
+                        (f"task {batch}: write {rows:,} rows (produce calls)", written - claimed),
+                        (f"task {batch}: commit (flush + marker + commit)", done - written)]
+    finally:
+        drop_producer(producer(settings, sink_markers.transactional_id(sink_id, 0), fresh=False))
+        delete_topic(bootstrap, topic)
+    return timings
+
+
+# ------------------------------------------------------------------------ main
+
+def kafka_target(args: argparse.Namespace) -> Target:
+    contenders = () if args.no_quix else (quix_contender(Path(args.quix_venv), args.records),)
+    return Target(
+        sink="eoskit-kafka",
+        baseline=f"consumer + json enrich + transactional producer, commit every {COMMIT_EVERY:,}",
+        url_of=lambda endpoints: endpoints.kafka_bootstrap,
+        reset_table=topic_reset(args.partitions),
+        table_stats=topic_stats,
+        run_baseline=run_transactional_loop,
+        writer=kafka_writer,
+        transform=enrich.enrich_orders,
+        transform_name="enrich",
+        baseline_label="hand-written EOS loop",
+        contenders=contenders,
+        # Up to three attempts per task, as a cluster retries: a task whose
+        # cached producer another Python worker fenced fails once and is
+        # retried (benchmarks/README.md).
+        spark_master="local[2,3]",
+        drop_table=delete_topic,
+    )
+
+
+def quix_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quix-venv", default=".eoskit/quix-venv",
+                        help="virtualenv with quixstreams (default .eoskit/quix-venv)")
+    parser.add_argument("--make-quix-venv", action="store_true",
+                        help="create --quix-venv with `pip install quixstreams` if it is missing")
+    parser.add_argument("--no-quix", action="store_true", help="run eoskit and the loop only")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv, __doc__.split("\n\n")[0], extend=quix_options)
+    venv = Path(args.quix_venv)
+    if args.make_quix_venv and not args.no_quix and not (venv / "bin" / "python").exists():
+        make_quix_venv(venv)
+    status = run_benchmark(args, kafka_target(args))
+    if args.breakdown:
+        rows = args.max_offsets_per_trigger // args.partitions
+        say(f"one sink task's time, outside Spark ({rows:,} rows per task, as in the run)")
+        bootstrap = LocalServices(args.services_dir).up().kafka_bootstrap
+        for label, seconds in profile_sink_task(bootstrap, rows):
+            print(f"  {label:<48} {seconds * 1000:>8.0f} ms")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
