@@ -82,7 +82,10 @@ def storage_options(items: Sequence[str] | None) -> dict[str, dict[str, Any]]:
         if not sep or not dot or not protocol or not name:
             raise SystemExit(f"--storage-option {item!r}: expected PROTOCOL.KEY=VALUE, "
                              "e.g. s3.endpoint_url=http://127.0.0.1:9000")
-        parsed: Any = {"true": True, "false": False}.get(value.lower(), value)
+        try:
+            parsed: Any = json.loads(value)  # true, 3, {"endpoint_url": ...}
+        except json.JSONDecodeError:
+            parsed = value
         out.setdefault(protocol, {})[name] = parsed
     return out
 
@@ -95,6 +98,10 @@ def add_common(parser: argparse.ArgumentParser) -> None:
         "s3.endpoint_url=http://127.0.0.1:9000 (also from FSSPEC_S3_ENDPOINT_URL etc.)")
 
 
+#: Where the errors of fsspec's file systems come from (besides OSError).
+_STORAGE_MODULES = ("botocore", "aiobotocore", "s3fs", "fsspec", "gcsfs", "adlfs", "google")
+
+
 def guarded(command: str, func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     """Bad paths and unreadable storage end the command with one line naming them."""
     def run(args: argparse.Namespace) -> int:
@@ -105,8 +112,11 @@ def guarded(command: str, func: Callable[[argparse.Namespace], int]) -> Callable
             return func(args)
         except (CheckpointError, SavepointError) as exc:
             print(f"eoskit {command}: {exc}", file=sys.stderr)
-        except OSError as exc:
-            print(f"eoskit {command}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        except Exception as exc:  # noqa: BLE001 - storage errors only; anything else is re-raised
+            if not isinstance(exc, OSError) and not type(exc).__module__.startswith(_STORAGE_MODULES):
+                raise
+            where = getattr(args, "dir", None) or getattr(args, "savepoint", None)
+            print(f"eoskit {command}: cannot read {where}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     return run
 
