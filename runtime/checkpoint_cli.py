@@ -84,7 +84,10 @@ def storage_options(items: Sequence[str] | None) -> dict[str, dict[str, Any]]:
         if not sep or not dot or not protocol or not name:
             raise ValueError(f"--storage-option {item!r}: expected PROTOCOL.KEY=VALUE, "
                              "e.g. s3.endpoint_url=http://127.0.0.1:9000")
-        parsed: Any = {"true": True, "false": False}.get(value.lower(), value)
+        try:
+            parsed: Any = json.loads(value)  # true, 3, {"endpoint_url": ...}
+        except json.JSONDecodeError:
+            parsed = value
         out.setdefault(protocol, {})[name] = parsed
     return out
 

@@ -47,7 +47,7 @@ def _inspect(args: argparse.Namespace) -> int:
     print("\nsource offsets:")
     print(render_table(("source", "topic", "partition", "offset"), offset_rows(manifest.offsets), "  "))
     if manifest.sinks:
-        print("\nsinks (their ids carry over to a restored job):")
+        print("\nsinks:")
         print(render_table(("sink id", "decision of the batch", "decided batches"), [
             (s.sink_id, sink_cell(manifest.sink_decisions.get(s.sink_id, "none"), bool(s.decided_batches)),
              len(s.decided_batches)) for s in manifest.sinks], "  "))

@@ -43,7 +43,7 @@ import re
 import shutil
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata as importlib_metadata
 from typing import Any
@@ -267,7 +267,8 @@ def _require_empty(fs: AbstractFileSystem, root: str, location: str, what: str) 
                              f"{sorted(leftovers)[0]}); give a new or empty directory")
 
 
-def _populate(dst_fs: AbstractFileSystem, dst_root: str, fill: Any) -> None:
+def _populate(dst_fs: AbstractFileSystem, dst_root: str,
+              fill: Callable[[AbstractFileSystem, str], None]) -> None:
     """Run ``fill(fs, root)``; a local target is filled in a sibling directory
     and renamed into place, so that it appears whole or not at all."""
     if not isinstance(dst_fs, LocalFileSystem):

@@ -117,9 +117,10 @@ def hdfs_rows(version: int) -> int:
 def write_state(tree: Tree, versions: int) -> None:
     tree.write("state/0/_metadata/metadata", 'v1\n{"operatorInfo":{"operatorId":0,"operatorName":"dedupe"},'
                '"stateStoreInfo":[{"storeName":"default","numColsPrefixKey":0,"numPartitions":2}]}')
-    tree.write("state/1/_metadata/v2/0", 'v2\n{"operatorInfo":{"operatorId":1,"operatorName":"tws"},'
-               '"stateStoreInfo":[{"storeName":"default","numPartitions":2,"stateSchemaFilePaths":'
-               f'["file:/old/ck/state/1/_stateSchema/default/0_aaa"]}}]}}')
+    tree.write("state/1/_metadata/v2/0", "v2\n" + json.dumps({
+        "operatorInfo": {"operatorId": 1, "operatorName": "tws"},
+        "stateStoreInfo": [{"storeName": "default", "numPartitions": 2, "stateSchemaFilePaths": [
+            "file:/old/ck/state/1/_stateSchema/default/0_aaa"]}]}))
     tree.write(f"state/1/_metadata/v2/{versions - 1}", 'v2\n{"operatorInfo":{"operatorId":1,"operatorName":"tws"}}')
     tree.write("state/1/_stateSchema/default/0_aaa", b"schema-0", crc=False)
     tree.write(f"state/1/_stateSchema/default/{versions - 1}_bbb", b"schema-late", crc=False)
