@@ -58,6 +58,8 @@ class TcpForwarder:
         self._thread.start()
         self._server: asyncio.base_events.Server | None = None
         self._transports: set[asyncio.BaseTransport] = set()
+        #: Connections forwarded so far (a test can see clients come back).
+        self.accepted = 0
 
     @property
     def address(self) -> str:
@@ -71,9 +73,9 @@ class TcpForwarder:
         """Listen (again): on ``port``, or on a free port chosen now if 0."""
         self._call(self._start())
 
-    def stop(self) -> None:
-        """Refuse new connections and abort every open one."""
-        self._call(self._stop())
+    def stop(self) -> int:
+        """Refuse new connections and abort every open one; how many were open."""
+        return self._call(self._stop())
 
     def close(self) -> None:
         """Stop, and end the forwarder's thread."""
@@ -92,8 +94,8 @@ class TcpForwarder:
                  trace: TracebackType | None) -> None:
         self.close()
 
-    def _call(self, coroutine) -> None:  # type: ignore[no-untyped-def]
-        asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(CONTROL_TIMEOUT_S)
+    def _call(self, coroutine):  # type: ignore[no-untyped-def]
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(CONTROL_TIMEOUT_S)
 
     async def _start(self) -> None:
         if self._server is not None:
@@ -101,13 +103,15 @@ class TcpForwarder:
         self._server = await asyncio.start_server(self._accept, HOST, self.port, reuse_address=True)
         self.port = self._server.sockets[0].getsockname()[1]
 
-    async def _stop(self) -> None:
+    async def _stop(self) -> int:
         server, self._server = self._server, None
         if server is not None:
             server.close()
+        open_connections = len(self._transports) // 2
         for transport in list(self._transports):
             transport.abort()
         self._transports.clear()
+        return open_connections
 
     async def _accept(self, client_reader: asyncio.StreamReader, client: asyncio.StreamWriter) -> None:
         if self._server is None or len(self._transports) >= 2 * self.max_connections:
@@ -125,6 +129,7 @@ class TcpForwarder:
             return
         pair = (client.transport, upstream.transport)
         self._transports.update(pair)
+        self.accepted += 1
         try:
             await asyncio.gather(_pipe(client_reader, upstream), _pipe(upstream_reader, client))
         finally:
@@ -189,9 +194,10 @@ class ForwardedBroker:
                                        f"{tail(self.log_path)}") from None
                 time.sleep(0.2)
 
-    def cut(self) -> None:
-        """Every client connection closed; new ones refused until ``restore``."""
-        self.forwarder.stop()
+    def cut(self) -> int:
+        """Every client connection closed; new ones refused until ``restore``.
+        How many connections were open."""
+        return self.forwarder.stop()
 
     def restore(self) -> None:
         self.forwarder.start()
