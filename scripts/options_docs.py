@@ -20,12 +20,16 @@ PAGES = {
     "mysql-sink.md": "eoskit.connectors.sql.settings",
     "kafka-sink.md": "eoskit.connectors.kafka.sink_settings",
     "files-sink.md": "eoskit.connectors.files.settings",
+    "operations.md": "eoskit.runtime.settings",
 }
 BEGIN, END = "<!-- options:begin -->\n", "<!-- options:end -->"
 
 
 def table(module: str) -> str:
-    return "\n".join(importlib.import_module(module).OPTIONS.docs())
+    """A data source's OPTIONS, or the runtime's SETTINGS (its ``docs()``)."""
+    declared = importlib.import_module(module)
+    rows = declared.OPTIONS.docs() if hasattr(declared, "OPTIONS") else declared.docs()
+    return "\n".join(rows)
 
 
 def main() -> None:
