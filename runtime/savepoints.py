@@ -51,7 +51,7 @@ from typing import Any
 from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
-from eoskit.twophase.identity import IDENTITY
+from eoskit.twophase.identity import IDENTITY, RESTORED
 from eoskit.runtime.checkpoints import (
     STATE_FILE,
     Checkpoint,
@@ -70,7 +70,7 @@ MANIFEST = "_savepoint.json"
 #: The manifest's name while ``dispose_savepoint`` deletes the files.
 DISPOSING = "_savepoint.disposing.json"
 #: Written into a restored checkpoint.
-RESTORE_RECORD = "eoskit/restored.json"
+RESTORE_RECORD = RESTORED
 FORMAT = 1
 
 _BATCH_NAMED = re.compile(r"^(\d+)(?:\.compact|_.*)?$")

@@ -28,6 +28,8 @@ IDENTITY = "eoskit/identity.json"
 #: Where eoskit's runtime keeps the record of the run using a checkpoint
 #: (``eoskit.runtime.control``); its start time tells one run from the next.
 RUN_RECORD = "eoskit/control/run.json"
+#: Written into a checkpoint restored from a savepoint (``runtime/savepoints.py``).
+RESTORED = "eoskit/restored.json"
 
 _cache: dict[str, str] = {}
 
@@ -106,3 +108,10 @@ def run_started(location: str) -> float | None:
     planning process, which Spark reuses across queries."""
     record = _read_json(_join(qualified_location(location), RUN_RECORD))
     return None if record is None else record.get("started")
+
+
+def restored_from(location: str) -> str | None:
+    """The checkpoint a restored checkpoint's savepoint was taken of, or None:
+    its sinks' ids, and their registrations, move with the job."""
+    record = _read_json(_join(qualified_location(location), RESTORED))
+    return None if record is None else record.get("fromCheckpoint")

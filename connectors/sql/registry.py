@@ -12,6 +12,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from eoskit.twophase.contract import SinkContext, SinkError
+from eoskit.twophase.identity import restored_from
 
 REGISTRY_TABLE = "eoskit_sinks"
 
@@ -26,10 +27,19 @@ def _table(metadata: sa.MetaData, schema: str | None) -> sa.Table:
     )
 
 
+def _same(a: str, b: str | None) -> bool:
+    return b is not None and a.rstrip("/") == b.rstrip("/")
+
+
 def claim_sink_id(engine: sa.Engine, schema: str | None, context: SinkContext, where: str) -> None:
+    """Register the sink id for this query's checkpoint, or refuse. A
+    checkpoint restored from a savepoint of the registered one takes the
+    registration over (the job moved); a second restore of the same
+    savepoint then finds the first one registered, and is refused."""
     metadata = sa.MetaData()
     table = _table(metadata, schema)
     metadata.create_all(engine, checkfirst=True)
+    moved_from = restored_from(context.checkpoint_location)
     with engine.begin() as conn:
         owner = conn.execute(
             sa.select(table.c.checkpoint_location).where(table.c.sink_id == context.sink_id)
@@ -42,10 +52,16 @@ def claim_sink_id(engine: sa.Engine, schema: str | None, context: SinkContext, w
                 owner = conn.execute(
                     sa.select(table.c.checkpoint_location).where(table.c.sink_id == context.sink_id)
                 ).scalar_one()
-    if owner is not None and owner.rstrip("/") != context.checkpoint_location.rstrip("/"):
+        elif moved_from is not None and _same(owner, moved_from):
+            conn.execute(table.update().where(table.c.sink_id == context.sink_id).values(
+                checkpoint_location=context.checkpoint_location))
+            owner = context.checkpoint_location
+    if owner is not None and not _same(owner, context.checkpoint_location):
         raise SinkError(
             f"sink id {context.sink_id!r} in {where} belongs to the query with checkpoint "
-            f"{owner}; this query's checkpoint is {context.checkpoint_location}. Two jobs "
-            "must not share a sink id: set another 'sinkId' (or, if the checkpoint moved, "
-            f"update {REGISTRY_TABLE} after settling its in-doubt transactions)"
+            f"{owner}; this query's checkpoint is {context.checkpoint_location}"
+            + (f" (restored from a savepoint of {moved_from}, whose sink has moved on since: a "
+               "second restore of one savepoint)" if moved_from else "")
+            + ". Two jobs must not share a sink id: set another 'sinkId' (or, if the "
+            f"checkpoint moved, update {REGISTRY_TABLE} after settling its in-doubt transactions)"
         )

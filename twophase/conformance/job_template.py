@@ -45,7 +45,7 @@ pipeline = Pipeline(
     restart_strategy=os.environ.get("EOSKIT_TEST_RESTART_STRATEGY", "none"),
     spark_conf={
         # local[2,3]: two cores, and up to three attempts per task, as a cluster retries.
-        "spark.master": "local[2,3]",
+        "spark.master": os.environ.get("EOSKIT_TEST_MASTER", "local[2,3]"),
         "spark.sql.shuffle.partitions": "2",
         "spark.ui.enabled": "false",
         # A short-lived test driver: the JVM's quick compiler starts it sooner.
