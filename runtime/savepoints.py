@@ -51,6 +51,7 @@ from typing import Any
 from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
+from eoskit.twophase.decision_log import write_atomic
 from eoskit.twophase.identity import IDENTITY, RESTORED
 from eoskit.runtime.checkpoints import (
     STATE_FILE,
@@ -243,17 +244,7 @@ def _copy_files(src_fs: AbstractFileSystem, src_root: str, dst_fs: AbstractFileS
 
 
 def _write_json(fs: AbstractFileSystem, path: str, payload: Mapping[str, Any]) -> None:
-    data = json.dumps(payload, indent=1, sort_keys=True).encode()
-    if isinstance(fs, LocalFileSystem):
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    else:
-        fs.pipe_file(path, data)  # one PUT: whole or absent
+    write_atomic(fs, path, json.dumps(payload, indent=1, sort_keys=True).encode())
 
 
 def _require_empty(fs: AbstractFileSystem, root: str, location: str, what: str) -> None:
