@@ -24,7 +24,7 @@ class MySQLTarget(ConformanceTarget):
         self.commit_mode = commit_mode
         self._before: set[str] = set()
         #: eoskit XA transactions a scenario left prepared (see drop_table).
-        self.leftovers: list[str] = []
+        self.left_prepared: list[str] = []
 
     def sql(self, query: str) -> list[list[str]]:
         """Rows of ``query`` as tab-separated fields; the password goes through
@@ -43,7 +43,7 @@ class MySQLTarget(ConformanceTarget):
 
     def create_table(self, table: str) -> None:
         self._before = set(self.prepared("eoskit:"))
-        self.leftovers = []
+        self.left_prepared = []
         self.sql(f"CREATE TABLE `{table}` (id BIGINT NOT NULL, amount BIGINT, customer TEXT) "
                  "ENGINE=InnoDB")
 
@@ -51,7 +51,7 @@ class MySQLTarget(ConformanceTarget):
         """Called by the kit for the sink's leftovers of a failed scenario:
         recorded (the test then fails on them), and rolled back so that their
         locks block neither the DROP nor later scenarios."""
-        self.leftovers.append(txn_id)
+        self.left_prepared.append(txn_id)
         self.sql(f"XA ROLLBACK '{txn_id}'")
 
     def drop_table(self, table: str) -> None:
@@ -94,7 +94,7 @@ IDEMPOTENT = scenarios_for("idempotent")
 
 def _nothing_left_prepared(target: MySQLTarget) -> None:
     """After each scenario, XA RECOVER shows nothing it prepared."""
-    assert target.leftovers == [], f"XA RECOVER listed {target.leftovers} after the scenario"
+    assert target.left_prepared == [], f"XA RECOVER listed {target.left_prepared} after the scenario"
 
 
 @pytest.mark.crash

@@ -206,9 +206,27 @@ def _read(bootstrap: str, topic: str, timeout: float, max_bytes: int
 # --- reading a partition ---------------------------------------------------------------
 
 
+class _OutOfRange(Exception):
+    """A fetch before the log's start (records removed by retention)."""
+
+
+_OFFSET_OUT_OF_RANGE = 1
+
+
 def _read_partition(cluster: _Cluster, topic: str, partition: int,
                     first_max_bytes: int) -> Iterator[RecordBatch]:
-    start = cluster.earliest(topic, partition)
+    """From offset 0, or the log start if the broker has removed records
+    before it: a reported log start is not trusted (the local broker once
+    reported a start past records it still served)."""
+    try:
+        yield from _read_from(cluster, topic, partition, first_max_bytes, 0)
+    except _OutOfRange:
+        yield from _read_from(cluster, topic, partition, first_max_bytes,
+                              cluster.earliest(topic, partition))
+
+
+def _read_from(cluster: _Cluster, topic: str, partition: int, first_max_bytes: int,
+               start: int) -> Iterator[RecordBatch]:
     position, end, max_bytes = start, None, first_max_bytes
     while end is None or position < end:
         cluster.check_deadline(f"topic {topic!r} partition {partition}: read up to offset "
@@ -601,6 +619,8 @@ class _Cluster:
             code, high_watermark, data = found
             if code == 0:
                 return high_watermark, data
+            if code == _OFFSET_OUT_OF_RANGE:
+                raise _OutOfRange(offset)
             self._retry(topic, partition, f"Fetch at offset {offset}", code)
 
 
