@@ -309,7 +309,7 @@ def _restart(services: LocalServices, name: str, paused: Paused) -> None:
 # -- the database restarted --------------------------------------------------
 
 @pytest.mark.crash
-def test_postgres_restarted_between_decision_and_commit(postgres, workload, local_services, fault_run):
+def test_postgres_restarted_between_decision_and_commit(postgres, local_services, workload, fault_run):
     """The coordinator wrote batch 1's decision; PostgreSQL goes down before
     COMMIT PREPARED and is back DOWNTIME_S later. The prepared transactions
     survive the restart; the coordinator reconnects and commits them."""
@@ -325,7 +325,7 @@ def test_postgres_restarted_between_decision_and_commit(postgres, workload, loca
 
 
 @pytest.mark.crash
-def test_postgres_restarted_during_the_tasks_writes(postgres, workload, local_services, fault_run):
+def test_postgres_restarted_during_the_tasks_writes(postgres, local_services, workload, fault_run):
     """Two tasks of batch 1 are paused mid-COPY with their transactions open
     when PostgreSQL goes down (fast shutdown: it does not wait for them).
     Their writes fail, Spark retries them, and the retries wait for the
@@ -340,7 +340,7 @@ def test_postgres_restarted_during_the_tasks_writes(postgres, workload, local_se
 
 
 @pytest.mark.crash
-def test_mariadb_restarted_between_decision_and_commit(mysql, workload, local_services, fault_run):
+def test_mariadb_restarted_between_decision_and_commit(mysql, local_services, workload, fault_run):
     """As for PostgreSQL, with XA: the prepared XA transactions survive the
     restart (MariaDB >= 10.5) and the coordinator's XA COMMIT reconnects."""
     if MARIADB_CLIENT is None:
@@ -356,7 +356,7 @@ def test_mariadb_restarted_between_decision_and_commit(mysql, workload, local_se
 
 
 @pytest.mark.crash
-def test_mariadb_restarted_during_the_tasks_writes(mysql, workload, local_services, fault_run):
+def test_mariadb_restarted_during_the_tasks_writes(mysql, local_services, workload, fault_run):
     """Tasks paused inside XA START ... with rows written when MariaDB goes
     down: their unprepared XA transactions die with the server, the tasks
     fail and are retried once it is back."""
