@@ -89,6 +89,12 @@ class PostgresTarget(ConformanceTarget):
         out = self.psql(f"SELECT gid FROM pg_prepared_xacts WHERE left(gid, {len(prefix)}) = '{prefix}'")
         return sorted(line for line in out.splitlines() if line)
 
+    def open_transactions(self) -> int:
+        """Sessions of the job inside a transaction (a task mid-write)."""
+        return int(self.psql("SELECT count(*) FROM pg_stat_activity "
+                             f"WHERE application_name = '{self.application}' "
+                             "AND xact_start IS NOT NULL").strip())
+
     def end_sessions(self) -> int:
         """End every session of the job from the server side; how many."""
         out = self.psql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
@@ -140,6 +146,13 @@ class MySQLTarget(ConformanceTarget):
             if data[: int(gtrid_length)].startswith(prefix):
                 ids.append(data[: int(gtrid_length)])
         return sorted(ids)
+
+    def open_transactions(self) -> int:
+        """Sessions of the job's database inside a transaction (a task mid-write)."""
+        return int(self.sql(
+            "SELECT count(*) FROM information_schema.INNODB_TRX t JOIN "
+            "information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id "
+            f"WHERE p.DB = '{self.database}'")[0][0])
 
     def end_sessions(self) -> int:
         """``KILL`` every session of the job's database; how many."""
@@ -296,7 +309,7 @@ def _restart(services: LocalServices, name: str, paused: Paused) -> None:
 # -- the database restarted --------------------------------------------------
 
 @pytest.mark.crash
-def test_postgres_restarted_between_decision_and_commit(postgres, workload, local_services, fault_run):
+def test_postgres_restarted_between_decision_and_commit(postgres, local_services, workload, fault_run):
     """The coordinator wrote batch 1's decision; PostgreSQL goes down before
     COMMIT PREPARED and is back DOWNTIME_S later. The prepared transactions
     survive the restart; the coordinator reconnects and commits them."""
@@ -312,7 +325,7 @@ def test_postgres_restarted_between_decision_and_commit(postgres, workload, loca
 
 
 @pytest.mark.crash
-def test_postgres_restarted_during_the_tasks_writes(postgres, workload, local_services, fault_run):
+def test_postgres_restarted_during_the_tasks_writes(postgres, local_services, workload, fault_run):
     """Two tasks of batch 1 are paused mid-COPY with their transactions open
     when PostgreSQL goes down (fast shutdown: it does not wait for them).
     Their writes fail, Spark retries them, and the retries wait for the
@@ -321,13 +334,13 @@ def test_postgres_restarted_during_the_tasks_writes(postgres, workload, local_se
     run = fault_run(target, workload)
     paused = Paused(run, crash.TASK_DURING_WRITE)
     paused.wait_reached()
+    assert target.open_transactions() > 0, "no task was inside its transaction at the pause"
     _restart(local_services, "postgres", paused)
-    log = _rode_it_out(paused)
-    assert "Lost task" in log, "no task failed: the restart missed the writes"
+    _rode_it_out(paused)
 
 
 @pytest.mark.crash
-def test_mariadb_restarted_between_decision_and_commit(mysql, workload, local_services, fault_run):
+def test_mariadb_restarted_between_decision_and_commit(mysql, local_services, workload, fault_run):
     """As for PostgreSQL, with XA: the prepared XA transactions survive the
     restart (MariaDB >= 10.5) and the coordinator's XA COMMIT reconnects."""
     if MARIADB_CLIENT is None:
@@ -343,7 +356,7 @@ def test_mariadb_restarted_between_decision_and_commit(mysql, workload, local_se
 
 
 @pytest.mark.crash
-def test_mariadb_restarted_during_the_tasks_writes(mysql, workload, local_services, fault_run):
+def test_mariadb_restarted_during_the_tasks_writes(mysql, local_services, workload, fault_run):
     """Tasks paused inside XA START ... with rows written when MariaDB goes
     down: their unprepared XA transactions die with the server, the tasks
     fail and are retried once it is back."""
@@ -353,9 +366,9 @@ def test_mariadb_restarted_during_the_tasks_writes(mysql, workload, local_servic
     run = fault_run(target, workload)
     paused = Paused(run, crash.TASK_DURING_WRITE)
     paused.wait_reached()
+    assert target.open_transactions() > 0, "no task was inside its transaction at the pause"
     _restart(local_services, "mariadb", paused)
-    log = _rode_it_out(paused)
-    assert "Lost task" in log, "no task failed: the restart missed the writes"
+    _rode_it_out(paused)
 
 
 # -- sessions cut while transactions are prepared -----------------------------
