@@ -9,13 +9,15 @@ through both sinks first (not counted: the session's first query pays for
 the JVM's compilation and the Python workers' start, whichever sink it
 uses); then they run in the order Spark, eoskit, eoskit, Spark, so that
 each takes one turn right after the other, and the totals over both turns
-are compared. See benchmarks/README.md.
+are compared (``--rounds N`` repeats the four turns, to average out noise).
+See benchmarks/README.md.
 
-    .venv/bin/python benchmarks/kafka_to_parquet.py [--records 1000000] [--partitions 4]
+    .venv/bin/python benchmarks/kafka_to_parquet.py [--records 1000000] [--partitions 4] [--rounds 1]
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import sys
@@ -115,7 +117,12 @@ def verify(name: str, stats: DirectoryStats, expected: OrderTotals) -> list[str]
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv, __doc__.split("\n\n")[0])
+    extra = argparse.ArgumentParser(add_help=False)
+    extra.add_argument("--rounds", type=int, default=1)
+    own, rest = extra.parse_known_args(argv)
+    args = parse_args(rest, __doc__.split("\n\n")[0])
+    rounds = own.rounds
+    order = ORDER * rounds
     facts_before = machine_facts()
     bootstrap = LocalServices(args.services_dir).up().kafka_bootstrap
     topic = f"bench-orders-{uuid.uuid4().hex[:12]}"
@@ -137,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         for sink, setup in enumerate((spark_parquet, eoskit_parquet)):
             run_stream(setup(f"{workdir}/warm-up-{sink}"), parse_orders(warm), f"warm-up-{sink}")
         raw = kafka_stream(spark, bootstrap, topic, args.max_offsets_per_trigger)
-        for turn, sink in enumerate(ORDER):
+        for turn, sink in enumerate(order):
             out = f"{workdir}/{turn}"
             say(f"turn {turn + 1}: eoskit-kafka -> from_json -> {SINKS[sink]}, availableNow")
             setup = (spark_parquet if sink == 0 else eoskit_parquet)(out)
@@ -160,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     print_table("parameters", [
         ("records", f"{args.records:,}"), ("partitions", str(args.partitions)),
         ("maxOffsetsPerTrigger", f"{args.max_offsets_per_trigger:,}"), ("spark master", "local[2]"),
-        ("turns", ", ".join(SINKS[s] for s in ORDER) + f" (after a {WARM_UP_RECORDS:,}-record warm-up)"),
+        ("turns", ", ".join(SINKS[s] for s in order) + f" (after a {WARM_UP_RECORDS:,}-record warm-up)"),
         ("produce (not timed in results)", f"{produce_s:.1f} s"),
         ("Spark session start (not in results)", f"{spark_start_s:.1f} s"),
     ])
@@ -178,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {name:<36} {count:>10,} {seconds:>8.1f} {rate(count, seconds):>9,.0f}")
     totals = [sum(r.wall_s for s, _, r in runs if s == sink) for sink in (0, 1)]
     rows = [sum(r.rows for s, _, r in runs if s == sink) for sink in (0, 1)]
-    print(f"\n  total wall, both turns: Spark parquet {totals[0]:.1f} s "
+    print(f"\n  total wall, {2 * rounds} turns each: Spark parquet {totals[0]:.1f} s "
           f"({rate(rows[0], totals[0]):,.0f} rows/s), eoskit-parquet {totals[1]:.1f} s "
           f"({rate(rows[1], totals[1]):,.0f} rows/s)")
     print(f"  eoskit-parquet / Spark parquet throughput: {totals[0] / totals[1]:.2f} x")

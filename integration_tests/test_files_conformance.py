@@ -4,7 +4,8 @@ two-phase), on a local directory and on S3 (moto's server).
 After each scenario the directory is read by readers that share no code
 with the sink: pyarrow.dataset (with pyarrow's own S3 client on S3) and
 DuckDB, which must agree, plus Spark's plain ``spark.read.parquet`` on the
-local disk (this Spark has no S3 connector). Prepared transactions and
+local disk (this Spark has no S3 connector). One scenario also runs for
+``eoskit-json`` (gzip JSON lines), read the same three ways. Prepared transactions and
 leftover staged files are listed with ``os`` / boto3, not through eoskit.
 A "table" of the kit is a sub-directory (a prefix on S3) of the root.
 """
@@ -75,6 +76,27 @@ class LocalFilesTarget(ConformanceTarget):
 
     def resolve_command_for(self, table: str) -> list[str]:
         return ["--path", str(self.root / table)]
+
+
+class LocalJsonTarget(LocalFilesTarget):
+    """The same directory checks for ``eoskit-json`` (gzip JSON lines)."""
+
+    format = "eoskit-json"
+
+    def options(self, table: str) -> dict[str, str]:
+        return {**super().options(table), "compression": "gzip"}
+
+    def rows(self, table: str) -> list[tuple[int, int]]:
+        path = self.root / table
+        files = [str(p) for p in path.glob("*.json.gz")]
+        arrow = ds.dataset(files, format="json").to_table(columns=["id", "amount"]) if files else None
+        by_arrow = sorted(zip(arrow.column("id").to_pylist(), arrow.column("amount").to_pylist())) if files else []
+        by_duckdb = sorted(duckdb.sql(
+            f"SELECT id, amount FROM read_json_auto('{path}/**/*.json.gz')").fetchall()) if files else []
+        assert by_duckdb == by_arrow, "DuckDB and pyarrow disagree on the directory"
+        spark_rows = self.spark.read.schema("id BIGINT, amount BIGINT, customer STRING").json(str(path))
+        assert sorted((r.id, r.amount) for r in spark_rows.select("id", "amount").collect()) == by_arrow
+        return by_arrow
 
 
 class S3FilesTarget(ConformanceTarget):
@@ -154,6 +176,12 @@ ON_S3 = [s for s in TWOPHASE if s.name in (
 @pytest.mark.parametrize("scenario", TWOPHASE, ids=[s.name for s in TWOPHASE])
 def test_files_local(spark, workload, scenario, tmp_path):
     run_scenario(LocalFilesTarget(tmp_path / "out", spark), workload, scenario, tmp_path / "work", spark)
+
+
+@pytest.mark.crash
+def test_files_local_json_worker_killed_during_write(spark, workload, tmp_path):
+    [scenario] = [s for s in TWOPHASE if s.name == "worker_killed_during_write"]
+    run_scenario(LocalJsonTarget(tmp_path / "out", spark), workload, scenario, tmp_path / "work", spark)
 
 
 @pytest.mark.crash

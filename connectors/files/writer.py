@@ -19,8 +19,9 @@ from __future__ import annotations
 import json
 import posixpath
 import time
+from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
@@ -102,15 +103,19 @@ def split_by_partition(batch: pa.RecordBatch, columns: Sequence[str]
 # -- one open file ----------------------------------------------------------------
 
 
-class _OpenFile:
+class _OpenFile(ABC):
+    """One data file being written: its staged and final paths, its rows."""
+
     def __init__(self, staged: str, path: str) -> None:
         self.staged, self.path, self.rows = staged, path, 0
 
+    @abstractmethod
     def write(self, data: pa.Table | pa.RecordBatch) -> None:
-        raise NotImplementedError
+        """Append rows (with the file's schema)."""
 
+    @abstractmethod
     def close(self) -> None:
-        raise NotImplementedError
+        """Finish the file (footer, compression trailer) and close it."""
 
 
 class _ParquetFile(_OpenFile):
@@ -234,7 +239,7 @@ class FilesTransaction(PreparingWriter, CommittingWriter):
         while self._open:
             self._close(next(iter(self._open)))
 
-    def _guarded(self, step, what: str) -> None:
+    def _guarded(self, step: Callable[[], None], what: str) -> None:
         """Run a step; file system errors become a SinkError that says what
         failed and that nothing of this batch is committed."""
         try:
