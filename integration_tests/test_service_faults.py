@@ -443,12 +443,7 @@ def test_broker_cut_mid_batch_kafka_to_postgres(postgres, fault_run, tmp_path):
 
 
 @pytest.mark.crash
-@pytest.mark.xfail(run=False, reason=(
-    "known hang: a task of the eoskit-kafka sink whose broker connections are cut mid-"
-    "transaction can block in send_offsets_to_transaction past its 60 s timeout, for good "
-    "(3 runs of 4 here; librdkafka 2.16: coordinator requests ignore their timeout, "
-    "confluentinc/librdkafka#5456), and Spark never times a task out. Run it once the sink "
-    "bounds that call itself"))
+@pytest.mark.xfail(strict=False, reason="open bug, issue 8: the Kafka sink's cached producers (see test_kafka_conformance)")
 def test_broker_cut_mid_batch_kafka_to_kafka(fault_run, tmp_path):
     """The eoskit-kafka sink writes to the same broker it reads from: the
     cut hits the tasks' transactional producers too."""

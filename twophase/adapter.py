@@ -130,8 +130,7 @@ class TransactionalDataSource(DataSource):
         decisions = DecisionLog(self.checkpoint_location(), self.sink_id())
         if not self._planning:
             return TransactionalStreamWriter(self.transactional_sink(schema), decisions, self.commit_mode())
-        key = json.dumps([type(self).__qualname__, sorted(self.options.items()), schema.json(),
-                          run_started(self.checkpoint_location())])
+        key = json.dumps([type(self).__qualname__, sorted(self.options.items()), schema.json()])
         sink = _checked.get(key)
         if sink is None:
             sink = self.transactional_sink(schema)

@@ -19,7 +19,10 @@ At-least-once (``CommittingWriter``): an idempotent producer, flushed at
 commit; delivery errors fail the task.
 
 Producers and marker consumers are cached per Python worker process and
-reused across batches; one that failed is closed and rebuilt.
+reused across batches; a retried attempt always makes a new producer, whose
+init fences its zombie. A cached producer that another worker's task of the
+same partition fenced meanwhile fails its attempt, and Spark's retry (or,
+without task retries, the runtime's restart strategy) starts fresh.
 
 Dead letters (``deadLetterTopic``): a record the sink cannot write is
 produced to the dead-letter topic instead, by the same producer in the same
@@ -39,6 +42,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import threading
 from typing import Any
 
 import pyarrow as pa
@@ -463,7 +467,10 @@ class KafkaMarkedWriter(MarkedWriter):
 
     def claim(self) -> bool:
         txn_id = sink_markers.transactional_id(self.marker.sink_id, self.marker.partition)
-        # Step 1: fence older producers of this id (a retry always starts fresh).
+        # Step 1: fence older producers of this id: a retry always starts a
+        # new producer. A first attempt reuses this worker's producer of the
+        # id; if the partition's task ran in another worker meanwhile, that
+        # one fenced it, the attempt fails and its retry starts fresh.
         self._producer = producer(self.settings, txn_id, fresh=self.attempt > 0)
         # Step 2: the marker, read only now that no zombie can commit it.
         group = sink_markers.marker_group(self.marker.sink_id, self.marker.partition)
@@ -496,15 +503,16 @@ class KafkaMarkedWriter(MarkedWriter):
         assert self._producer is not None and self._open
         group = sink_markers.marker_group(self.marker.sink_id, self.marker.partition)
         offset = sink_markers.encode(self.marker.batch, self.rows)
+        made = self._producer
+        what = f"the Kafka transaction of task {self.marker.partition}, batch {self.marker.batch}"
         try:
-            self._producer.send_offsets_to_transaction(
+            _bounded(lambda: made.send_offsets_to_transaction(
                 [TopicPartition(self.settings.marker_topic, 0, offset)],
-                marker_consumer(self.settings, group).consumer_group_metadata(), TIMEOUT_S)
-            self._producer.commit_transaction(TIMEOUT_S)
+                marker_consumer(self.settings, group).consumer_group_metadata(), TIMEOUT_S),
+                f"sending the progress marker of {what}")
+            _bounded(lambda: made.commit_transaction(TIMEOUT_S), f"committing {what}")
         except KafkaException as exc:
-            raise SinkError(
-                f"committing the Kafka transaction of task {self.marker.partition}, batch "
-                f"{self.marker.batch} failed: {_error_text(exc)}") from None
+            raise SinkError(f"committing {what} failed: {_error_text(exc)}") from None
         self._open = False
 
     def abort(self) -> None:
@@ -516,6 +524,32 @@ class KafkaMarkedWriter(MarkedWriter):
             made.abort_transaction(TIMEOUT_S)
         except Exception:  # noqa: BLE001 - fenced or broken: the next attempt fences it
             drop_producer(made)
+
+
+def _bounded(call: Any, what: str, timeout: float = TIMEOUT_S + 30) -> None:
+    """``call()``, given at most ``timeout`` seconds. librdkafka's transactional
+    calls can block past their own timeout while the broker's connections are
+    cut (librdkafka issue 5456); Spark never times a task out, so the batch
+    would stall for good. On timeout the task fails; its retry's new producer
+    fences this one, whose thread is abandoned."""
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            call()
+            outcome.append(None)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run, name=f"eoskit-kafka: {what}", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if not outcome:
+        raise ServiceUnavailable(f"{what} did not finish within {timeout:.0f} s (the broker "
+                                 "did not answer); the task fails, and its retry fences this "
+                                 "producer")
+    if outcome[0] is not None:
+        raise outcome[0]
 
 
 class KafkaDirectWriter(CommittingWriter):
