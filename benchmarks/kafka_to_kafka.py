@@ -254,13 +254,12 @@ def profile_sink_task(bootstrap: str, rows: int, tasks: int = 3) -> list[tuple[s
     """Where one exactly-once sink task's time goes, measured on eoskit's own
     writer in this process (no Spark): ``tasks`` consecutive batches of one
     task partition, each of ``rows`` enriched orders in Arrow batches of
-    ARROW_BATCH_ROWS, as Spark hands them. The first claim builds the
-    producer (init_transactions); later ones reuse it, as a warm worker does."""
+    ARROW_BATCH_ROWS, as Spark hands them. Every claim makes its producer
+    (init_transactions), as every task attempt does."""
     import pyarrow as pa
 
     from eoskit.connectors.kafka.sink_settings import KafkaSinkSettings
-    from eoskit.connectors.kafka.sink_writer import KafkaMarkedWriter, drop_producer, producer
-    from eoskit.connectors.kafka import sink_markers
+    from eoskit.connectors.kafka.sink_writer import KafkaMarkedWriter
     from eoskit.twophase.contract import Marker
 
     topic = f"bench-sink-task-{uuid.uuid4().hex[:8]}"
@@ -285,12 +284,10 @@ def profile_sink_task(bootstrap: str, rows: int, tasks: int = 3) -> list[tuple[s
             written = time.perf_counter()
             writer.commit()
             done = time.perf_counter()
-            first = " (new producer)" if batch == 0 else ""
-            timings += [(f"task {batch}: claim{first}", claimed - started),
+            timings += [(f"task {batch}: claim (new producer)", claimed - started),
                         (f"task {batch}: write {rows:,} rows (produce calls)", written - claimed),
                         (f"task {batch}: commit (flush + marker + commit)", done - written)]
     finally:
-        drop_producer(producer(settings, sink_markers.transactional_id(sink_id, 0), fresh=False))
         delete_topic(bootstrap, topic)
     return timings
 

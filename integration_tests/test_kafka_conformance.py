@@ -84,10 +84,6 @@ SCENARIOS = scenarios_for("idempotent", KafkaTarget)
 
 
 @pytest.mark.crash
-@pytest.mark.xfail(strict=False, reason=(
-    "open bug, issue 8: a transactional producer cached in one Python worker is fenced when the "
-    "partition's task runs in another worker; replays then fail or duplicate (seen in "
-    "replay_of_committed_batch). Fix in connectors/kafka/sink_writer.py before relying on it"))
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
 def test_kafka_exactly_once(spark, kafka, workload, scenario, tmp_path):
     run_scenario(KafkaTarget(kafka), workload, scenario, tmp_path, spark)

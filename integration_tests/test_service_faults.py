@@ -443,7 +443,6 @@ def test_broker_cut_mid_batch_kafka_to_postgres(postgres, fault_run, tmp_path):
 
 
 @pytest.mark.crash
-@pytest.mark.xfail(strict=False, reason="open bug, issue 8: the Kafka sink's cached producers (see test_kafka_conformance)")
 def test_broker_cut_mid_batch_kafka_to_kafka(fault_run, tmp_path):
     """The eoskit-kafka sink writes to the same broker it reads from: the
     cut hits the tasks' transactional producers too."""

@@ -1,10 +1,10 @@
 """What a Kafka sink task does on an executor: its producer, its marker, its rows.
 
 Exactly-once (``MarkedWriter``), per task attempt of batch n, partition p:
-1. Get the producer of transactional id (sinkId, p) and ``init_transactions``
-   (a new producer for a retried attempt): this fences every older producer
-   of the id, in any process of any run, and aborts its open transaction.
-   Only then is the marker read, so no zombie can commit it afterwards.
+1. Make a new producer of transactional id (sinkId, p) and
+   ``init_transactions``: this fences every older producer of the id, in any
+   process of any run, and aborts its open transaction. Only then is the
+   marker read, so no zombie can commit it afterwards.
 2. Read the marker, the committed offset of the task's group (with
    ``read_committed``, the consumer waits for pending offset commits). A
    marker of batch n: the rows are in, write nothing. A marker of a later
@@ -18,11 +18,17 @@ transaction timeout.
 At-least-once (``CommittingWriter``): an idempotent producer, flushed at
 commit; delivery errors fail the task.
 
-Producers and marker consumers are cached per Python worker process and
-reused across batches; a retried attempt always makes a new producer, whose
-init fences its zombie. A cached producer that another worker's task of the
-same partition fenced meanwhile fails its attempt, and Spark's retry (or,
-without task retries, the runtime's restart strategy) starts fresh.
+A transactional producer lives for one task attempt. It cannot be cached:
+Spark runs partition p of the next batch in whichever Python worker is free,
+and a producer made there fences the one cached here, whose next task would
+fail (after a long wait in ``abort_transaction``). ``init_transactions`` is
+one round trip to the transaction coordinator, and connections are opened
+while the marker is read. Marker consumers, admin clients and at-least-once
+producers (no transactional id, nothing to fence) are cached per Python
+worker and reused across batches. After a fatal error (fenced, or the
+producer's epoch is gone), the attempt drops its producer without calling
+``abort_transaction``: the broker aborts its transaction when the retry's
+producer fences it.
 
 Dead letters (``deadLetterTopic``): a record the sink cannot write is
 produced to the dead-letter topic instead, by the same producer in the same
@@ -96,47 +102,55 @@ def _error_text(exc: BaseException) -> str:
     return str(exc)
 
 
-def producer(settings: KafkaSinkSettings, transactional_id: str | None, fresh: bool) -> Producer:
-    """This process's producer for ``transactional_id`` (idempotent only when
-    None), initialised; ``fresh`` replaces a cached one (a retried attempt
-    must fence whatever its earlier attempt left)."""
+def producer(settings: KafkaSinkSettings, transactional_id: str | None) -> Producer:
+    """A producer, initialised. With a transactional id: a new one, owned by
+    the caller and never cached (its ``init_transactions`` fences every older
+    producer of the id). Without: this process's idempotent producer, cached."""
     config: dict[str, Any] = {**settings.producer_config(), "enable.idempotence": True,
                               "logger": _QUIET}
-    if transactional_id is not None:
-        config["transactional.id"] = transactional_id
-    key = _key({k: v for k, v in config.items() if k != "logger"})
-    if fresh:
-        drop_producer(key)
-    cached = _producers.get(key)
-    if cached is not None:
+    if transactional_id is None:
+        key = _key({k: v for k, v in config.items() if k != "logger"})
+        cached = _producers.get(key)
+        if cached is None:
+            cached = _producers[key] = Producer(config)
         return cached
+    config["transactional.id"] = transactional_id
     made = Producer(config)
-    if transactional_id is not None:
-        try:
-            made.init_transactions(TIMEOUT_S)
-        except KafkaException as exc:
-            raise ServiceUnavailable(
-                f"cannot start the Kafka transactions of {transactional_id} at "
-                f"kafka.bootstrap.servers={settings.bootstrap_servers!r}: {_error_text(exc)}"
-            ) from None
-    _producers[key] = made
+    try:
+        _bounded(lambda: made.init_transactions(TIMEOUT_S),
+                 f"starting the Kafka transactions of {transactional_id}")
+    except KafkaException as exc:
+        close_producer(made)
+        raise ServiceUnavailable(
+            f"cannot start the Kafka transactions of {transactional_id} at "
+            f"kafka.bootstrap.servers={settings.bootstrap_servers!r}: {_error_text(exc)}"
+        ) from None
     return made
 
 
-def drop_producer(key_or_producer: str | Producer) -> None:
-    if isinstance(key_or_producer, str):
-        made = _producers.pop(key_or_producer, None)
-    else:
-        made = key_or_producer
-        for key, cached in list(_producers.items()):
-            if cached is made:
-                del _producers[key]
-    if made is not None:
-        try:
-            made.purge()
-            made.flush(0)
-        except Exception:  # noqa: BLE001 - closing a broken producer
-            pass
+def drop_producer(made: Producer) -> None:
+    """Forget this process's cached idempotent producer ``made`` (broken) and close it."""
+    for key, cached in list(_producers.items()):
+        if cached is made:
+            del _producers[key]
+    close_producer(made)
+
+
+def close_producer(made: Producer) -> None:
+    """Drop whatever ``made`` still holds, without waiting on the broker."""
+    try:
+        made.purge()
+        made.flush(0)
+    except Exception:  # noqa: BLE001 - closing a broken producer
+        pass
+
+
+def _fatal(exc: BaseException) -> bool:
+    """A producer error no call can recover from: the producer is fenced,
+    or its transaction state is lost; aborting it would only wait."""
+    error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    return isinstance(error, KafkaError) and (error.fatal() or error.code() in (
+        KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH))
 
 
 def marker_consumer(settings: KafkaSinkSettings, group: str) -> Consumer:
@@ -464,14 +478,12 @@ class KafkaMarkedWriter(MarkedWriter):
         self._topics: _Topics | None = None
         self._dead: DeadLetters | None = None
         self._open = False
+        self._broken = False
 
     def claim(self) -> bool:
         txn_id = sink_markers.transactional_id(self.marker.sink_id, self.marker.partition)
-        # Step 1: fence older producers of this id: a retry always starts a
-        # new producer. A first attempt reuses this worker's producer of the
-        # id; if the partition's task ran in another worker meanwhile, that
-        # one fenced it, the attempt fails and its retry starts fresh.
-        self._producer = producer(self.settings, txn_id, fresh=self.attempt > 0)
+        # Step 1: a new producer of the id fences every older one.
+        self._producer = producer(self.settings, txn_id)
         # Step 2: the marker, read only now that no zombie can commit it.
         group = sink_markers.marker_group(self.marker.sink_id, self.marker.partition)
         committed = read_marker(self.settings, group)
@@ -511,19 +523,31 @@ class KafkaMarkedWriter(MarkedWriter):
                 marker_consumer(self.settings, group).consumer_group_metadata(), TIMEOUT_S),
                 f"sending the progress marker of {what}")
             _bounded(lambda: made.commit_transaction(TIMEOUT_S), f"committing {what}")
+        except ServiceUnavailable:
+            self._broken = True  # a call still hangs in its thread: do not wait on another
+            raise
         except KafkaException as exc:
+            self._broken = _fatal(exc)
             raise SinkError(f"committing {what} failed: {_error_text(exc)}") from None
         self._open = False
+        self._producer = None
+        close_producer(made)
 
     def abort(self) -> None:
+        """Abort the open transaction, if any, and close the producer. A
+        fenced or hung producer is closed without asking the broker: the
+        retry's producer fences it, which aborts its transaction."""
         made, self._producer = self._producer, None
-        if made is None or not self._open:
+        if made is None:
             return
+        if self._open and not self._broken:
+            try:
+                _bounded(lambda: made.abort_transaction(TIMEOUT_S),
+                         f"aborting the Kafka transaction of task {self.marker.partition}")
+            except Exception:  # noqa: BLE001 - broken: the next attempt fences it
+                pass
         self._open = False
-        try:
-            made.abort_transaction(TIMEOUT_S)
-        except Exception:  # noqa: BLE001 - fenced or broken: the next attempt fences it
-            drop_producer(made)
+        close_producer(made)
 
 
 def _bounded(call: Any, what: str, timeout: float = TIMEOUT_S + 30) -> None:
@@ -561,7 +585,7 @@ class KafkaDirectWriter(CommittingWriter):
         self.rows = 0
         self.bytes = 0
         self.dead_letters = 0
-        self._producer = producer(settings, None, fresh=False)
+        self._producer = producer(settings, None)
         self._topics = _Topics(settings, self._producer)
         self._dead: DeadLetters | None = None
         self._errors: list[str] = []

@@ -29,7 +29,7 @@ from eoskit.connectors.kafka.sink_settings import KafkaSinkSettings
 from eoskit.connectors.kafka.sink_writer import (
     KafkaDirectWriter,
     KafkaMarkedWriter,
-    drop_producer,
+    close_producer,
     missing_topic_message,
     producer,
     read_marker,
@@ -146,9 +146,8 @@ class KafkaTransactions(MarkedCommitting, DirectCommitting):
         run had: that aborts whatever transaction it left open."""
         known = (decisions.read_meta(TASKS_META) or {}).get("partitions", 0)
         for partition in range(known):
-            made = producer(self.settings, sink_markers.transactional_id(sink_id, partition),
-                            fresh=True)
-            drop_producer(made)
+            close_producer(producer(self.settings,
+                                    sink_markers.transactional_id(sink_id, partition)))
 
     def batch_committed(self, decisions: DecisionLog, batch: int, acks: Sequence[TaskAck]) -> None:
         partitions = max((a.partition for a in acks), default=-1) + 1

@@ -30,11 +30,8 @@ pipeline = Pipeline(
     transform=enrich_orders,
     sink=KafkaSink(os.environ["EOSKIT_KAFKA_BOOTSTRAP"], sink_options),
     checkpoint_interval="2 seconds",
-    # A new Python worker per task, so that each task builds its own
-    # transactional producer: a producer cached in a reused worker can have
-    # been fenced by another worker's task of the same partition meanwhile
-    # (a failed attempt, and a 60 s abort). Up to three attempts per task,
-    # as a cluster retries (local[*] gives each task one).
-    spark_conf={"spark.master": "local[*,3]", "spark.python.worker.reuse": "false",
+    # Up to three attempts per task, as a cluster retries (local[*] gives
+    # each task one).
+    spark_conf={"spark.master": "local[*,3]",
                 "spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"},
 )
