@@ -78,7 +78,7 @@ class MySQLTarget(ConformanceTarget):
 
 @pytest.fixture(scope="module")
 def workload(kafka: str) -> Workload:
-    return Workload.produce(kafka, records=100_000, partitions=4, batches=5)
+    return Workload.produce(kafka, records=50_000, partitions=4, batches=5)
 
 
 @pytest.fixture

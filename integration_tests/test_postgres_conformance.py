@@ -10,7 +10,7 @@ from eoskit.twophase.conformance import Workload, run_scenario, scenarios_for
 
 @pytest.fixture(scope="module")
 def workload(kafka: str) -> Workload:
-    return Workload.produce(kafka, records=100_000, partitions=4, batches=5)
+    return Workload.produce(kafka, records=50_000, partitions=4, batches=5)
 
 
 TWOPHASE = scenarios_for("twophase")
