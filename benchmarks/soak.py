@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import random
 import signal
@@ -99,9 +100,13 @@ class SteadyProducer(threading.Thread):
     partitions) at ``rate`` per second until stopped. Idempotent, so that its
     own retries across a broker cut cannot duplicate an input record."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int, rate: int) -> None:
+    def __init__(self, bootstrap: str, topic: str, partitions: int, rate: int, log: Path) -> None:
         super().__init__(name="soak-producer", daemon=True)
         self.bootstrap, self.topic, self.partitions, self.rate = bootstrap, topic, partitions, rate
+        # librdkafka's complaints during a broker cut go to a file, not the report.
+        self.logger = logging.getLogger("soak.producer")
+        self.logger.propagate = False
+        self.logger.addHandler(logging.FileHandler(log))
         self.produced = 0
         self.errors: list[str] = []
         self._halt = threading.Event()
@@ -116,7 +121,8 @@ class SteadyProducer(threading.Thread):
 
     def run(self) -> None:
         producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True,
-                             "linger.ms": 20, "message.timeout.ms": 600_000})
+                             "linger.ms": 20, "message.timeout.ms": 600_000},
+                            logger=self.logger)
         started = time.monotonic()
         while not self._halt.is_set():
             due = int((time.monotonic() - started) * self.rate)
@@ -436,7 +442,8 @@ def main(argv: list[str] | None = None) -> int:
     workload = Workload(broker.bootstrap, topic, 0, args.partitions, args.max_offsets_per_trigger)
     run = Run(target, workload, workdir)
     target.create_table(run.table)
-    producer = SteadyProducer(broker.bootstrap, topic, args.partitions, args.rate)
+    producer = SteadyProducer(broker.bootstrap, topic, args.partitions, args.rate,
+                              workdir / "producer.log")
     soak = Soak(args, run, services, broker, producer)
     problems: list[str] = []
     try:
@@ -463,6 +470,8 @@ def main(argv: list[str] | None = None) -> int:
             except AssertionError as exc:
                 problems.append(str(exc))
         verdicts = report(soak, facts_before, total, catch_up_s)
+        if not problems:
+            target.drop_table(run.table)
     finally:
         if soak.job is not None:
             kill_group(soak.job.pid)
@@ -472,7 +481,6 @@ def main(argv: list[str] | None = None) -> int:
     if problems:
         say(f"kept for inspection: {workdir} (table {run.table})")
         return fail(problems)
-    target.drop_table(run.table)
     if fresh_dev:
         services.purge()
     flat = all(v[3] for v in verdicts)
