@@ -1,0 +1,493 @@
+"""Soak run: one exactly-once job for a long time under random faults, then
+proof that every record landed once and that nothing grew without bound.
+
+Not a CI test: a benchmark-style script the lead runs for 30 minutes. It
+reuses the conformance kit (its ``Workload`` record format, its ``Run``,
+which starts the conformance job as a real ``eoskit run`` process and checks
+the table with an independent client), ``LocalServices.restart`` for
+PostgreSQL restarts that keep the data, and ``ForwardedBroker`` for broker
+"restarts" (the local broker keeps topics in memory, so a restart is a cut of
+every connection). See docs/soak.md and the "Soak run" section of
+benchmarks/README.md.
+
+    .venv/bin/python benchmarks/soak.py [--minutes 30] [--seed 1] [--rate 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from confluent_kafka import Producer
+from sqlalchemy.engine import make_url
+
+from eoskit.runtime.demo.orders import recreate_topic
+from eoskit.runtime.dev import LocalServices
+from eoskit.runtime.dev.produce import produce_records
+from eoskit.twophase.conformance import ConformanceTarget, Workload
+from eoskit.twophase.conformance.faults import ForwardedBroker
+from eoskit.twophase.conformance.scenarios import Run
+from eoskit.twophase.txn_id import sink_prefix
+
+from kafka_to_postgres import fail, machine_facts, print_table, say
+
+#: The job rides out service faults by itself; only a driver kill ends it.
+RESTART_STRATEGY = "exponential_delay(initial=1s, max=10s)"
+FAULTS = ("driver", "worker", "postgres", "broker")
+#: A fault's downtime (PostgreSQL stopped, broker cut), seconds.
+DOWNTIME_S = (3.0, 8.0)
+#: Flat: the last quarter's mean is within this factor of the second
+#: quarter's, or within the metric's absolute slack (small numbers are noise).
+FLAT_FACTOR = 1.2
+SLACK = {"rss_mib": 64.0, "prepared": 4.0, "ckpt_mib": 1.0, "ckpt_files": 50.0}
+
+
+# ---------------------------------------------------------------- the target
+
+class PostgresTarget(ConformanceTarget):
+    """The PostgreSQL sink, checked with psql (a client eoskit does not use);
+    as integration_tests/conftest.py's, which a script cannot import."""
+
+    format = "eoskit-postgres"
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def psql(self, query: str) -> str:
+        uri = make_url(self.url).set(drivername="postgresql").render_as_string(hide_password=False)
+        result = subprocess.run(["psql", uri, "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", query],
+                                capture_output=True, text=True, timeout=120)
+        if result.returncode != 0:
+            raise RuntimeError(f"psql failed: {result.stderr.strip()}")
+        return result.stdout
+
+    def options(self, table: str) -> dict[str, str]:
+        return {"url": self.url, "dbtable": table, "mode": "append", "commitMode": "twophase"}
+
+    def create_table(self, table: str) -> None:
+        self.psql(f"CREATE TABLE {table} (id bigint NOT NULL, amount bigint, customer text)")
+
+    def drop_table(self, table: str) -> None:
+        self.psql(f"DROP TABLE IF EXISTS {table}")
+
+    def rows(self, table: str) -> list[tuple[int, int]]:
+        out = self.psql(f"SELECT id, amount FROM {table}")
+        return [(int(a), int(b)) for a, b in (line.split("|") for line in out.splitlines() if line)]
+
+    def prepared(self, prefix: str) -> list[str]:
+        out = self.psql(f"SELECT gid FROM pg_prepared_xacts WHERE left(gid, {len(prefix)}) = '{prefix}'")
+        return sorted(line for line in out.splitlines() if line)
+
+    def resolve_command(self) -> list[str]:
+        return ["--url", self.url]
+
+
+# ---------------------------------------------------------- the steady input
+
+class SteadyProducer(threading.Thread):
+    """Produces the conformance workload's records (id i -> partition i mod
+    partitions) at ``rate`` per second until stopped. Idempotent, so that its
+    own retries across a broker cut cannot duplicate an input record."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, rate: int, log: Path) -> None:
+        super().__init__(name="soak-producer", daemon=True)
+        self.bootstrap, self.topic, self.partitions, self.rate = bootstrap, topic, partitions, rate
+        # librdkafka's complaints during a broker cut go to a file, not the report.
+        self.logger = logging.getLogger("soak.producer")
+        self.logger.propagate = False
+        self.logger.addHandler(logging.FileHandler(log))
+        self.produced = 0
+        self.errors: list[str] = []
+        self._halt = threading.Event()
+
+    def record(self, i: int) -> tuple[int, bytes, bytes]:
+        value = {"id": i, "amount": Workload.amount(i), "customer": f"c{i % 50}"}
+        return i % self.partitions, str(i).encode(), json.dumps(value).encode()
+
+    def _delivered(self, error, _message) -> None:  # type: ignore[no-untyped-def]
+        if error is not None:
+            self.errors.append(str(error))
+
+    def run(self) -> None:
+        producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True,
+                             "linger.ms": 20, "message.timeout.ms": 600_000},
+                            logger=self.logger)
+        started = time.monotonic()
+        while not self._halt.is_set():
+            due = int((time.monotonic() - started) * self.rate)
+            while self.produced < due:
+                partition, key, value = self.record(self.produced)
+                try:
+                    producer.produce(self.topic, key=key, value=value, partition=partition,
+                                     on_delivery=self._delivered)
+                except BufferError:  # the queue is full (the broker is cut): wait for it
+                    producer.poll(0.1)
+                    continue
+                self.produced += 1
+            producer.poll(0.05)
+        left = producer.flush(600)
+        if left:
+            self.errors.append(f"{left} record(s) not delivered at the end")
+
+    def finish(self) -> int:
+        """Stop, flush, and send one last record per partition in a batch of
+        its own (the local broker's offset queries ignore a batch's tail).
+        Returns how many records the topic holds: ids 0 .. n-1."""
+        self._halt.set()
+        self.join()
+        tail = [self.record(self.produced + p) for p in range(self.partitions)]
+        produce_records(self.bootstrap, self.topic, tail)
+        self.produced += len(tail)
+        return self.produced
+
+
+# ------------------------------------------------------- the job's processes
+
+@dataclass(frozen=True)
+class Proc:
+    pid: int
+    ppid: int
+    pgid: int
+    cmdline: str
+    rss_kib: int
+
+
+def processes_of_group(pgid: int) -> list[Proc]:
+    """Every process of process group ``pgid``, from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            fields = stat[stat.rindex(")") + 2:].split()
+            if int(fields[2]) != pgid:
+                continue
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            rss = next((int(line.split()[1]) for line in (entry / "status").read_text().splitlines()
+                        if line.startswith("VmRSS:")), 0)
+        except (OSError, ValueError):
+            continue  # gone meanwhile
+        found.append(Proc(int(entry.name), int(fields[1]), pgid, cmdline, rss))
+    return found
+
+
+def python_workers(pgid: int) -> list[Proc]:
+    """The job's Python workers: children forked by a PySpark worker daemon
+    (eoskit's ``worker_daemon`` or PySpark's own ``pyspark.daemon``)."""
+    procs = processes_of_group(pgid)
+    daemons = {p.pid for p in procs if "worker_daemon" in p.cmdline or "pyspark.daemon" in p.cmdline}
+    return [p for p in procs if p.ppid in daemons]
+
+
+def kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def disk_usage(path: Path) -> tuple[int, int]:
+    """(bytes on disk, files) under ``path``."""
+    size = files = 0
+    for root, _dirs, names in os.walk(path):
+        for name in names:
+            try:
+                size += os.lstat(os.path.join(root, name)).st_blocks * 512
+                files += 1
+            except OSError:
+                pass
+    return size, files
+
+
+# ------------------------------------------------------------------ the soak
+
+@dataclass
+class Sample:
+    t_s: float
+    rss_mib: float | None  # the job's JVM and Python processes; None while it restarts
+    jvm_mib: float | None
+    python_mib: float | None
+    prepared: float | None  # None while PostgreSQL restarts
+    ckpt_mib: float
+    ckpt_files: float
+    produced: int
+
+
+class Soak:
+    def __init__(self, args: argparse.Namespace, run: Run, services: LocalServices,
+                 broker: ForwardedBroker, producer: SteadyProducer) -> None:
+        self.args, self.run, self.services, self.broker, self.producer = args, run, services, broker, producer
+        self.rng = random.Random(args.seed)
+        self.started = time.monotonic()
+        self.samples: list[Sample] = []
+        self.events: list[str] = []
+        self.job: subprocess.Popen | None = None
+        self.unexpected_exits = 0
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def note(self, text: str) -> None:
+        line = f"[{self.elapsed():7.1f} s] {text}"
+        self.events.append(line)
+        say(line)
+
+    def start_job(self) -> None:
+        self.job = self.run.start(until_caught_up=False, EOSKIT_TEST_RESTART_STRATEGY=RESTART_STRATEGY)
+
+    def stop_job(self) -> None:
+        """SIGTERM: the job stops at a batch boundary; SIGKILL if it does not."""
+        assert self.job is not None
+        if self.job.poll() is None:
+            self.job.send_signal(signal.SIGTERM)
+            try:
+                self.job.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                self.note("the job did not stop within 120 s of SIGTERM: SIGKILL")
+        kill_group(self.job.pid)
+        self.job.wait()
+
+    def sample(self) -> Sample:
+        assert self.job is not None
+        procs = processes_of_group(self.job.pid) if self.job.poll() is None else []
+        jvm = sum(p.rss_kib for p in procs if "java" in p.cmdline.split(" ")[0]) / 1024
+        python = sum(p.rss_kib for p in procs if "java" not in p.cmdline.split(" ")[0]) / 1024
+        has_jvm = jvm > 0
+        try:
+            prepared: float | None = len(self.run.target.prepared(sink_prefix(self.run.sink_id)))
+        except (RuntimeError, subprocess.TimeoutExpired):
+            prepared = None
+        size, files = disk_usage(self.run.checkpoint)
+        return Sample(round(self.elapsed(), 1), jvm + python if has_jvm else None,
+                      jvm if has_jvm else None, python if has_jvm else None,
+                      prepared, size / 2**20, files, self.producer.produced)
+
+    def inject(self, fault: str) -> None:
+        assert self.job is not None
+        down = self.rng.uniform(*DOWNTIME_S)
+        if fault == "driver":
+            kill_group(self.job.pid)
+            self.job.wait()
+            self.note("SIGKILL of the driver's process group; starting `eoskit run` again")
+            self.start_job()
+        elif fault == "worker":
+            workers = python_workers(self.job.pid)
+            if not workers:
+                self.note("worker fault: no Python worker running (the job is starting); skipped")
+                return
+            victim = self.rng.choice(sorted(workers, key=lambda p: p.pid))
+            os.kill(victim.pid, signal.SIGKILL)
+            self.note(f"SIGKILL of Python worker {victim.pid} (of {len(workers)})")
+        elif fault == "postgres":
+            self.note(f"PostgreSQL restarting, down for {down:.1f} s")
+            self.services.restart("postgres", while_down=lambda: time.sleep(down))
+            self.note("PostgreSQL back")
+        elif fault == "broker":
+            cut = self.broker.cut()
+            self.note(f"broker cut ({cut} connections), refusing for {down:.1f} s")
+            time.sleep(down)
+            self.broker.restore()
+            self.note("broker back")
+
+    def loop(self) -> None:
+        args = self.args
+        self.start_job()
+        end = self.started + args.minutes * 60
+        next_sample = self.started
+        next_fault = self.started + args.warmup + self.rng.uniform(0.5, 1.5) * args.fault_every
+        while time.monotonic() < end:
+            assert self.job is not None
+            if self.job.poll() is not None:
+                code = self.job.returncode
+                self.unexpected_exits += 1
+                self.note(f"the job ended by itself (exit {code}); starting it again. "
+                          f"Log tail:\n{self.run.last_log()[-1500:]}")
+                kill_group(self.job.pid)
+                self.start_job()
+            now = time.monotonic()
+            if now >= next_sample:
+                self.samples.append(self.sample())
+                next_sample = now + args.sample_every
+            if now >= next_fault:
+                self.inject(self.rng.choice(FAULTS))
+                next_fault = time.monotonic() + self.rng.uniform(0.5, 1.5) * args.fault_every
+            time.sleep(0.5)
+
+
+# ------------------------------------------------------------------ the report
+
+METRICS = ("rss_mib", "prepared", "ckpt_mib", "ckpt_files")
+
+
+def flatness(samples: list[Sample]) -> list[tuple[str, float, float, bool]]:
+    """(metric, second-quarter mean, last-quarter mean, flat) per metric."""
+    n = len(samples)
+    second, last = samples[n // 4: n // 2], samples[3 * n // 4:]
+    verdicts = []
+    for metric in METRICS:
+        a = [v for s in second if (v := getattr(s, metric)) is not None]
+        b = [v for s in last if (v := getattr(s, metric)) is not None]
+        if not a or not b:
+            verdicts.append((metric, float("nan"), float("nan"), False))
+            continue
+        ma, mb = statistics.fmean(a), statistics.fmean(b)
+        verdicts.append((metric, ma, mb, mb <= ma * FLAT_FACTOR or mb - ma <= SLACK[metric]))
+    return verdicts
+
+
+def fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f}"
+
+
+def report(soak: Soak, facts_before: list[tuple[str, str]], total: int,
+           catch_up_s: float) -> list[tuple[str, float, float, bool]]:
+    args, samples = soak.args, soak.samples
+    print_table("machine (at start)", facts_before)
+    print_table("parameters", [
+        ("minutes", str(args.minutes)), ("seed", str(args.seed)),
+        ("rate (records/s)", f"{args.rate:,}"), ("partitions", str(args.partitions)),
+        ("maxOffsetsPerTrigger", f"{args.max_offsets_per_trigger:,}"),
+        ("mean seconds between faults", str(args.fault_every)),
+        ("restart strategy", RESTART_STRATEGY),
+        ("records produced", f"{total:,}"),
+        ("final catch-up run", f"{catch_up_s:.1f} s"),
+    ])
+    kinds = {f: sum(1 for e in soak.events if key in e) for f, key in (
+        ("driver SIGKILL", "SIGKILL of the driver"), ("worker SIGKILL", "SIGKILL of Python worker"),
+        ("worker skipped", "no Python worker running"), ("PostgreSQL restart", "PostgreSQL restarting"),
+        ("broker cut", "broker cut"))}
+    print_table("faults", [(k, str(v)) for k, v in kinds.items()]
+                + [("job exits not caused by the soak", str(soak.unexpected_exits))])
+    print("\nevents:")
+    for line in soak.events:
+        print(f"  {line.splitlines()[0]}")
+    picks = [("first", samples[0]), ("middle", samples[len(samples) // 2]), ("last", samples[-1])]
+    header = ("", "t (s)", "RSS MiB", "JVM MiB", "Python MiB", "prepared", "ckpt MiB", "ckpt files",
+              "produced")
+    print(f"\nsamples ({len(samples)}, every {args.sample_every:.0f} s; RSS '-' while the job restarts):")
+    print("  " + " ".join(f"{h:>11}" for h in header))
+    for label, s in picks:
+        print("  " + " ".join(f"{x:>11}" for x in (
+            label, fmt(s.t_s), fmt(s.rss_mib), fmt(s.jvm_mib), fmt(s.python_mib), fmt(s.prepared),
+            fmt(s.ckpt_mib), fmt(s.ckpt_files), f"{s.produced:,}")))
+    maxima = ["max", "", *(fmt(max((v for s in samples if (v := getattr(s, m)) is not None),
+                                   default=None))
+                           for m in ("rss_mib", "jvm_mib", "python_mib", "prepared", "ckpt_mib",
+                                     "ckpt_files")), ""]
+    print("  " + " ".join(f"{x:>11}" for x in maxima))
+    verdicts = flatness(samples)
+    print(f"\nflatness (last quarter's mean against the second quarter's; flat within "
+          f"x{FLAT_FACTOR} or the metric's slack):")
+    for metric, a, b, flat in verdicts:
+        print(f"  {metric:<11} {a:>10,.1f} -> {b:>10,.1f}  "
+              f"{'flat' if flat else 'NOT FLAT'} (slack {SLACK[metric]:g})")
+    print_table("machine (at end)", machine_facts()[2:3])
+    if args.samples_json:
+        Path(args.samples_json).write_text(json.dumps([s.__dict__ for s in samples], indent=1))
+    return verdicts
+
+
+# ------------------------------------------------------------------------ main
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--minutes", type=float, default=30.0)
+    parser.add_argument("--seed", type=int, default=1, help="seeds the faults' order, timing and length")
+    parser.add_argument("--rate", type=int, default=2000, help="records produced per second")
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--max-offsets-per-trigger", type=int, default=20_000)
+    parser.add_argument("--fault-every", type=float, default=45.0,
+                        help="mean seconds between faults (each gap uniform in 0.5x..1.5x)")
+    parser.add_argument("--warmup", type=float, default=20.0, help="seconds before the first fault")
+    parser.add_argument("--sample-every", type=float, default=10.0)
+    parser.add_argument("--dev-dir", default=None,
+                        help="the `eoskit dev` folder whose PostgreSQL the soak uses AND RESTARTS "
+                             "(default: a fresh one under .eoskit/soak/, stopped and deleted at the "
+                             "end); never a folder whose services others use")
+    parser.add_argument("--workdir", default=None,
+                        help="checkpoint, job logs and broker (default .eoskit/soak/run-<time>)")
+    parser.add_argument("--samples-json", default=None, help="also write every sample to this file")
+    args = parser.parse_args(argv)
+    if args.minutes <= 0 or args.rate <= 0 or args.fault_every <= 0:
+        parser.error("--minutes, --rate and --fault-every must be positive")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    facts_before = machine_facts()
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    workdir = Path(args.workdir or f".eoskit/soak/run-{stamp}").absolute()
+    workdir.mkdir(parents=True, exist_ok=True)
+    fresh_dev = args.dev_dir is None
+    services = LocalServices(args.dev_dir or workdir / "dev")
+    say(f"local services under {services.root}")
+    endpoints = services.up()
+    broker = ForwardedBroker(workdir / "broker").start()
+    target = PostgresTarget(endpoints.postgres_url)
+    topic = f"soak-{stamp}"
+    recreate_topic(broker.bootstrap, topic, args.partitions)
+    workload = Workload(broker.bootstrap, topic, 0, args.partitions, args.max_offsets_per_trigger)
+    run = Run(target, workload, workdir)
+    target.create_table(run.table)
+    producer = SteadyProducer(broker.bootstrap, topic, args.partitions, args.rate,
+                              workdir / "producer.log")
+    soak = Soak(args, run, services, broker, producer)
+    problems: list[str] = []
+    try:
+        say(f"soak: {args.minutes:g} min, {args.rate:,} records/s into {topic}, job -> {run.table}, "
+            f"seed {args.seed}; job logs in {workdir}")
+        producer.start()
+        soak.loop()
+        say("stopping the input; stopping the job (SIGTERM)")
+        total = producer.finish()
+        soak.stop_job()
+        say(f"catching up on {total:,} records: `eoskit run --until-caught-up`")
+        started = time.monotonic()
+        code, log = run.run_job(timeout=1800, EOSKIT_TEST_RESTART_STRATEGY=RESTART_STRATEGY)
+        catch_up_s = time.monotonic() - started
+        soak.samples.append(soak.sample())
+        if code != 0:
+            problems.append(f"the catch-up run failed (exit {code}): {log[-2000:]}")
+        problems += [f"the input producer: {e}" for e in producer.errors[:5]]
+        if not problems:
+            say("verifying exactly once (psql)")
+            run.workload = replace(workload, records=total)
+            try:
+                run.verify_exactly_once()
+            except AssertionError as exc:
+                problems.append(str(exc))
+        verdicts = report(soak, facts_before, total, catch_up_s)
+        if not problems:
+            target.drop_table(run.table)
+    finally:
+        if soak.job is not None:
+            kill_group(soak.job.pid)
+        broker.stop()
+        if fresh_dev:
+            services.down()
+    if problems:
+        say(f"kept for inspection: {workdir} (table {run.table})")
+        return fail(problems)
+    if fresh_dev:
+        services.purge()
+    flat = all(v[3] for v in verdicts)
+    say(f"verified: each of the {total:,} records exactly once, nothing prepared; "
+        f"{'flat' if flat else 'NOT FLAT: see the flatness table'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
