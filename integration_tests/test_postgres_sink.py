@@ -356,3 +356,30 @@ def test_a_row_refused_in_upserts_staging_table_is_named_for_the_target(postgres
     assert message.startswith(f"PostgreSQL refused a row for table {table}, column 'amount': "), message
     assert "amount_positive" in message and "in batch 7, partition 1" in message
     assert query(postgres, f"SELECT count(*) FROM {table}") == [(0,)]
+
+
+def test_session_encoding_is_utf8_even_when_the_environment_says_otherwise(postgres, monkeypatch):
+    """libpq reads PGCLIENTENCODING from the environment; the sink's sessions
+    speak UTF-8 regardless, so non-ASCII text arrives as sent."""
+    from eoskit.connectors.postgres.connection import cached_connection, drop_connection
+    from eoskit.connectors.sql.urls import parse_url
+
+    monkeypatch.setenv("PGCLIENTENCODING", "LATIN1")
+    url = parse_url(postgres, ("postgresql",)).set(drivername="postgresql+psycopg")
+    drop_connection(url)
+    try:
+        conn = cached_connection(url)
+        assert conn.execute("SHOW client_encoding").fetchone()[0] == "UTF8"
+        assert conn.execute("SELECT %s::text", ("Ærø 東京 😀",)).fetchone()[0] == "Ærø 東京 😀"
+    finally:
+        drop_connection(url)
+
+
+def test_url_with_another_client_encoding_is_refused(spark, kafka, postgres, records_topic,
+                                                     table, tmp_path):
+    topic = records_topic([{"id": 1, "amount": 1, "customer": "ü"}])
+    url = postgres + ("&" if "?" in postgres else "?") + "client_encoding=LATIN1"
+    query_ = write(spark, kafka, topic, tmp_path / "ckpt", url=url, dbtable=table)
+    error = str(query_.exception())
+    assert "client_encoding" in error and "UTF8" in error, error[-2000:]
+    assert not query(postgres, "SELECT 1 FROM pg_tables WHERE tablename = %s", (table,))

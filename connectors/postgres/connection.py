@@ -1,5 +1,11 @@
 """psycopg connections from a SQLAlchemy URL, one per process and URL.
 
+Every session speaks UTF-8 (``client_encoding`` is pinned): the sink sends
+Arrow's UTF-8 text in COPY data, and a URL key such as
+``client_encoding=LATIN1`` (or ``options=-c client_encoding=...``) would
+make the server read those bytes as another encoding and store other
+characters without an error. Such keys are refused (``check_url``).
+
 Executors reuse their connection across tasks and batches (a prepared
 transaction frees the session at once), so a micro-batch costs no connect.
 A cached connection the server dropped (a restart, ``pg_terminate_backend``)
@@ -15,6 +21,11 @@ from typing import Any
 
 import psycopg
 from sqlalchemy.engine import URL
+
+from eoskit.connectors.options import OptionError
+
+#: The session's encoding, which no URL key changes.
+CLIENT_ENCODING = "UTF8"
 
 _connections: dict[str, psycopg.Connection] = {}
 
@@ -36,12 +47,29 @@ def connection_lost(exc: BaseException) -> bool:
     return state is None or state.startswith("08") or state in _SESSION_ENDED
 
 
+def check_url(url: URL) -> None:
+    """Refuse (``OptionError``, naming the key, never the URL) a query key
+    that sets another client encoding than UTF-8, directly or in
+    ``options``."""
+    for key, value in url.query.items():
+        values = value if isinstance(value, tuple) else (value,)
+        if key == "client_encoding" and any(
+                v.replace("-", "").replace("_", "").upper() not in ("UTF8", "UNICODE") for v in values):
+            raise OptionError("option 'url': the PostgreSQL sink refuses the query key "
+                              "'client_encoding' unless it is UTF8: the sink sends UTF-8 text, "
+                              "which the server would read as another encoding")
+        if key == "options" and any("client_encoding" in v for v in values):
+            raise OptionError("option 'url': the PostgreSQL sink refuses 'client_encoding' in "
+                              "the query key 'options': the sink's sessions speak UTF-8")
+
+
 def connect_kwargs(url: URL) -> dict[str, Any]:
     kwargs: dict[str, Any] = {
         "host": url.host, "port": url.port, "user": url.username,
         "password": url.password, "dbname": url.database,
     }
     kwargs.update({k: v for k, v in url.query.items() if isinstance(v, str)})
+    kwargs["client_encoding"] = CLIENT_ENCODING
     return {k: v for k, v in kwargs.items() if v is not None}
 
 

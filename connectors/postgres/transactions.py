@@ -35,6 +35,7 @@ from sqlalchemy.pool import NullPool
 from eoskit.connectors.dead_letters import dead_letter, isolate
 from eoskit.connectors.postgres.connection import (
     cached_connection,
+    check_url,
     connection_lost,
     drop_connection,
 )
@@ -485,7 +486,9 @@ class PostgresTransactions(TwoPhaseCommitting, MarkedCommitting, DirectCommittin
 
     def __init__(self, settings: SqlSinkSettings, schema: StructType) -> None:
         self.settings = settings
-        self.url: URL = parse_url(settings.url, ("postgresql",)).set(drivername="postgresql+psycopg")
+        url = parse_url(settings.url, ("postgresql",))
+        check_url(url)  # before anything connects: the session's encoding stays UTF-8
+        self.url: URL = url.set(drivername="postgresql+psycopg")
         self.schema = schema
         self._target: TargetTable | None = None
         self._dead_letters: deadletter.DeadLetterTable | None = None
