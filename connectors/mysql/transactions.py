@@ -478,7 +478,8 @@ def upsert_clause(columns: list[str], key: tuple[str, ...], server_info: str) ->
     return f" ON DUPLICATE KEY UPDATE {sets}"
 
 
-class MySQLTransactions(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
+class MySQLTransactions(deadletter.SqlTargetMixin, TwoPhaseCommitting, MarkedCommitting,
+                        DirectCommitting):
     """The sink for one target table in MySQL or MariaDB, with all three commit
     capabilities; picklable."""
 
@@ -486,6 +487,7 @@ class MySQLTransactions(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
     #: How ``dbtable`` quotes a name (read by SqlSinkSettings.parse): backticks,
     #: or double quotes as under ANSI_QUOTES.
     identifier_quotes = '`"'
+    DATABASE = "MySQL"
 
     def __init__(self, settings: SqlSinkSettings, schema: StructType) -> None:
         self.settings = settings
@@ -507,32 +509,6 @@ class MySQLTransactions(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
         state = dict(self.__dict__)
         state["_budget"] = state["_packet"] = None  # the server's, read again where it runs
         return state
-
-    def describe(self) -> str:
-        return f"MySQL {safe(self.url)} table {self.settings.dbtable}"
-
-    def dead_letter_destination(self) -> str | None:
-        table = self.settings.dead_letter_table
-        return None if table is None else f"MySQL table {table}"
-
-    @property
-    def dead_letter_table(self) -> deadletter.DeadLetterTable | None:
-        """Where refused rows go; None: a refused row fails the batch."""
-        if self._dead_letters is None and self.settings.dead_letter_table is not None:
-            self._dead_letters = deadletter.DeadLetterTable.locate(
-                self.settings.dead_letter_table, self.target)
-        return self._dead_letters
-
-    @property
-    def dead_letter_sources(self) -> tuple[str, ...]:
-        """The DataFrame columns a dead letter carries as its source position."""
-        return deadletter.source_columns_of(self.settings, self.schema)
-
-    @property
-    def target(self) -> TargetTable:
-        if self._target is None:
-            self._target = self._resolve()
-        return self._target
 
     @property
     def marker_table_sql(self) -> str:

@@ -477,12 +477,14 @@ class PostgresTransaction(PreparingWriter, MarkedWriter):
             drop_connection(self.sink.url)
 
 
-class PostgresTransactions(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
+class PostgresTransactions(deadletter.SqlTargetMixin, TwoPhaseCommitting, MarkedCommitting,
+                           DirectCommitting):
     """The sink for one PostgreSQL table, with all three commit capabilities; picklable."""
 
     kind = "postgres"
     #: How ``dbtable`` quotes a name (read by SqlSinkSettings.parse).
     identifier_quotes = '"'
+    DATABASE = "PostgreSQL"
 
     def __init__(self, settings: SqlSinkSettings, schema: StructType) -> None:
         self.settings = settings
@@ -499,32 +501,6 @@ class PostgresTransactions(TwoPhaseCommitting, MarkedCommitting, DirectCommittin
         settings = SqlSinkSettings(url=url, table=parse_table_name("-"), mode="append", key=(),
                                    commit_mode=CommitMode.TWOPHASE, create_table=False)
         return cls(settings, StructType([]))
-
-    def describe(self) -> str:
-        return f"PostgreSQL {safe(self.url)} table {self.settings.dbtable}"
-
-    def dead_letter_destination(self) -> str | None:
-        table = self.settings.dead_letter_table
-        return None if table is None else f"PostgreSQL table {table}"
-
-    @property
-    def dead_letter_table(self) -> deadletter.DeadLetterTable | None:
-        """Where refused rows go; None: a refused row fails the batch."""
-        if self._dead_letters is None and self.settings.dead_letter_table is not None:
-            self._dead_letters = deadletter.DeadLetterTable.locate(
-                self.settings.dead_letter_table, self.target)
-        return self._dead_letters
-
-    @property
-    def dead_letter_sources(self) -> tuple[str, ...]:
-        """The DataFrame columns a dead letter carries as its source position."""
-        return deadletter.source_columns_of(self.settings, self.schema)
-
-    @property
-    def target(self) -> TargetTable:
-        if self._target is None:
-            self._target = self._resolve()
-        return self._target
 
     def _engine(self) -> sa.Engine:
         return sa.create_engine(self.url, poolclass=NullPool)
