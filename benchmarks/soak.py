@@ -30,13 +30,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from confluent_kafka import Producer
-from sqlalchemy.engine import make_url
 
 from eoskit.runtime.demo.orders import recreate_topic
 from eoskit.runtime.dev import LocalServices
 from eoskit.runtime.dev.produce import produce_records
-from eoskit.twophase.conformance import ConformanceTarget, Workload
+from eoskit.twophase.conformance import Workload
 from eoskit.twophase.conformance.faults import ForwardedBroker
+from eoskit.twophase.conformance.postgres import PostgresTarget
 from eoskit.twophase.conformance.scenarios import Run
 from eoskit.twophase.txn_id import sink_prefix
 
@@ -51,46 +51,6 @@ DOWNTIME_S = (3.0, 8.0)
 #: quarter's, or within the metric's absolute slack (small numbers are noise).
 FLAT_FACTOR = 1.2
 SLACK = {"rss_mib": 64.0, "prepared": 4.0, "ckpt_mib": 1.0, "ckpt_files": 50.0}
-
-
-# ---------------------------------------------------------------- the target
-
-class PostgresTarget(ConformanceTarget):
-    """The PostgreSQL sink, checked with psql (a client eoskit does not use);
-    as integration_tests/conftest.py's, which a script cannot import."""
-
-    format = "eoskit-postgres"
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-
-    def psql(self, query: str) -> str:
-        uri = make_url(self.url).set(drivername="postgresql").render_as_string(hide_password=False)
-        result = subprocess.run(["psql", uri, "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", query],
-                                capture_output=True, text=True, timeout=120)
-        if result.returncode != 0:
-            raise RuntimeError(f"psql failed: {result.stderr.strip()}")
-        return result.stdout
-
-    def options(self, table: str) -> dict[str, str]:
-        return {"url": self.url, "dbtable": table, "mode": "append", "commitMode": "twophase"}
-
-    def create_table(self, table: str) -> None:
-        self.psql(f"CREATE TABLE {table} (id bigint NOT NULL, amount bigint, customer text)")
-
-    def drop_table(self, table: str) -> None:
-        self.psql(f"DROP TABLE IF EXISTS {table}")
-
-    def rows(self, table: str) -> list[tuple[int, int]]:
-        out = self.psql(f"SELECT id, amount FROM {table}")
-        return [(int(a), int(b)) for a, b in (line.split("|") for line in out.splitlines() if line)]
-
-    def prepared(self, prefix: str) -> list[str]:
-        out = self.psql(f"SELECT gid FROM pg_prepared_xacts WHERE left(gid, {len(prefix)}) = '{prefix}'")
-        return sorted(line for line in out.splitlines() if line)
-
-    def resolve_command(self) -> list[str]:
-        return ["--url", self.url]
 
 
 # ---------------------------------------------------------- the steady input
@@ -267,7 +227,7 @@ class Soak:
         has_jvm = jvm > 0
         try:
             prepared: float | None = len(self.run.target.prepared(sink_prefix(self.run.sink_id)))
-        except (RuntimeError, subprocess.TimeoutExpired):
+        except (AssertionError, subprocess.TimeoutExpired):  # psql failed: the server is down
             prepared = None
         size, files = disk_usage(self.run.checkpoint)
         return Sample(round(self.elapsed(), 1), jvm + python if has_jvm else None,

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 import uuid
@@ -17,10 +16,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 import pytest
 from pyspark.sql import SparkSession
 from confluent_kafka.admin import AdminClient, NewTopic
-from sqlalchemy.engine import make_url
 
 from eoskit.runtime.dev.produce import produce_records
-from eoskit.twophase.conformance import ConformanceTarget
+from eoskit.twophase.conformance.postgres import PostgresTarget
 
 
 @pytest.fixture(scope="session")
@@ -107,51 +105,6 @@ def records_topic(new_topic, produce_to) -> Callable[..., str]:
 
 
 # -- the PostgreSQL sink as a conformance target, read back with psql ----------
-
-def libpq_uri(url: str) -> str:
-    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
-
-
-class PostgresTarget(ConformanceTarget):
-    """The PostgreSQL sink, checked with psql (a client eoskit does not use)."""
-
-    format = "eoskit-postgres"
-
-    def __init__(self, url: str, commit_mode: str = "twophase") -> None:
-        self.url = url
-        self.commit_mode = commit_mode
-
-    def psql(self, query: str) -> str:
-        result = subprocess.run(
-            ["psql", libpq_uri(self.url), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", query],
-            capture_output=True, text=True, timeout=120,
-        )
-        assert result.returncode == 0, result.stderr
-        return result.stdout
-
-    def options(self, table: str) -> dict[str, str]:
-        return {"url": self.url, "dbtable": table, "mode": "append", "commitMode": self.commit_mode}
-
-    def create_table(self, table: str) -> None:
-        self.psql(f"CREATE TABLE {table} (id bigint NOT NULL, amount bigint, customer text)")
-
-    def drop_table(self, table: str) -> None:
-        self.psql(f"DROP TABLE IF EXISTS {table}")
-
-    def rollback(self, txn_id: str) -> None:
-        self.psql(f"ROLLBACK PREPARED '{txn_id}'")
-
-    def rows(self, table: str) -> list[tuple[int, int]]:
-        out = self.psql(f"SELECT id, amount FROM {table}")
-        return [tuple(int(x) for x in line.split("|")) for line in out.splitlines() if line]
-
-    def prepared(self, prefix: str) -> list[str]:
-        out = self.psql(f"SELECT gid FROM pg_prepared_xacts WHERE left(gid, {len(prefix)}) = '{prefix}'")
-        return sorted(line for line in out.splitlines() if line)
-
-    def resolve_command(self) -> list[str]:
-        return ["--url", self.url]
-
 
 @pytest.fixture
 def postgres_target(postgres: str) -> Callable[..., PostgresTarget]:

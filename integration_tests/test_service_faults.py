@@ -34,6 +34,7 @@ from eoskit.twophase import crash
 from eoskit.twophase.conformance import ConformanceTarget, Workload
 from eoskit.twophase.conformance.faults import ForwardedBroker
 from eoskit.twophase.conformance.kafka_log import read_topic
+from eoskit.twophase.conformance.postgres import PostgresTarget
 from eoskit.twophase.conformance.scenarios import Run
 from eoskit.twophase.txn_id import sink_prefix
 
@@ -50,44 +51,17 @@ RECONNECTING = "reconnecting for up to"
 
 # -- targets: the sink under test and an independent client to check it ----
 
-class PostgresTarget(ConformanceTarget):
+class FaultPostgresTarget(PostgresTarget):
     """The sink's sessions carry an application_name of their own, so that
     a test can end exactly them (``pg_terminate_backend``)."""
 
-    format = "eoskit-postgres"
-
     def __init__(self, url: str) -> None:
-        self.url = url
+        super().__init__(url)
         self.application = f"eoskit-fault-{uuid.uuid4().hex[:8]}"
-
-    def psql(self, query: str) -> str:
-        uri = make_url(self.url).set(drivername="postgresql").render_as_string(hide_password=False)
-        result = subprocess.run(["psql", uri, "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", query],
-                                capture_output=True, text=True, timeout=120)
-        assert result.returncode == 0, result.stderr
-        return result.stdout
 
     def options(self, table: str) -> dict[str, str]:
         url = make_url(self.url).update_query_dict({"application_name": self.application})
-        return {"url": url.render_as_string(hide_password=False), "dbtable": table,
-                "mode": "append", "commitMode": "twophase"}
-
-    def create_table(self, table: str) -> None:
-        self.psql(f"CREATE TABLE {table} (id bigint NOT NULL, amount bigint, customer text)")
-
-    def drop_table(self, table: str) -> None:
-        self.psql(f"DROP TABLE IF EXISTS {table}")
-
-    def rollback(self, txn_id: str) -> None:
-        self.psql(f"ROLLBACK PREPARED '{txn_id}'")
-
-    def rows(self, table: str) -> list[tuple[int, int]]:
-        out = self.psql(f"SELECT id, amount FROM {table}")
-        return [tuple(int(x) for x in line.split("|")) for line in out.splitlines() if line]
-
-    def prepared(self, prefix: str) -> list[str]:
-        out = self.psql(f"SELECT gid FROM pg_prepared_xacts WHERE left(gid, {len(prefix)}) = '{prefix}'")
-        return sorted(line for line in out.splitlines() if line)
+        return {**super().options(table), "url": url.render_as_string(hide_password=False)}
 
     def open_transactions(self) -> int:
         """Sessions of the job inside a transaction (a task mid-write)."""
@@ -313,7 +287,7 @@ def test_postgres_restarted_between_decision_and_commit(postgres, local_services
     """The coordinator wrote batch 1's decision; PostgreSQL goes down before
     COMMIT PREPARED and is back DOWNTIME_S later. The prepared transactions
     survive the restart; the coordinator reconnects and commits them."""
-    target = PostgresTarget(postgres)
+    target = FaultPostgresTarget(postgres)
     run = fault_run(target, workload)
     paused = Paused(run, crash.DRIVER_AFTER_DECISION)
     paused.wait_reached()
@@ -330,7 +304,7 @@ def test_postgres_restarted_during_the_tasks_writes(postgres, local_services, wo
     when PostgreSQL goes down (fast shutdown: it does not wait for them).
     Their writes fail, Spark retries them, and the retries wait for the
     server to come back before they begin."""
-    target = PostgresTarget(postgres)
+    target = FaultPostgresTarget(postgres)
     run = fault_run(target, workload)
     paused = Paused(run, crash.TASK_DURING_WRITE)
     paused.wait_reached()
@@ -379,7 +353,7 @@ def test_postgres_sessions_ended_after_prepare(postgres, workload, fault_run):
     every session of the job (the executors' cached connections, the
     driver's). The prepared transactions survive; the next tasks and the
     coordinator reconnect, and the batch commits."""
-    target = PostgresTarget(postgres)
+    target = FaultPostgresTarget(postgres)
     run = fault_run(target, workload)
     paused = Paused(run, crash.TASK_AFTER_PREPARE)
     paused.wait_reached()
