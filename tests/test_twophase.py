@@ -320,6 +320,22 @@ def test_latest_planned_batch_reads_the_offset_log(tmp_path):
     assert latest_planned_batch(str(tmp_path)) == 12
 
 
+def test_prune_keeps_decisions_as_long_as_spark_keeps_their_batch(tmp_path):
+    """The checkpoint stays flat: a done decision goes when Spark's offset log
+    has dropped its batch, an undone one never goes."""
+    log = DecisionLog(str(tmp_path), "s1")
+    log.create()
+    for batch in range(30):
+        decision = log.decide(batch, [f"t{batch}"], 1)
+        if batch != 3:
+            log.mark_done(decision)
+    (tmp_path / "offsets").mkdir()
+    for batch in range(20, 30):  # Spark retains batches 20..29
+        (tmp_path / "offsets" / str(batch)).write_text("v1")
+    log.prune(29)
+    assert log.batches() == [3, *range(20, 30)]
+
+
 def test_decision_log_survives_in_memory_filesystem():
     log = DecisionLog("memory://ck-test", "s9")
     log.create()

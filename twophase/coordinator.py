@@ -36,7 +36,7 @@ from collections.abc import Sequence
 
 from eoskit.twophase import crash
 from eoskit.twophase.contract import TwoPhaseCommitting
-from eoskit.twophase.decision_log import Decision, DecisionLog
+from eoskit.twophase.decision_log import PRUNE_EVERY, Decision, DecisionLog
 from eoskit.twophase.messages import TaskAck, prepared_ids
 from eoskit.twophase.txn_id import TxnId, batch_prefix, sink_prefix
 
@@ -120,7 +120,7 @@ class Coordinator:
         self.sink.batch_committed(self.sink_id, batch, decision.commit)
         # Step 4: done.
         self.decisions.mark_done(decision)
-        if batch % 100 == 0:
+        if batch % PRUNE_EVERY == 0:
             self.decisions.prune(batch)
 
     def abort(self, batch: int) -> None:

@@ -32,8 +32,13 @@ from fsspec.implementations.local import LocalFileSystem
 
 # Hadoop's object-store schemes, as fsspec knows them.
 _SCHEMES = {"s3a://": "s3://", "s3n://": "s3://", "gs://": "gs://", "abfss://": "abfs://"}
-#: Decisions of batches this far behind the newest are removed.
+#: Decisions of batches this far behind the newest are removed when Spark's
+#: offset log cannot be read; otherwise a decision is kept exactly as long as
+#: Spark keeps its batch (``minBatchesToRetain``, eoskit's
+#: ``retained_checkpoints``), so the checkpoint stays flat.
 RETAIN_BATCHES = 1000
+#: The coordinator prunes every this many batches.
+PRUNE_EVERY = 10
 
 
 class DecisionLogError(RuntimeError):
@@ -185,24 +190,33 @@ class DecisionLog:
         return sorted(out)
 
     def prune(self, newest: int) -> None:
-        """Forget done decisions far behind: Spark never replays them."""
+        """Forget done decisions of batches Spark no longer keeps in its
+        offset log: it can never replay them, list them or restore them."""
         fs = self.fs
+        oldest = spark_batches(self.checkpoint_location, "offsets")
+        keep_from = min(oldest[0], newest) if oldest else newest - RETAIN_BATCHES
         for batch in self.batches():
-            if batch < newest - RETAIN_BATCHES:
+            if batch < keep_from:
                 decision = self.get(batch)
                 if decision is not None and decision.done:
                     fs.rm(self._path(f"decisions/{batch}.json"))
 
 
-def latest_planned_batch(checkpoint_location: str) -> int | None:
-    """The newest batch id in Spark's offset log: the batch being planned."""
-    fs, path = fsspec.core.url_to_fs(fs_path(checkpoint_location).rstrip("/") + "/offsets")
+def spark_batches(checkpoint_location: str, log: str) -> list[int]:
+    """The batch ids in one of Spark's logs (``offsets``, ``commits``), sorted."""
+    fs, path = fsspec.core.url_to_fs(fs_path(checkpoint_location).rstrip("/") + "/" + log)
     try:
         names = fs.ls(path, detail=False)
     except FileNotFoundError:
-        return None
-    ids = [int(n.rstrip("/").rsplit("/", 1)[-1]) for n in names if n.rstrip("/").rsplit("/", 1)[-1].isdigit()]
-    return max(ids) if ids else None
+        return []
+    bases = (n.rstrip("/").rsplit("/", 1)[-1] for n in names)
+    return sorted(int(b) for b in bases if b.isdigit())
+
+
+def latest_planned_batch(checkpoint_location: str) -> int | None:
+    """The newest batch id in Spark's offset log: the batch being planned."""
+    ids = spark_batches(checkpoint_location, "offsets")
+    return ids[-1] if ids else None
 
 
 def prune_due(batch: int) -> int | None:
