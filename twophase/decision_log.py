@@ -25,7 +25,9 @@ import json
 import os
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
@@ -203,6 +205,39 @@ def latest_planned_batch(checkpoint_location: str) -> int | None:
         return None
     ids = [int(n.rstrip("/").rsplit("/", 1)[-1]) for n in names if n.rstrip("/").rsplit("/", 1)[-1].isdigit()]
     return max(ids) if ids else None
+
+
+def file_mtime(info: Mapping[str, Any]) -> float | None:
+    """A file's modification time (seconds since the epoch) from fsspec's
+    ``info``, where the file system reports one (local ``mtime``, S3
+    ``LastModified``, ...)."""
+    for key in ("mtime", "LastModified", "last_modified", "created"):
+        value = info.get(key)
+        if value is None:
+            continue
+        if hasattr(value, "timestamp"):
+            return float(value.timestamp())
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            continue
+    return None
+
+
+def last_commit_time(checkpoint_location: str) -> float | None:
+    """When the newest batch of Spark's commit log was committed: the
+    modification time of ``commits/<n>``, which Spark writes whole at the
+    end of batch n. None for a query with no committed batch."""
+    fs, path = fsspec.core.url_to_fs(fs_path(checkpoint_location).rstrip("/") + "/commits")
+    try:
+        entries = fs.ls(path, detail=True)
+    except FileNotFoundError:
+        return None
+    committed = [e for e in entries if e["name"].rstrip("/").rsplit("/", 1)[-1].isdigit()]
+    if not committed:
+        return None
+    newest = max(committed, key=lambda e: int(e["name"].rstrip("/").rsplit("/", 1)[-1]))
+    return file_mtime(newest)
 
 
 def prune_due(batch: int) -> int | None:
