@@ -113,15 +113,20 @@ class Pipeline:
         settings: Mapping[str, Any] | None = None,
         listeners: tuple[RunListener, ...] = (),
         from_savepoint: str | None = None,
+        allow_non_restored_state: bool = False,
     ) -> RunSummary:
         """Run until caught up, stopped (SIGINT/SIGTERM, ``eoskit stop``), or
         failed beyond what the restart strategy allows (``runner.py``).
-        ``settings`` override the pipeline's own (e.g. command-line flags)."""
+        ``settings`` override the pipeline's own (e.g. command-line flags).
+        ``from_savepoint``: restore it first, if its query is this one;
+        ``allow_non_restored_state``: even if a sink of it is not restored
+        (this job names a new sink id)."""
         merged = self.settings.override(settings or {})
         self.check_settings(merged)
         spark = spark or get_session(self.name, self.spark_conf)
         runner = Runner(self, qualified_location(os.fspath(checkpoint_dir)), spark,
-                        merged, out, until_caught_up, listeners, from_savepoint)
+                        merged, out, until_caught_up, listeners, from_savepoint,
+                        allow_non_restored_state)
         return runner.run()
 
 
