@@ -21,6 +21,13 @@ class SparkSink:
     options: dict[str, str] = field(default_factory=dict)
     output_mode: str = "append"
 
+    @property
+    def spark_format(self) -> str:
+        return self.format
+
+    def all_options(self) -> dict[str, str]:
+        return {k: str(v) for k, v in self.options.items()}
+
     def write_stream(self, df: DataFrame) -> DataStreamWriter:
         writer = df.writeStream.format(self.format).outputMode(self.output_mode)
         writer = writer.options(**{k: str(v) for k, v in self.options.items()})

@@ -19,6 +19,7 @@ import pytest
 from eoskit.twophase import crash
 from eoskit.twophase.conformance import Workload
 from eoskit.twophase.conformance.scenarios import Run
+from eoskit.twophase.txn_id import sink_prefix
 
 
 def eoskit(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -125,6 +126,26 @@ def test_stop_with_a_savepoint_on_s3_and_resume_into_a_new_checkpoint(
     assert again.returncode != 0 and "second restore of one savepoint" in again.stderr, again.stderr[-2000:]
     run.verify_exactly_once()
     assert eoskit("savepoint", "dispose", target, env=env).returncode == 0
+
+
+def test_in_doubt_transactions_settled_at_a_restart_are_counted(run, tmp_path):
+    """The driver dies once batch 1 is decided, its transactions prepared;
+    the restarted job's start-up sweep commits them, and the run says so:
+    the status file, the summary line."""
+    code, log = run.run_job(**{crash.ENV: f"{crash.DRIVER_AFTER_DECISION}@1"})
+    assert code == -signal.SIGKILL, log[-3000:]
+    left = run.target.prepared(sink_prefix(run.sink_id))
+    assert left, "the crash left no prepared transaction"
+    status = tmp_path / "status.json"
+    resumed = eoskit("run", str(run.workdir / "job.py"), "--checkpoint-dir", str(run.checkpoint),
+                     "--until-caught-up", "--status-file", str(status), env=run.env(), timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    state = json.loads(status.read_text())
+    assert (state["in_doubt_settled"], state["in_doubt_committed"], state["in_doubt_rolled_back"]) == \
+        (len(left), len(left), 0)
+    assert (f"in-doubt transactions settled {len(left)} ({len(left)} committed, 0 rolled back)"
+            in resumed.stderr), resumed.stderr[-3000:]
+    run.verify_exactly_once()
 
 
 def test_a_trigger_for_a_directory_no_job_runs_on_is_refused(tmp_path):

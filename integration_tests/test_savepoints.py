@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import shutil
 import uuid
+from io import StringIO
 
+import pytest
 from pyspark.sql import functions as F
 
+from eoskit.connectors.kafka import KafkaSink, KafkaSource
+from eoskit.runtime import Pipeline, fingerprint
 from eoskit.runtime.checkpoints import Checkpoint
 from eoskit.runtime.savepoints import (
+    IncompatibleSavepoint,
     create_savepoint,
     dispose_savepoint,
     inspect_savepoint,
@@ -88,3 +93,51 @@ def s3fs_files(storage_options, bucket):
 
     fs = fsspec.filesystem("s3", skip_instance_cache=True, **storage_options)
     return fs.find(bucket)
+
+
+def dedupe_job(kafka, source, out, sink_id, deduplicate=True):
+    def transform(df):
+        values = df.select(F.col("value").cast("string").alias("value"))
+        return values.dropDuplicates(["value"]) if deduplicate else values
+
+    return Pipeline("fingerprinted", KafkaSource(kafka, {"subscribe": source, "startingOffsets": "earliest"}),
+                    KafkaSink(kafka, {"topic": out, "sinkId": sink_id}), transform=transform)
+
+
+def test_a_restore_into_a_changed_query_is_refused_before_any_data_moves(
+        spark, kafka, new_topic, produce_to, numbered_records, tmp_path):
+    """The savepoint records the query's fingerprint; a job reading another
+    topic, or without the savepoint's stateful operator, is refused naming
+    the difference, with nothing restored and nothing written; the same
+    query (its plan naming the operators the checkpoint holds) resumes."""
+    source, other, out = new_topic(2, "fpsrc"), new_topic(2, "fpoth"), new_topic(2, "fpout")
+    produce_to(source, numbered_records(2, 10))  # values 0..19
+    sink_id = f"fp{uuid.uuid4().hex[:8]}"
+    first = dedupe_job(kafka, source, out, sink_id)
+    first.run(tmp_path / "ck", until_caught_up=True, spark=spark, out=StringIO())
+    # The savepoint as the running job takes it (eoskit savepoint trigger / stop).
+    manifest = create_savepoint(str(tmp_path / "ck"), str(tmp_path / "sp"), job_name="fingerprinted",
+                                job=fingerprint.of_pipeline(first))
+    assert manifest.fingerprint["source"] == {"format": "eoskit-kafka", "subscribe": [source]}
+    assert [o["kind"] for o in manifest.fingerprint["stateOperators"]] == ["deduplication"]
+    produce_to(source, {p: [(str(v).encode(), str(v).encode()) for v in [*range(20, 30), *range(5)]
+                            if v % 2 == p] for p in (0, 1)})
+
+    changed = [
+        (dedupe_job(kafka, other, out, sink_id),
+         f"the savepoint's source is eoskit-kafka subscribing to topics ['{source}'], this job's is "
+         f"eoskit-kafka subscribing to topics ['{other}']"),
+        (dedupe_job(kafka, source, out, sink_id, deduplicate=False),
+         "the savepoint's state is of the stateful operators [0: deduplication], this job's query has none"),
+    ]
+    for job, difference in changed:
+        with pytest.raises(IncompatibleSavepoint) as err:
+            job.run(tmp_path / "ck-changed", until_caught_up=True, spark=spark, out=StringIO(),
+                    from_savepoint=str(tmp_path / "sp"))
+        assert difference in str(err.value)
+        assert not (tmp_path / "ck-changed").exists()
+    assert values(kafka, out) == list(range(20))  # nothing written
+
+    dedupe_job(kafka, source, out, sink_id).run(tmp_path / "ck2", until_caught_up=True, spark=spark,
+                                                out=StringIO(), from_savepoint=str(tmp_path / "sp"))
+    assert values(kafka, out) == list(range(30))

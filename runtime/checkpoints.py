@@ -48,7 +48,7 @@ import fsspec
 from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
-from eoskit.twophase.decision_log import fs_path
+from eoskit.twophase.decision_log import file_mtime, fs_path
 
 StorageOptions = Mapping[str, Mapping[str, Any]]
 
@@ -86,19 +86,8 @@ def list_files(fs: AbstractFileSystem, root: str) -> dict[str, dict[str, Any]]:
             if path.startswith(prefix) and info.get("type", "file") == "file"}
 
 
-def mtime(info: Mapping[str, Any]) -> float | None:
-    """A file's modification time (seconds since the epoch), where the fs reports one."""
-    for key in ("mtime", "LastModified", "last_modified", "created"):
-        value = info.get(key)
-        if value is None:
-            continue
-        if hasattr(value, "timestamp"):
-            return float(value.timestamp())
-        try:
-            return float(value)
-        except (TypeError, ValueError):
-            continue
-    return None
+#: A file's modification time (seconds since the epoch), where the fs reports one.
+mtime = file_mtime
 
 
 def basename(path: str) -> str:

@@ -29,7 +29,8 @@ def _run(args: argparse.Namespace) -> int:
         ([StatusFile(args.status_file)] if args.status_file else [])
     pipeline.run(args.checkpoint_dir, until_caught_up=args.until_caught_up, spark=spark,
                  settings=from_flags(args), listeners=tuple(listeners),
-                 from_savepoint=args.from_savepoint)
+                 from_savepoint=args.from_savepoint,
+                 allow_non_restored_state=args.allow_non_restored_state)
     return 0
 
 
@@ -60,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--from-savepoint", metavar="SAVEPOINT",
                      help="start from this savepoint, restored into the (empty) checkpoint directory")
+    run.add_argument("--allow-non-restored-state", action="store_true",
+                     help="with --from-savepoint: restore even if a sink of the savepoint is not "
+                     "restored, because this job names a new sink id (Flink's --allowNonRestoredState)")
     run.add_argument("--metrics-port", type=int, metavar="PORT",
                      help="serve Prometheus metrics on 127.0.0.1:PORT/metrics")
     run.add_argument("--status-file", metavar="PATH",

@@ -1,8 +1,8 @@
 """The listener seam: what happens in a run, told to whoever listens.
 
 Spark tells a ``StreamingQueryListener`` about each batch's progress; eoskit's
-run loop adds its own events (a restart and its cause, a savepoint, the end
-of the run). ``Listeners`` registers one Spark listener per query and fans
+run loop adds its own events (a restart and its cause, a savepoint, in-doubt
+transactions a sink's recovery settled, the end of the run). ``Listeners`` registers one Spark listener per query and fans
 both out to ``RunListener`` parts, each in charge of one view:
 
 - ``ProgressPrinter`` (``runtime/progress.py``): a line per batch, a bar
@@ -37,6 +37,10 @@ class RunListener:
 
     def on_savepoint(self, path: str, batch: int) -> None: ...
 
+    def on_in_doubt_settled(self, committed: int, rolled_back: int) -> None:
+        """A sink's start-up sweep settled in-doubt (prepared) transactions left
+        by an earlier run or attempt: these many committed, these rolled back."""
+
     def on_end(self, failed: str | None) -> None: ...
 
 
@@ -68,6 +72,9 @@ class Listeners(RunListener):
 
     def on_savepoint(self, path: str, batch: int) -> None:
         self._each("on_savepoint", path, batch)
+
+    def on_in_doubt_settled(self, committed: int, rolled_back: int) -> None:
+        self._each("on_in_doubt_settled", committed, rolled_back)
 
     def on_end(self, failed: str | None) -> None:
         self._each("on_end", failed)
@@ -102,7 +109,9 @@ class StatusFile(RunListener):
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.state: dict[str, Any] = {"state": "starting", "restarts": 0, "batches": 0}
+        self.state: dict[str, Any] = {"state": "starting", "restarts": 0, "batches": 0,
+                                      "in_doubt_settled": 0, "in_doubt_committed": 0,
+                                      "in_doubt_rolled_back": 0}
 
     def _write(self) -> None:
         self.state["updated"] = time.time()
@@ -136,6 +145,13 @@ class StatusFile(RunListener):
         self.state.update(last_savepoint={"path": path, "batch": batch, "at": time.time()})
         self._write()
 
+    def on_in_doubt_settled(self, committed: int, rolled_back: int) -> None:
+        s = self.state
+        s.update(in_doubt_committed=s["in_doubt_committed"] + committed,
+                 in_doubt_rolled_back=s["in_doubt_rolled_back"] + rolled_back,
+                 in_doubt_settled=s["in_doubt_settled"] + committed + rolled_back)
+        self._write()
+
     def on_end(self, failed: str | None) -> None:
         self.state.update(state="failed" if failed else "finished", failure=failed)
         self._write()
@@ -165,6 +181,9 @@ class PrometheusMetrics(RunListener):
                                         ["job"], registry=registry)
         self.restarts = Counter("eoskit_restarts", "Restarts by the restart strategy", ["job"],
                                 registry=registry)
+        self.in_doubt_settled = Counter(
+            "eoskit_in_doubt_settled", "In-doubt transactions a sink's recovery settled, by outcome",
+            ["job", "outcome"], registry=registry)
         self.last_checkpoint = Gauge("eoskit_last_checkpoint_timestamp_seconds",
                                      "When the last batch completed", ["job"], registry=registry)
         self.last_savepoint = Gauge("eoskit_last_savepoint_timestamp_seconds",
@@ -175,6 +194,8 @@ class PrometheusMetrics(RunListener):
 
     def on_start(self, job: str, checkpoint: str) -> None:
         self.job = job
+        for outcome in ("committed", "rolled_back"):
+            self.in_doubt_settled.labels(job, outcome)  # shown as 0 until a sweep settles any
 
     def on_progress(self, progress: dict[str, Any]) -> None:
         from eoskit.runtime.progress import lag_per_partition
@@ -197,6 +218,10 @@ class PrometheusMetrics(RunListener):
 
     def on_savepoint(self, path: str, batch: int) -> None:
         self.last_savepoint.labels(self.job).set(time.time())
+
+    def on_in_doubt_settled(self, committed: int, rolled_back: int) -> None:
+        self.in_doubt_settled.labels(self.job, "committed").inc(committed)
+        self.in_doubt_settled.labels(self.job, "rolled_back").inc(rolled_back)
 
     def on_end(self, failed: str | None) -> None:
         self.server.shutdown()

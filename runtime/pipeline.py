@@ -19,7 +19,7 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 from eoskit.runtime.listeners import RunListener
 from eoskit.runtime.progress import RunSummary
 from eoskit.runtime.runner import PipelineFailed, Runner
-from eoskit.runtime.settings import JobSettings
+from eoskit.runtime.settings import JobSettings, SettingError
 from eoskit.runtime.spark import get_session
 from eoskit.twophase.identity import qualified_location
 
@@ -27,11 +27,17 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class Source(Protocol):
+    """A source component. Optionally also ``spark_format`` and ``all_options()``
+    (what a savepoint's fingerprint records of it) and ``with_min_pause(seconds,
+    checkpoint)`` (the same source holding batches back: the ``min_pause`` setting)."""
+
     def read_stream(self, spark: SparkSession) -> DataFrame: ...
     def describe(self) -> str: ...
 
 
 class Sink(Protocol):
+    """A sink component; optionally ``spark_format`` and ``all_options()``, as a source."""
+
     def write_stream(self, df: DataFrame) -> DataStreamWriter: ...
     def describe(self) -> str: ...
 
@@ -58,19 +64,38 @@ class Pipeline:
         self.transform = transform
         self.spark_conf = dict(spark_conf or {})
         self.settings = JobSettings.of(**settings)
+        self.check_settings(self.settings)
+
+    def check_settings(self, settings: JobSettings) -> None:
+        """What the settings ask of this job's parts, checked before anything runs."""
+        if settings.min_pause and not hasattr(self.source, "with_min_pause"):
+            raise SettingError(
+                f"setting min_pause (--min-pause) = {settings.min_pause:g} s: the source "
+                f"{self.source.describe()} cannot hold a batch back (eoskit-kafka can); "
+                "remove the setting or use a longer checkpoint_interval")
+
+    def dataframe(self, spark: SparkSession, min_pause: tuple[float, str] | None = None) -> DataFrame:
+        """The source, transformed: the query's input, not started.
+        ``min_pause``: (seconds, checkpoint) for a source that holds batches back."""
+        source = self.source
+        if min_pause is not None:
+            source = source.with_min_pause(*min_pause)  # type: ignore[attr-defined]
+        df = source.read_stream(spark)
+        return df if self.transform is None else self.transform(df)
 
     def start(self, spark: SparkSession, checkpoint_dir: str, until_caught_up: bool = False,
               settings: JobSettings | None = None) -> StreamingQuery:
         """Start the query; ``until_caught_up`` reads what exists now, then ends."""
         settings = settings or self.settings
         spark.conf.set("spark.sql.streaming.minBatchesToRetain", str(settings.retained_checkpoints))
-        df = self.source.read_stream(spark)
-        if self.transform is not None:
-            df = self.transform(df)
-        writer = self.sink.write_stream(df).queryName(self.name)
         # Absolute on the driver: executors elsewhere resolve a relative path
         # from their own working directory.
-        writer = writer.option("checkpointLocation", qualified_location(str(checkpoint_dir)))
+        checkpoint = qualified_location(str(checkpoint_dir))
+        # An availableNow run ends at a trigger without data: no pause there.
+        pause = (settings.min_pause, checkpoint) if settings.min_pause and not until_caught_up else None
+        df = self.dataframe(spark, pause)
+        writer = self.sink.write_stream(df).queryName(self.name)
+        writer = writer.option("checkpointLocation", checkpoint)
         if settings.mode == "at_least_once":
             writer = writer.option("commitMode", "at_least_once")  # every eoskit sink's mode
         if until_caught_up:
@@ -88,14 +113,20 @@ class Pipeline:
         settings: Mapping[str, Any] | None = None,
         listeners: tuple[RunListener, ...] = (),
         from_savepoint: str | None = None,
+        allow_non_restored_state: bool = False,
     ) -> RunSummary:
         """Run until caught up, stopped (SIGINT/SIGTERM, ``eoskit stop``), or
         failed beyond what the restart strategy allows (``runner.py``).
-        ``settings`` override the pipeline's own (e.g. command-line flags)."""
+        ``settings`` override the pipeline's own (e.g. command-line flags).
+        ``from_savepoint``: restore it first, if its query is this one;
+        ``allow_non_restored_state``: even if a sink of it is not restored
+        (this job names a new sink id)."""
+        merged = self.settings.override(settings or {})
+        self.check_settings(merged)
         spark = spark or get_session(self.name, self.spark_conf)
         runner = Runner(self, qualified_location(os.fspath(checkpoint_dir)), spark,
-                        self.settings.override(settings or {}), out, until_caught_up, listeners,
-                        from_savepoint)
+                        merged, out, until_caught_up, listeners, from_savepoint,
+                        allow_non_restored_state)
         return runner.run()
 
 

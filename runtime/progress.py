@@ -62,6 +62,9 @@ class RunSummary:
     restarts: int = 0
     last_restore: str | None = None
     batch_ms: list[int] = field(default_factory=list)
+    #: In-doubt transactions the sinks' recovery settled during the run.
+    in_doubt_committed: int = 0
+    in_doubt_rolled_back: int = 0
 
     @property
     def seconds(self) -> float:
@@ -77,7 +80,9 @@ class RunSummary:
             f"last commit {self.last_commit or 'none'}\n"
             f"[{name}] checkpoints: {self.batches} completed, {self.failed_batches} failed, "
             f"{self.restarts} restart(s), last restore {self.last_restore or 'none'}, "
-            f"batch duration {self.percentiles()}"
+            f"batch duration {self.percentiles()}, in-doubt transactions settled "
+            f"{self.in_doubt_committed + self.in_doubt_rolled_back} ({self.in_doubt_committed} "
+            f"committed, {self.in_doubt_rolled_back} rolled back)"
         )
 
     def percentiles(self) -> str:
@@ -149,4 +154,11 @@ class ProgressPrinter(RunListener):
 
     def on_savepoint(self, path: str, batch: int) -> None:
         self.out.write(f"[{self.name}] savepoint of batch {batch}: {path}\n")
+        self.out.flush()
+
+    def on_in_doubt_settled(self, committed: int, rolled_back: int) -> None:
+        self.summary.in_doubt_committed += committed
+        self.summary.in_doubt_rolled_back += rolled_back
+        self.out.write(f"[{self.name}] recovery settled {committed + rolled_back} in-doubt "
+                       f"transaction(s): {committed} committed, {rolled_back} rolled back\n")
         self.out.flush()

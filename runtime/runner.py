@@ -6,11 +6,14 @@ One run, step by step:
 1. Claim the checkpoint (``control.py``): a second job on the same
    checkpoint directory is refused, naming the first. With
    ``--from-savepoint``, restore the savepoint into the (empty) checkpoint
-   first.
+   first, once the job's query is found to match the savepoint's
+   (``fingerprint.py``: source, sinks, stateful operators).
 2. Start the query from the checkpoint, with the job's settings (trigger
    interval, retained batches, exactly-once or at-least-once).
 3. Watch it: heartbeat the run record, pass Spark's progress to the
-   listeners (``listeners.py``), take a savepoint when asked (a copy of the
+   listeners (``listeners.py``), and after each batch the in-doubt
+   transactions the sinks' start-up sweep settled (noted in their decision
+   logs by Spark's planning process), take a savepoint when asked (a copy of the
    last committed batch, safe while the next one runs: nothing of a
    committed batch changes), fail a batch that outlives the checkpoint
    timeout, and stop at a batch boundary on SIGINT/SIGTERM or ``eoskit stop``.
@@ -31,12 +34,14 @@ from pyspark.errors import PySparkException, StreamingQueryException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from eoskit.runtime import fingerprint
 from eoskit.runtime.control import ControlDir, Request
 from eoskit.runtime.failures import Failure, classify
 from eoskit.runtime.listeners import Listeners, RunListener
 from eoskit.runtime.progress import ProgressPrinter, RunSummary
 from eoskit.runtime.settings import JobSettings
 from eoskit.runtime.signals import StopRequest
+from eoskit.twophase.decision_log import settlements
 
 if TYPE_CHECKING:
     from eoskit.runtime.pipeline import Pipeline
@@ -71,30 +76,41 @@ FINISHED = _Finished()
 class Runner:
     def __init__(self, pipeline: "Pipeline", checkpoint: str, spark: SparkSession,
                  settings: JobSettings, out: TextIO | None = None, until_caught_up: bool = False,
-                 listeners: tuple[RunListener, ...] = (), from_savepoint: str | None = None) -> None:
+                 listeners: tuple[RunListener, ...] = (), from_savepoint: str | None = None,
+                 allow_non_restored_state: bool = False) -> None:
         self.pipeline = pipeline
         self.checkpoint = checkpoint
         self.spark = spark
         self.settings = settings
         self.until_caught_up = until_caught_up
         self.from_savepoint = from_savepoint
+        self.allow_non_restored_state = allow_non_restored_state
         self.printer = ProgressPrinter(pipeline.name, out, bar=until_caught_up)
         self.listeners = Listeners(self.printer, *listeners)
         self.control = ControlDir(checkpoint)
         self.stop = StopRequest()
         self.stop_savepoint: Request | None = None
+        self.started_at = time.time()
+        self._settled_seen: set[str] = set()
 
     @property
     def summary(self) -> RunSummary:
         return self.printer.summary
 
     def run(self) -> RunSummary:
-        # Step 1: restore a savepoint into the (empty) checkpoint; claim it.
+        # Step 1: restore a savepoint into the (empty) checkpoint, if this
+        # job's query is the savepoint's; claim the checkpoint.
+        self.started_at = time.time()
         if self.from_savepoint:
             from eoskit.runtime.savepoints import restore_savepoint
 
-            restore_savepoint(self.from_savepoint, self.checkpoint, job_name=self.pipeline.name)
+            restore_savepoint(self.from_savepoint, self.checkpoint, job_name=self.pipeline.name,
+                              expect=fingerprint.of_pipeline(self.pipeline, self.spark),
+                              allow_non_restored_state=self.allow_non_restored_state)
             self.summary.last_restore = self.from_savepoint
+        if self.until_caught_up and self.settings.min_pause:
+            self.printer.out.write(f"[{self.pipeline.name}] min_pause is not applied to a run "
+                                   "until caught up: it reads what is there and ends\n")
         record = self.control.claim(self.pipeline.name)
         failed: str | None = None
         spark_listener = self.listeners.spark_listener(self.pipeline.name)
@@ -183,15 +199,31 @@ class Runner:
         from eoskit.runtime.savepoints import create_savepoint
 
         try:
-            manifest = create_savepoint(self.checkpoint, request.target, job_name=self.pipeline.name)
+            manifest = create_savepoint(self.checkpoint, request.target, job_name=self.pipeline.name,
+                                        job=fingerprint.of_pipeline(self.pipeline))
         except Exception as exc:  # noqa: BLE001 - answered to the command that asked
             self.control.answer(request, status="error", error=classify(str(exc)).line())
             return
         self.listeners.on_savepoint(request.target, manifest.batch)
         self.control.answer(request, status="done", path=request.target, batch=manifest.batch)
 
+    def _report_settled(self) -> None:
+        """Tell the listeners of in-doubt transactions settled since the last
+        look: the sweeps of this run noted in the sinks' decision logs."""
+        try:
+            found = settlements(self.checkpoint, since=self.started_at)
+        except OSError as exc:  # a view of the run must never stop it
+            print(f"eoskit: cannot read the settled in-doubt transactions: {exc}", flush=True)
+            return
+        new = [s for s in found if s.key not in self._settled_seen]
+        if new:
+            self._settled_seen.update(s.key for s in new)
+            self.listeners.on_in_doubt_settled(sum(s.committed for s in new),
+                                               sum(s.rolled_back for s in new))
+
     def _watch(self, query: StreamingQuery, record) -> Failure | _Finished:
         in_flight_after: int | None = None
+        reported: int | None = None
         trigger_since: float | None = None
         timeout = self.settings.checkpoint_timeout
         while query.isActive:
@@ -200,6 +232,9 @@ class Runner:
                 self._savepoint(request)
             progress = query.lastProgress
             last_done = progress.get("batchId") if progress else None
+            if last_done != reported:  # a batch completed: its planning swept
+                reported = last_done
+                self._report_settled()
             if self.stop.requested:
                 if in_flight_after is None:
                     # The batch in flight when the stop came must finish first.
@@ -225,6 +260,7 @@ class Runner:
             pass  # read below, from query.exception()
         for progress in query.recentProgress:  # Spark's listener events may still be queued
             self.printer.observe(progress)
+        self._report_settled()
         error = query.exception()
         if error is not None and not self.stop.requested:
             return classify(error)

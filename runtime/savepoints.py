@@ -26,10 +26,15 @@ What a savepoint of batch b holds (the copy rule), paths as in the checkpoint:
   a replay); ``aborted/`` belongs to a failed run and is left out;
 - Hadoop's ``.crc`` file beside each copied file;
 - ``_savepoint.json``, the manifest, written last: a copy without it is not
-  a savepoint. A local savepoint is built in a sibling directory and
+  a savepoint. Besides what ``eoskit savepoint inspect`` shows, it holds the
+  query's fingerprint (``runtime/fingerprint.py``): the source, the eoskit
+  sinks and the stateful operators a restored job must match. A local savepoint is built in a sibling directory and
   renamed into place, so it appears whole or not at all.
 
-A restore copies the files into an empty checkpoint directory and adds
+A restore given the new job's fingerprint (``expect``) first compares it
+with the savepoint's and refuses, naming every difference, before a file
+is copied; a savepoint without a fingerprint (an older eoskit's) is
+restored unchecked, with a warning. A restore copies the files into an empty checkpoint directory and adds
 ``eoskit/restored.json`` (which savepoint, which original checkpoint, the
 sink ids it carries), so that the runtime can keep the sinks' ids across
 the move. Nothing here imports Spark.
@@ -38,6 +43,7 @@ the move. Nothing here imports Spark.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
@@ -51,6 +57,7 @@ from typing import Any
 from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
+from eoskit.runtime import fingerprint as fingerprints
 from eoskit.twophase.decision_log import write_atomic
 from eoskit.twophase.identity import IDENTITY, RESTORED
 from eoskit.runtime.checkpoints import (
@@ -66,6 +73,8 @@ from eoskit.runtime.checkpoints import (
     logical_name,
     open_location,
 )
+
+log = logging.getLogger(__name__)
 
 MANIFEST = "_savepoint.json"
 #: The manifest's name while ``dispose_savepoint`` deletes the files.
@@ -87,6 +96,17 @@ class NotASavepoint(SavepointError):
 
 class SavepointOfAnotherJob(SavepointError):
     """A restore was asked for one job with a savepoint of another."""
+
+
+class IncompatibleSavepoint(SavepointError):
+    """The job restored from a savepoint runs another query than the savepoint's."""
+
+    def __init__(self, location: str, differences: list[str]) -> None:
+        self.differences = differences
+        super().__init__(
+            f"savepoint {location} does not fit this job's query: {'; '.join(differences)}. "
+            "Nothing was restored: restore the savepoint into the job it was taken of, or "
+            "start the changed job on a new checkpoint without --from-savepoint")
 
 
 @dataclass(frozen=True)
@@ -111,6 +131,9 @@ class SavepointManifest:
     #: (relative path, bytes) of every file but the manifest.
     files: tuple[tuple[str, int], ...]
     extra: dict[str, Any] = field(default_factory=dict)
+    #: What a restored job must match (``runtime/fingerprint.py``); None in
+    #: savepoints of an eoskit that wrote none.
+    fingerprint: dict[str, Any] | None = None
     format: int = FORMAT
     #: Where it was read from or written to (not stored).
     location: str = ""
@@ -130,6 +153,7 @@ class SavepointManifest:
                       for s in self.sinks],
             "files": [{"path": path, "size": size} for path, size in self.files],
             "extra": self.extra,
+            **({"fingerprint": self.fingerprint} if self.fingerprint is not None else {}),
         }
 
     @classmethod
@@ -149,6 +173,7 @@ class SavepointManifest:
                 sink_decisions={s["sinkId"]: s.get("decision", "none") for s in data.get("sinks", ())},
                 files=tuple((f["path"], int(f["size"])) for f in data["files"]),
                 extra=dict(data.get("extra") or {}), format=fmt, location=location,
+                fingerprint=dict(data["fingerprint"]) if data.get("fingerprint") is not None else None,
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise SavepointError(f"savepoint {location}: its {MANIFEST} is incomplete or malformed "
@@ -296,12 +321,15 @@ def create_savepoint(
     extra: Mapping[str, Any] | None = None,
     spark_version: str | None = None,
     storage_options: StorageOptions | None = None,
+    job: Mapping[str, Any] | None = None,
 ) -> SavepointManifest:
     """Copy committed ``batch`` (default: the latest) of ``checkpoint`` into
     ``target``, a new or empty directory (any fsspec URL), manifest last.
 
     ``spark_version`` defaults to the installed PySpark's; ``extra`` is kept
-    in the manifest as given (e.g. what the running job knew).
+    in the manifest as given (e.g. what the running job knew). ``job`` is
+    the job's source and sinks (``fingerprint.of_pipeline(pipeline)``); the
+    fingerprint adds the checkpoint's stateful operators and default sink id.
     """
     if not job_name:
         raise SavepointError("a savepoint needs the job's name (job_name)")
@@ -316,12 +344,17 @@ def create_savepoint(
     _require_empty(dst_fs, dst_root, str(target), "savepoint target")
     sinks = tuple(SinkInfo(s.sink_id, s.created_at, s.checkpoint_location,
                            tuple(n for n in s.decided_batches if n <= batch), s.meta) for s in ck.sinks())
+    operators = tuple(ck.state_operators(batch + 1, only={rel for rel, _ in files}))
+    fingerprint = {key: value for key, value in (job or {}).items()
+                   if key in ("source", "sinks")}
+    fingerprint["stateOperators"] = fingerprints.checkpoint_operators(operators)
+    fingerprint["defaultSinkId"] = (ck.read_json(IDENTITY) or {}).get("defaultSinkId")
     manifest = SavepointManifest(
         job_name=job_name, batch=batch, query_id=ck.query_id(), checkpoint=ck.url,
         created_at=time.time(), spark_version=spark_version or _version("pyspark"),
         eoskit_version=_version("eoskit"), batch_timestamp_ms=info.timestamp_ms,
         offsets=info.offsets, sinks=sinks,
-        state_operators=tuple(ck.state_operators(batch + 1, only={rel for rel, _ in files})),
+        state_operators=operators, fingerprint=fingerprint,
         sink_decisions={s.sink_id: ck.sink_decision(s.sink_id, batch) for s in sinks},
         files=tuple(files), extra=dict(extra or {}), location=location_url(dst_fs, dst_root, str(target)),
     )
@@ -445,19 +478,27 @@ def restore_savepoint(
     job_name: str | None = None,
     *,
     storage_options: StorageOptions | None = None,
+    expect: Mapping[str, Any] | None = None,
+    allow_non_restored_state: bool = False,
 ) -> SavepointManifest:
     """Copy the savepoint at ``path`` into ``new_checkpoint``, a new or empty
     directory, from which Spark resumes with the batch after the savepoint's.
 
-    With ``job_name``, a savepoint of another job is refused. The restored
-    checkpoint gets ``eoskit/restored.json`` naming the savepoint, the
-    checkpoint it came from and the sink ids it carries.
+    With ``job_name``, a savepoint of another job is refused; with
+    ``expect``, the new job's fingerprint (``fingerprint.of_pipeline(pipeline,
+    spark)``), a savepoint of another query (``IncompatibleSavepoint``).
+    ``allow_non_restored_state`` lets a sink of the savepoint go unrestored
+    (the job names a new sink id). The restored checkpoint gets
+    ``eoskit/restored.json`` naming the savepoint, the checkpoint it came
+    from and the sink ids it carries.
     """
     manifest = inspect_savepoint(path, storage_options=storage_options)
     if job_name is not None and manifest.job_name != job_name:
         raise SavepointOfAnotherJob(
             f"savepoint {manifest.location} is of job {manifest.job_name!r}, not {job_name!r}: "
             "restore a savepoint of this job, or give the job its name")
+    if expect is not None:
+        check_compatible(manifest, expect, allow_non_restored_state)
     src_fs, src_root, _ = _open_savepoint(path, storage_options)
     dst_fs, dst_root = open_location(str(new_checkpoint), storage_options)
     _require_empty(dst_fs, dst_root, str(new_checkpoint), "checkpoint directory")
@@ -478,6 +519,25 @@ def restore_savepoint(
         raise CheckpointError(f"restored checkpoint {new_checkpoint} resumes after batch "
                               f"{restored.latest_committed()}, not {manifest.batch}")
     return manifest
+
+
+def check_compatible(manifest: SavepointManifest, expect: Mapping[str, Any],
+                     allow_non_restored_state: bool = False) -> None:
+    """Refuse a job whose query differs from the savepoint's
+    (``IncompatibleSavepoint``, every difference named); say what could not
+    be checked."""
+    if manifest.fingerprint is None:
+        log.warning("savepoint %s has no fingerprint of its query (written by eoskit %s): the "
+                    "job restored from it is not checked for compatibility", manifest.location,
+                    manifest.eoskit_version or "of an older version")
+        return
+    found = fingerprints.differences(manifest.fingerprint, expect, allow_non_restored_state)
+    if found:
+        raise IncompatibleSavepoint(manifest.location, found)
+    skipped = fingerprints.unchecked(manifest.fingerprint, expect)
+    if skipped:
+        log.warning("savepoint %s: not checked against the restored job, for want of a record "
+                    "on both sides: %s", manifest.location, ", ".join(skipped))
 
 
 def hadoop_url(location: str) -> str:

@@ -44,6 +44,10 @@ def parse_duration(text: str | float | int) -> float:
     return seconds
 
 
+def _duration(text: Any) -> float:
+    return parse_duration(text)
+
+
 def _positive_duration(text: Any) -> float:
     seconds = parse_duration(text)
     if seconds <= 0:
@@ -106,6 +110,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("checkpoint_timeout", _positive_duration, None,
             "A batch running longer than this is failed and handled by the restart strategy. "
             "Default: no timeout.", "execution.checkpointing.timeout"),
+    Setting("min_pause", _duration, 0.0,
+            "Least time between the end of one batch (its commit) and the start of the next, "
+            "however short the interval: the eoskit-kafka source reports no new data until it "
+            "has passed. 0: none. Not applied to --until-caught-up runs.",
+            "execution.checkpointing.min-pause"),
     Setting("tolerable_failures", _non_negative_int, 0,
             "Consecutive failed batches tolerated before the job fails; each is retried "
             "by a restart from the checkpoint, without counting against the restart strategy.",
@@ -132,6 +141,7 @@ class JobSettings:
 
     checkpoint_interval: float = 5.0
     checkpoint_timeout: float | None = None
+    min_pause: float = 0.0
     tolerable_failures: int = 0
     retained_checkpoints: int = 100
     mode: str = "exactly_once"

@@ -6,6 +6,7 @@ import pytest
 
 from eoskit.connectors.kafka.offsets import (
     MinOffsetsGate,
+    MinPauseGate,
     OffsetRange,
     Timestamps,
     available,
@@ -164,6 +165,21 @@ def test_min_offsets_gate_waits_for_enough_offsets_or_the_delay():
     assert gate.admit(1)
     clock.now += 1
     assert not gate.admit(1)
+
+
+def test_min_pause_gate_holds_triggers_until_the_pause_after_the_last_commit():
+    clock = FakeClock()
+    commits: list[float | None] = [None]
+    gate = MinPauseGate(3.0, lambda: commits[0], clock)
+    assert gate.left() == 0  # nothing committed yet: the first batch starts at once
+    commits[0] = clock.now  # a batch ends now
+    assert gate.left() == 3.0
+    clock.now += 2.5
+    assert gate.left() == pytest.approx(0.5)
+    clock.now += 0.5
+    assert gate.left() == 0
+    commits[0] = clock.now + 10  # a clock ahead of ours (another host) counts as now
+    assert gate.left() == 3.0
 
 
 def test_timestamps_need_every_partition_read_and_no_other():

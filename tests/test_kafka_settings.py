@@ -1,5 +1,7 @@
 """Option checking of the Kafka source: every bad option is named."""
 
+import os
+
 import pytest
 
 from eoskit.connectors.kafka.schema import arrow_schema, spark_schema
@@ -59,6 +61,10 @@ def test_kafka_options_pass_through_without_prefix():
         ({"subscribe": "a", "minOffsetsPerTrigger": "50", "maxOffsetsPerTrigger": "10"},
          "'minOffsetsPerTrigger' = 50 is higher than 'maxOffsetsPerTrigger' = 10"),
         ({"subscribe": "a", "maxRecordsPerPartition": "0"}, "option 'maxRecordsPerPartition'"),
+        ({"subscribe": "a", "minPauseBetweenBatches": "5s"},
+         "option 'minPauseBetweenBatches' needs the option 'checkpointLocation'"),
+        ({"subscribe": "a", "minPauseBetweenBatches": "a while", "checkpointLocation": "/ck"},
+         "option 'minPauseBetweenBatches'"),
     ],
 )
 def test_bad_options_are_refused_by_name(options, fragment):
@@ -163,6 +169,22 @@ def test_trigger_limits():
     s = parse(subscribe="a", minOffsetsPerTrigger="5", maxOffsetsPerTrigger="10", maxTriggerDelay="30s")
     assert (s.min_offsets_per_trigger, s.max_offsets_per_trigger, s.max_trigger_delay_s) == (5, 10, 30)
     assert parse(subscribe="a").max_trigger_delay_s == 900
+
+
+def test_min_pause_between_batches_is_measured_from_the_checkpoint_s_commit_log(tmp_path):
+    from eoskit.twophase.decision_log import last_commit_time
+
+    s = parse(subscribe="a", minPauseBetweenBatches="1500ms", checkpointLocation=str(tmp_path))
+    assert (s.min_pause_s, s.checkpoint_location) == (1.5, str(tmp_path))
+    assert parse(subscribe="a").min_pause_s is None
+    assert last_commit_time(str(tmp_path)) is None  # no batch committed yet
+    (tmp_path / "commits").mkdir()
+    for batch, written in ((9, 1000.0), (10, 2000.0)):  # 10 is the newest, numerically
+        path = tmp_path / "commits" / str(batch)
+        path.write_text("v1\n{}")
+        os.utime(path, (written, written))
+    (tmp_path / "commits" / ".10.crc").write_text("")
+    assert last_commit_time(f"file:{tmp_path}") == 2000.0
 
 
 def test_group_id_prefix_names_the_readers_group_unless_group_id_is_given():

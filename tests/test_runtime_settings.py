@@ -23,6 +23,7 @@ def test_durations_read_the_way_spark_triggers_are_written():
     ({"checkpoint_interval": "-1 s"}, "checkpoint_interval (--checkpoint-interval) = '-1 s': a duration cannot be negative"),
     ({"checkpoint_interval": "0s"}, "greater than zero"),
     ({"tolerable_failures": -2}, "tolerable_failures"),
+    ({"min_pause": "-3s"}, "min_pause (--min-pause) = '-3s': a duration cannot be negative"),
     ({"mode": "twice"}, "exactly_once or at_least_once"),
     ({"restart_strategy": "fixed_delay(attempts=0, delay=1s)"}, "attempts = 0: must be at least 1"),
     ({"restart_strategy": "sometimes"}, "unknown restart strategy 'sometimes'"),
@@ -43,6 +44,26 @@ def test_flags_are_derived_from_the_declarations_and_win_over_the_job_file():
     assert merged.checkpoint_interval == 2.0 and merged.mode == "at_least_once"
     assert isinstance(merged.restart_strategy, NoRestart)
     assert isinstance(JobSettings().strategy(), ExponentialDelay)
+
+
+def test_min_pause_reaches_a_source_that_can_hold_batches_back_only():
+    from eoskit.connectors.kafka import KafkaSource
+    from eoskit.runtime.pipeline import Pipeline
+
+    assert JobSettings.of(min_pause="2s").min_pause == 2.0 and JobSettings().min_pause == 0
+    kafka = KafkaSource("localhost:9092", {"subscribe": "orders"})
+    paused = kafka.with_min_pause(1.25, "/data/ck")
+    assert paused.options == {"subscribe": "orders", "minPauseBetweenBatches": "1250ms",
+                              "checkpointLocation": "/data/ck"}
+    assert kafka.options == {"subscribe": "orders"}  # a copy
+
+    class RateSource:
+        def read_stream(self, spark): ...
+        def describe(self): return "rate"
+
+    Pipeline("ok", kafka, sink=object(), min_pause="2s")  # type: ignore[arg-type]
+    with pytest.raises(SettingError, match="min_pause .* the source rate cannot hold a batch back"):
+        Pipeline("job", RateSource(), sink=object(), min_pause="2s")  # type: ignore[arg-type]
 
 
 def test_fixed_delay_gives_up_after_its_attempts():

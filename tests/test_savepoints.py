@@ -21,6 +21,7 @@ from eoskit.runtime.cli import main
 from eoskit.runtime.savepoints import (
     DISPOSING,
     MANIFEST,
+    IncompatibleSavepoint,
     NotASavepoint,
     SavepointError,
     SavepointOfAnotherJob,
@@ -225,6 +226,54 @@ def test_restore_refuses_a_non_empty_directory_and_another_jobs_savepoint(checkp
     assert not (tmp_path / "new").exists()
     with pytest.raises(NotASavepoint):
         restore_savepoint(checkpoint_dir, str(tmp_path / "new"))
+
+
+JOB = {"source": {"format": "eoskit-kafka", "subscribe": ["orders"]},
+       "sinks": [{"format": "eoskit-postgres", "sinkId": None}]}
+# What the synthetic checkpoint's operators are, as the new job's plan says.
+PLANNED = [{"operatorId": 0, "name": "StreamingDeduplicate", "kind": "deduplication"},
+           {"operatorId": 1, "name": "TransformWithStateInPySpark", "kind": "transformWithState"}]
+
+
+def test_the_manifest_records_the_query_s_fingerprint(checkpoint_dir, tmp_path):
+    Path(checkpoint_dir, "eoskit/identity.json").write_text('{"defaultSinkId": "pg1"}')
+    manifest = create_savepoint(checkpoint_dir, str(tmp_path / "sp"), job_name="orders", job=JOB)
+    assert manifest.fingerprint == {
+        **JOB, "defaultSinkId": "pg1",
+        "stateOperators": [{"operatorId": 0, "name": "dedupe", "kind": "deduplication"},
+                           {"operatorId": 1, "name": "tws", "kind": None}]}
+    assert inspect_savepoint(str(tmp_path / "sp")).fingerprint == manifest.fingerprint
+    restore_savepoint(str(tmp_path / "sp"), str(tmp_path / "new"), job_name="orders",
+                      expect={**JOB, "stateOperators": PLANNED})
+    assert Checkpoint(str(tmp_path / "new")).latest_committed() == 3
+
+
+def test_a_restore_into_a_changed_query_is_refused_before_a_file_is_copied(checkpoint_dir, tmp_path):
+    create_savepoint(checkpoint_dir, str(tmp_path / "sp"), job_name="orders", job=JOB)
+    changed = {"source": {"format": "eoskit-kafka", "subscribe": ["orders2"]},
+               "sinks": [{"format": "eoskit-mysql", "sinkId": None}], "stateOperators": PLANNED[:1]}
+    with pytest.raises(IncompatibleSavepoint) as err:
+        restore_savepoint(str(tmp_path / "sp"), str(tmp_path / "new"), job_name="orders", expect=changed)
+    message = str(err.value)
+    assert message.startswith(f"savepoint {tmp_path / 'sp'} does not fit this job's query: ")
+    assert "subscribing to topics ['orders'], this job's is eoskit-kafka subscribing to topics ['orders2']" in message
+    assert "is eoskit-postgres, this job's sink" in message and "is eoskit-mysql" in message
+    assert "[0: deduplication, 1: tws], this job's query has [0: deduplication]" in message
+    assert len(err.value.differences) == 3 and not (tmp_path / "new").exists()
+
+
+def test_a_savepoint_without_a_fingerprint_is_restored_unchecked_and_says_so(checkpoint_dir, tmp_path, caplog):
+    create_savepoint(checkpoint_dir, str(tmp_path / "sp"), job_name="orders")
+    manifest_path = tmp_path / "sp" / MANIFEST
+    data = json.loads(manifest_path.read_text())
+    del data["fingerprint"]  # as an older eoskit wrote it
+    manifest_path.write_text(json.dumps(data))
+    assert inspect_savepoint(str(tmp_path / "sp")).fingerprint is None
+    with caplog.at_level("WARNING", logger="eoskit.runtime.savepoints"):
+        restore_savepoint(str(tmp_path / "sp"), str(tmp_path / "new"), job_name="orders",
+                          expect={"source": {"format": "eoskit-kafka", "subscribe": ["other"]}})
+    assert "has no fingerprint of its query" in caplog.text and "not checked" in caplog.text
+    assert Checkpoint(str(tmp_path / "new")).latest_committed() == 3
 
 
 def test_restore_from_another_file_system_into_an_empty_local_directory(checkpoint_dir, tmp_path):

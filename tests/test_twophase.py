@@ -19,7 +19,7 @@ from eoskit.twophase.coordinator import (
     LostPreparedTransaction,
     OrphanedTransactions,
 )
-from eoskit.twophase.decision_log import DecisionLog, latest_planned_batch
+from eoskit.twophase.decision_log import DecisionLog, latest_planned_batch, settlements
 from eoskit.twophase.messages import CommittedByTask, NothingToCommit
 from eoskit.twophase.task import ReplayMismatch, write_task
 
@@ -185,6 +185,22 @@ def test_crash_after_decision_is_rolled_forward_by_the_sweep(env):
     assert sorted(result["committed"]) == sorted(m.txn_id for m in messages)
     assert committed_values(db) == [0, 1, 2]
     assert decisions.get(7).done
+
+
+def test_settled_in_doubt_transactions_are_noted_for_the_runtime(env, tmp_path):
+    db, sink, decisions, coordinator = env
+    checkpoint = str(tmp_path / "checkpoint")
+    assert settlements(checkpoint) == []
+    decided = [task(sink, decisions, 7, p, [p]) for p in range(2)]
+    decisions.decide(7, [m.txn_id for m in decided], 2)
+    task(sink, decisions, 6, 0, [9])  # batch 6 was never decided
+    result = coordinator.sweep(planned_batch=7)
+    decisions.record_settled(result["committed"], result["rolled_back"])
+    other = DecisionLog(checkpoint, "s2")
+    other.record_settled([], ["eoskit:s2:3:0:0"])
+    found = settlements(checkpoint)
+    assert [(s.key.split("/")[0], s.committed, s.rolled_back) for s in found] == [("s1", 2, 1), ("s2", 0, 1)]
+    assert settlements(checkpoint, since=found[1].at + 1) == []  # what a later run has not seen
 
 
 def test_crash_after_some_commits_then_commit_call_completes(env):

@@ -4,7 +4,8 @@ Where each piece runs, as Spark 4 drives a Python streaming sink:
 - planning, on the driver, once per micro-batch before its tasks start: a
   fresh ``DataSource`` is built from the options and ``streamWriter`` is
   called. Here eoskit checks the sink, settles in-doubt transactions (the
-  start-up sweep) and creates the decision log.
+  start-up sweep, noted in the decision log for the runtime's metrics) and
+  creates the decision log.
 - ``write``, on executors, once per task (``eoskit.twophase.task``).
 - ``commit`` / ``abort``, on the driver, in a separate Python process that
   receives a *pickled* copy of the data source: it knows only the options
@@ -139,7 +140,9 @@ class TransactionalDataSource(DataSource):
                                            self.commit_mode()))
             _checked[key] = sink
         if self.commit_mode() is CommitMode.TWOPHASE:
-            Coordinator(sink, decisions).sweep(latest_planned_batch(self.checkpoint_location()))
+            settled = Coordinator(sink, decisions).sweep(latest_planned_batch(self.checkpoint_location()))
+            if settled["committed"] or settled["rolled_back"]:
+                decisions.record_settled(settled["committed"], settled["rolled_back"])
         if self.commit_mode().exactly_once:  # at-least-once keeps nothing beside the checkpoint
             decisions.create()
             record_identity(self.checkpoint_location(), default_sink_id(self.checkpoint_location()))

@@ -17,6 +17,11 @@ through fsspec, so it lives and dies with the checkpoint it belongs to:
   (either it sees the marker, or it prepared before the marker was written
   and the abort's listing finds it). Markers belong to the run that failed:
   the next run's planning removes them before it re-runs the batch.
+- ``settled/<time>-<n>.json``: ``{"at", "committed": [ids], "rolledBack":
+  [ids]}``, one per start-up sweep that settled in-doubt transactions. The
+  sweep runs in Spark's planning process, not in the driver's own Python
+  process; this is how the runtime's metrics learn of it (``settlements``).
+  Not copied into savepoints: it is the history of runs, not state.
 """
 
 from __future__ import annotations
@@ -25,7 +30,9 @@ import json
 import os
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
@@ -176,6 +183,14 @@ class DecisionLog:
         except FileNotFoundError:
             pass
 
+    # -- in-doubt transactions settled by a sweep ---------------------------
+
+    def record_settled(self, committed: list[str], rolled_back: list[str]) -> None:
+        """Note what a start-up sweep settled, for the runtime's metrics."""
+        now = time.time()
+        self._write_atomic(f"settled/{time.time_ns()}-{uuid.uuid4().hex[:8]}.json", {
+            "at": now, "committed": sorted(committed), "rolledBack": sorted(rolled_back)})
+
     def batches(self) -> list[int]:
         fs, path = self.fs, self._path("decisions")
         try:
@@ -217,6 +232,73 @@ def latest_planned_batch(checkpoint_location: str) -> int | None:
     """The newest batch id in Spark's offset log: the batch being planned."""
     ids = spark_batches(checkpoint_location, "offsets")
     return ids[-1] if ids else None
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """One sweep's settled in-doubt transactions (``DecisionLog.record_settled``)."""
+
+    #: ``<sink-id>/<file>``: unique, so that a reader counts each once.
+    key: str
+    at: float
+    committed: int
+    rolled_back: int
+
+
+def settlements(checkpoint_location: str, since: float = 0.0) -> list[Settlement]:
+    """The sweeps of every sink of a checkpoint that settled something at or
+    after ``since`` (seconds since the epoch), oldest first."""
+    fs, root = fsspec.core.url_to_fs(fs_path(checkpoint_location).rstrip("/") + "/eoskit/sinks")
+    try:
+        paths = fs.glob(f"{root}/*/settled/*.json")
+    except FileNotFoundError:
+        return []
+    found = []
+    for path in paths:
+        sink_id, _, name = path[len(root) + 1:].split("/", 2)
+        try:
+            with fs.open(path, "rb") as handle:
+                data = json.loads(handle.read())
+        except (FileNotFoundError, json.JSONDecodeError):
+            continue  # an unfinished write is a temporary file, not matched
+        at = float(data.get("at", 0))
+        if at >= since:
+            found.append(Settlement(f"{sink_id}/{name}", at, len(data.get("committed", ())),
+                                    len(data.get("rolledBack", ()))))
+    return sorted(found, key=lambda s: (s.at, s.key))
+
+
+def file_mtime(info: Mapping[str, Any]) -> float | None:
+    """A file's modification time (seconds since the epoch) from fsspec's
+    ``info``, where the file system reports one (local ``mtime``, S3
+    ``LastModified``, ...)."""
+    for key in ("mtime", "LastModified", "last_modified", "created"):
+        value = info.get(key)
+        if value is None:
+            continue
+        if hasattr(value, "timestamp"):
+            return float(value.timestamp())
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            continue
+    return None
+
+
+def last_commit_time(checkpoint_location: str) -> float | None:
+    """When the newest batch of Spark's commit log was committed: the
+    modification time of ``commits/<n>``, which Spark writes whole at the
+    end of batch n. None for a query with no committed batch."""
+    fs, path = fsspec.core.url_to_fs(fs_path(checkpoint_location).rstrip("/") + "/commits")
+    try:
+        entries = fs.ls(path, detail=True)
+    except FileNotFoundError:
+        return None
+    committed = [e for e in entries if e["name"].rstrip("/").rsplit("/", 1)[-1].isdigit()]
+    if not committed:
+        return None
+    newest = max(committed, key=lambda e: int(e["name"].rstrip("/").rsplit("/", 1)[-1]))
+    return file_mtime(newest)
 
 
 def prune_due(batch: int) -> int | None:

@@ -37,6 +37,10 @@ class FilesSink:
     def data_source(self) -> type[FilesDataSource]:
         return _SOURCES[self.format]
 
+    @property
+    def spark_format(self) -> str:
+        return self.data_source.short_name
+
     def all_options(self) -> dict[str, str]:
         extra = {"partitionBy": ",".join(self.partition_by)} if self.partition_by else {}
         return {"path": self.path, **extra, **self.options}

@@ -297,6 +297,34 @@ class MinOffsetsGate:
         return False
 
 
+class MinPauseGate:
+    """``minPauseBetweenBatches`` (Flink's minimum pause between checkpoints).
+
+    Spark's processing-time trigger starts the next batch at once when one
+    ran longer than the interval; this gate holds a trigger back (the
+    source reports no new data, so Spark plans no batch) until ``pause_s``
+    has passed since the last batch was committed. ``last_commit`` answers
+    that time (Spark's commit log), or None before the first commit; a time
+    ahead of this clock (another host's) counts as now.
+    """
+
+    def __init__(
+        self, pause_s: float, last_commit: Callable[[], float | None],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.pause_s = pause_s
+        self._last_commit = last_commit
+        self._clock = clock
+
+    def left(self) -> float:
+        """Seconds of the pause still to go; 0 once a batch may start."""
+        ended = self._last_commit()
+        if ended is None:
+            return 0.0
+        now = self._clock()
+        return max(0.0, min(ended, now) + self.pause_s - now)
+
+
 def plan_ranges(
     start: Mapping[TopicPartition, int],
     end: Mapping[TopicPartition, int],

@@ -25,6 +25,9 @@ class KafkaSink:
         self.options = {k: str(v) for k, v in self.options.items()}
         KafkaSinkSettings.parse(self.all_options())
 
+    #: The format name, for the job's fingerprint in savepoints.
+    spark_format = SHORT_NAME
+
     def all_options(self) -> dict[str, str]:
         return {"kafka.bootstrap.servers": self.bootstrap_servers, **self.options}
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -29,6 +30,16 @@ class KafkaSource:
 
     def all_options(self) -> dict[str, str]:
         return {"kafka.bootstrap.servers": self.bootstrap_servers, **self.options}
+
+    #: The format name, for the job's fingerprint in savepoints.
+    spark_format = SHORT_NAME
+
+    def with_min_pause(self, seconds: float, checkpoint: str) -> "KafkaSource":
+        """This source holding each batch back until ``seconds`` after the
+        last commit in ``checkpoint`` (the runtime's ``min_pause``)."""
+        return replace(self, options={**self.options,
+                                      "minPauseBetweenBatches": f"{math.ceil(seconds * 1000)}ms",
+                                      "checkpointLocation": checkpoint})
 
     def read_stream(self, spark: SparkSession) -> DataFrame:
         register_data_source(spark, KafkaDataSource)

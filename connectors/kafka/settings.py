@@ -122,6 +122,18 @@ MAX_TRIGGER_DELAY = Option(
     "offsets (a duration: 30s, 15m; default 15m).",
 )
 DEFAULT_MAX_TRIGGER_DELAY_S = parse_duration_s("15m")
+MIN_PAUSE_BETWEEN_BATCHES = Option(
+    "minPauseBetweenBatches", parse_duration_s, None,
+    "eoskit only (Flink's minimum pause between checkpoints): skip triggers until this "
+    "long has passed since the last batch was committed, as read from the commit log "
+    "under 'checkpointLocation' (a duration: 30s, 500ms). availableNow triggers do not "
+    "wait.",
+)
+CHECKPOINT_LOCATION = Option(
+    "checkpointLocation", parse_str, None,
+    "With minPauseBetweenBatches: the query's checkpoint location, as given to "
+    "writeStream (`eoskit run` sets both from --min-pause).",
+)
 MIN_PARTITIONS = Option(
     "minPartitions", parse_positive_int, None,
     "Split large offset ranges so that a batch has at least this many tasks.",
@@ -158,7 +170,7 @@ OPTIONS = OptionSet(
         STARTING_OFFSETS_BY_TIMESTAMP, STARTING_OFFSETS_BY_TIMESTAMP_STRATEGY,
         ENDING_OFFSETS, ENDING_TIMESTAMP, ENDING_OFFSETS_BY_TIMESTAMP,
         MAX_OFFSETS_PER_TRIGGER, MIN_OFFSETS_PER_TRIGGER, MAX_TRIGGER_DELAY,
-        MIN_PARTITIONS, MAX_RECORDS_PER_PARTITION, FAIL_ON_DATA_LOSS, INCLUDE_HEADERS,
+        MIN_PAUSE_BETWEEN_BATCHES, CHECKPOINT_LOCATION, MIN_PARTITIONS, MAX_RECORDS_PER_PARTITION, FAIL_ON_DATA_LOSS, INCLUDE_HEADERS,
         POLL_TIMEOUT_MS, COMMIT_GROUP, GROUP_ID_PREFIX,
     ),
     passthrough_prefixes=("kafka.",),
@@ -185,7 +197,8 @@ _SPARK_ONLY = {name.lower(): (name, advice) for name, advice in SPARK_ONLY.items
 #: Options that only a batch read (spark.read) accepts.
 BATCH_ONLY = (ENDING_OFFSETS, ENDING_TIMESTAMP, ENDING_OFFSETS_BY_TIMESTAMP)
 #: Options that only a streaming read (spark.readStream) uses.
-STREAM_ONLY = (MAX_OFFSETS_PER_TRIGGER, MIN_OFFSETS_PER_TRIGGER, MAX_TRIGGER_DELAY)
+STREAM_ONLY = (MAX_OFFSETS_PER_TRIGGER, MIN_OFFSETS_PER_TRIGGER, MAX_TRIGGER_DELAY,
+               MIN_PAUSE_BETWEEN_BATCHES)
 
 
 class TopicNotFound(LookupError):
@@ -361,6 +374,9 @@ class KafkaSourceSettings:
     max_offsets_per_trigger: int | None
     min_offsets_per_trigger: int | None
     max_trigger_delay_s: float
+    #: minPauseBetweenBatches, and the checkpoint whose commit log it is measured from
+    min_pause_s: float | None
+    checkpoint_location: str | None
     min_partitions: int | None
     max_records_per_partition: int | None
     fail_on_data_loss: bool
@@ -454,6 +470,14 @@ class KafkaSourceSettings:
                 f"'maxOffsetsPerTrigger' = {max_offsets}"
             )
         delay = MAX_TRIGGER_DELAY.read(raw)
+        pause = MIN_PAUSE_BETWEEN_BATCHES.read(raw)
+        checkpoint = CHECKPOINT_LOCATION.read(raw)
+        if pause and not checkpoint:
+            raise OptionError(
+                "option 'minPauseBetweenBatches' needs the option 'checkpointLocation' (the "
+                "query's, as given to writeStream): the pause is measured from the last "
+                "batch's entry in its commit log"
+            )
         return cls(
             subscription=_parse_subscription(raw),
             kafka=kafka,
@@ -463,6 +487,8 @@ class KafkaSourceSettings:
             max_offsets_per_trigger=max_offsets,
             min_offsets_per_trigger=min_offsets,
             max_trigger_delay_s=DEFAULT_MAX_TRIGGER_DELAY_S if delay is None else delay,
+            min_pause_s=pause or None,
+            checkpoint_location=checkpoint,
             min_partitions=MIN_PARTITIONS.read(raw),
             max_records_per_partition=MAX_RECORDS_PER_PARTITION.read(raw),
             fail_on_data_loss=FAIL_ON_DATA_LOSS.read(raw),

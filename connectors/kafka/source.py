@@ -34,6 +34,7 @@ from eoskit.connectors.kafka.client import KafkaMetadata
 from eoskit.connectors.kafka.offsets import (
     DataLoss,
     MinOffsetsGate,
+    MinPauseGate,
     OffsetRange,
     PartitionOffsets,
     Timestamps,
@@ -54,6 +55,7 @@ from eoskit.connectors.kafka.sink_settings import KafkaSinkSettings
 from eoskit.connectors.kafka.transactions import KafkaTransactions
 from eoskit.connectors.options import OptionError
 from eoskit.twophase.adapter import TransactionalDataSource
+from eoskit.twophase.decision_log import last_commit_time
 
 log = logging.getLogger(__name__)
 
@@ -167,6 +169,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             MinOffsetsGate(settings.min_offsets_per_trigger, settings.max_trigger_delay_s)
             if settings.min_offsets_per_trigger else None
         )
+        checkpoint = settings.checkpoint_location
+        self._pause = (
+            MinPauseGate(settings.min_pause_s, lambda: last_commit_time(checkpoint))
+            if settings.min_pause_s and checkpoint else None
+        )
 
     @property
     def metadata(self) -> KafkaMetadata:
@@ -212,6 +219,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         start_offsets = from_json_dict(start, "checkpointed offsets")
+        if self._pausing():
+            return to_json_dict(start_offsets)  # no new data: Spark plans no batch
         partitions = self._partitions()
         target = self._available_now_target
         if target is not None:
@@ -232,6 +241,17 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             _, losses = plan_ranges(start_offsets, end, {**earliest, **earliest_new})
             _report(losses, self.settings)
         return to_json_dict(end)
+
+    def _pausing(self) -> bool:
+        """minPauseBetweenBatches: the last batch was committed too recently.
+
+        Checked before anything else, so that a held-back trigger neither
+        asks the broker nor counts for minOffsetsPerTrigger's delay. Never
+        under availableNow: a trigger without data ends that run.
+        """
+        if self._pause is None or self._available_now_target is not None:
+            return False
+        return self._pause.left() > 0
 
     def _skip_trigger(self, limit: ReadLimit, offsets_available: int) -> bool:
         """minOffsetsPerTrigger: too few offsets, and maxTriggerDelay not yet over.

@@ -53,6 +53,10 @@ class SqlPipelineSink:
         self.data_source(self.all_options())  # every option check the data source makes
         parse_url(self.url, self.backends)
 
+    @property
+    def spark_format(self) -> str:
+        return self.data_source.short_name
+
     def all_options(self) -> dict[str, str]:
         return {"url": self.url, "dbtable": self.dbtable, **self.options}
 

@@ -1,0 +1,42 @@
+"""The listener seam's views (``eoskit.runtime.listeners``, ``progress``):
+what reaches the status file, the Prometheus endpoint and the run summary.
+Fed by hand here; integration_tests/test_runtime_ops.py feeds them from a
+real run."""
+
+from __future__ import annotations
+
+import json
+import socket
+import urllib.request
+from io import StringIO
+
+from eoskit.runtime.listeners import Listeners, PrometheusMetrics, StatusFile
+from eoskit.runtime.progress import ProgressPrinter
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_in_doubt_transactions_settled_reach_every_view(tmp_path):
+    status = StatusFile(str(tmp_path / "status.json"))
+    printer = ProgressPrinter("orders", StringIO())
+    port = free_port()
+    metrics = PrometheusMetrics(port)
+    seam = Listeners(printer, status, metrics)
+    seam.on_start("orders", str(tmp_path / "ck"))
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    assert 'eoskit_in_doubt_settled_total{job="orders",outcome="committed"} 0.0' in text
+    seam.on_in_doubt_settled(3, 1)
+    seam.on_in_doubt_settled(0, 2)
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    assert 'eoskit_in_doubt_settled_total{job="orders",outcome="committed"} 3.0' in text
+    assert 'eoskit_in_doubt_settled_total{job="orders",outcome="rolled_back"} 3.0' in text
+    seam.on_end(None)
+    state = json.loads((tmp_path / "status.json").read_text())
+    assert (state["in_doubt_settled"], state["in_doubt_committed"], state["in_doubt_rolled_back"]) == (6, 3, 3)
+    assert "recovery settled 4 in-doubt transaction(s): 3 committed, 1 rolled back" in printer.out.getvalue()
+    assert "in-doubt transactions settled 6 (3 committed, 3 rolled back)" in printer.summary.render("orders")
+    assert seam.parts == [printer, status, metrics]  # none failed
