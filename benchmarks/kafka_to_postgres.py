@@ -14,6 +14,7 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -38,6 +39,7 @@ from eoskit.connectors.postgres.connection import connect_kwargs
 from eoskit.runtime.demo.orders import OrderTotals, produce_orders, recreate_topic
 from eoskit.runtime.dev import LocalServices
 from eoskit.runtime.spark import get_session
+from eoskit.twophase import timings
 
 ORDER_SCHEMA = "order_id BIGINT, customer STRING, amount DECIMAL(12,2), created_at TIMESTAMP"
 TABLE_DDL = "(order_id bigint, customer text, amount numeric(12,2), created_at timestamptz)"
@@ -88,6 +90,9 @@ class StreamResult:
     batch_rows: list[int]  # numInputRows of each batch with data
     durations_ms: list[dict[str, int]]  # durationMs of each of those batches
     failed_tasks: int | None = None  # task attempts that failed (retried), None if unknown
+    batch_ids: list[int] = field(default_factory=list)  # batchId of each of those batches
+    #: eoskit's own spans (EOSKIT_TIMINGS_DIR), when the run recorded them
+    spans: list[timings.Span] = field(default_factory=list)
 
     def batch_seconds(self, first: int = 0) -> float:
         """Sum of triggerExecution from batch ``first`` on: first=1 leaves out
@@ -294,6 +299,9 @@ def run_stream(configure: WriterSetup, orders: DataFrame, name: str) -> StreamRe
     """Run one availableNow query to its end in a fresh checkpoint and read its progress."""
     checkpoint = tempfile.mkdtemp(prefix=f"eoskit-bench-{name}-")
     failed_before = failed_task_attempts(orders.sparkSession)
+    spans_dir = timings.directory()
+    if spans_dir is not None:
+        timings.load(spans_dir, clear=True)  # an earlier query's spans are not this one's
     try:
         started = time.perf_counter()
         writer = configure(orders.writeStream.option("checkpointLocation", checkpoint))
@@ -306,6 +314,7 @@ def run_stream(configure: WriterSetup, orders: DataFrame, name: str) -> StreamRe
     finally:
         shutil.rmtree(checkpoint, ignore_errors=True)
     failed_after = failed_task_attempts(orders.sparkSession)
+    spans = timings.load(spans_dir, clear=True) if spans_dir is not None else []
     return StreamResult(
         rows=sum(p["numInputRows"] for p in progress),
         wall_s=wall,
@@ -314,6 +323,8 @@ def run_stream(configure: WriterSetup, orders: DataFrame, name: str) -> StreamRe
         durations_ms=[p["durationMs"] for p in progress],
         failed_tasks=(None if failed_before is None or failed_after is None
                       else failed_after - failed_before),
+        batch_ids=[p["batchId"] for p in progress],
+        spans=spans,
     )
 
 
@@ -386,6 +397,75 @@ def print_stream(label: str, result: StreamResult) -> None:
         print(f"  batch {i} ({rows:,} rows): " + " / ".join(str(d.get(k, "-")) for k in DURATION_KEYS))
 
 
+#: Spark's phases of a batch (StreamingQueryProgress.durationMs), as rows of
+#: the breakdown table; addBatch holds the write job, so every task phase.
+SPARK_PHASES = ("triggerExecution", "queryPlanning", "getBatch", "latestOffset", "walCommit",
+                "addBatch", "commitOffsets")
+#: eoskit's spans (eoskit.twophase.timings) in the order a batch runs them;
+#: an indented name is part of the one above it. Phases not listed follow.
+EOSKIT_PHASES = (
+    ("plan.writer", "sink planning (streamWriter), driver"),
+    ("plan.check", "  sink check (first batch of a process)"),
+    ("plan.sweep", "  start-up sweep"),
+    ("sweep.clear_aborted", "    decision log: clear aborts"),
+    ("sweep.list_prepared", "    list prepared ids"),
+    ("plan.decision_log", "  decision log: create, identity"),
+    ("source.fetch", "source: Kafka fetch (slowest task)"),
+    ("source.convert", "source: records to Arrow"),
+    ("task", "sink task, whole (slowest task)"),
+    ("task.input", "  waiting for input rows"),
+    ("task.read_decision", "  decision log reads"),
+    ("task.claim", "  claim marker"),
+    ("task.write", "  write"),
+    ("task.write.encode", "    Arrow to COPY CSV"),
+    ("task.prepare", "  prepare"),
+    ("task.commit", "  commit (marked)"),
+    ("driver.commit", "commit process, whole"),
+    ("commit.read_decision", "  decision log read"),
+    ("commit.list_prepared", "  list prepared ids"),
+    ("commit.decide", "  decision log write"),
+    ("commit.commit_prepared", "  COMMIT PREPARED"),
+    ("commit.roll_back_others", "  roll back others"),
+    ("commit.batch_committed", "  sink's batch hook"),
+    ("commit.mark_done", "  decision log: done"),
+)
+
+
+def phase_rows(result: StreamResult) -> list[tuple[str, list[float]]]:
+    """Per batch (ms): Spark's phases, then eoskit's (a task phase is its
+    slowest task's, see timings.per_batch)."""
+    rows = [(f"spark {key}", [float(d.get(key, 0)) for d in result.durations_ms])
+            for key in SPARK_PHASES if any(key in d for d in result.durations_ms)]
+    table = timings.per_batch(result.spans)
+    seen = {p for b in result.batch_ids for p in table.get(b, {})}
+    known = dict(EOSKIT_PHASES)
+    order = [p for p, _ in EOSKIT_PHASES if p in seen] + sorted(seen - set(known))
+    rows += [(f"eoskit {known.get(p, p)}", [table.get(b, {}).get(p, 0.0) for b in result.batch_ids])
+             for p in order]
+    return rows
+
+
+def print_phases(label: str, result: StreamResult) -> None:
+    """The breakdown table: batch 1, the median and the maximum of the later
+    batches, then every batch."""
+    rows = phase_rows(result)
+    if not rows:
+        return
+    width = max(len(name) for name, _ in rows)
+    ids = result.batch_ids
+    print(f"\n{label}: where each batch's time goes (ms; batches {ids[0]}..{ids[-1]}; "
+          "'later' = every batch but the first)")
+    head = f"  {'phase':<{width}} {'first':>7} {'median':>7} {'max':>7}  " + " ".join(
+        f"{b:>6}" for b in ids)
+    print(head)
+    for name, values in rows:
+        later = values[1:]
+        median = statistics.median(later) if later else float("nan")
+        peak = max(later) if later else float("nan")
+        print(f"  {name:<{width}} {values[0]:>7.0f} {median:>7.0f} {peak:>7.0f}  "
+              + " ".join(f"{v:>6.0f}" for v in values))
+
+
 def stream_rows(label: str, result: StreamResult) -> list[tuple[str, int, float]]:
     """Wall (start() to termination), every batch, and every batch but the first."""
     rows = [
@@ -422,6 +502,10 @@ def report(args: argparse.Namespace, produce_s: float, spark_start_s: float,
     print_stream(sink, eoskit)
     for label, result in breakdown:
         print_stream(label, result)
+    if eoskit.spans:
+        print_phases(f"eoskit -> {sink}", eoskit)
+        for label, result in breakdown:
+            print_phases(label, result)
     base_rate = rate(baselines[0][1].rows, baselines[0][1].wall_s)
     rows = [(label, result.rows, result.wall_s) for label, result in baselines]
     rows += stream_rows("eoskit", eoskit)
@@ -492,8 +576,9 @@ def parse_args(argv: list[str] | None, description: str, records: int = 1_000_00
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--max-offsets-per-trigger", type=int, default=max_offsets)
     parser.add_argument("--breakdown", action="store_true",
-                        help="also run the stream into Spark's noop sink, with and without "
-                             "the JSON parse, to split source, parse and sink cost")
+                        help="record eoskit's own phases per batch (EOSKIT_TIMINGS_DIR) and print "
+                             "them beside Spark's; also run the stream into Spark's noop sink, "
+                             "with and without the JSON parse, to split source, parse and sink cost")
     parser.add_argument("--services-dir", default=".eoskit/dev")
     parser.add_argument("--keep-topic", action="store_true", help="do not delete the topic at the end")
     if extend is not None:
@@ -542,6 +627,10 @@ def run_benchmark(args: argparse.Namespace, target: Target) -> int:
                 say(f"{contender.label}: not run: {exc}")
                 not_run.append((contender.label, str(exc)))
 
+        if args.breakdown:
+            # Before the session: Spark's Python processes inherit the JVM's
+            # environment, which is this process's when the JVM starts.
+            os.environ[timings.ENV] = tempfile.mkdtemp(prefix="eoskit-bench-timings-")
         say("starting Spark")
         started = time.perf_counter()
         spark = spark_session(target.spark_master)
@@ -558,6 +647,8 @@ def run_benchmark(args: argparse.Namespace, target: Target) -> int:
                 f"{target.transform_name}")
             breakdown = run_breakdown(raw, target.transform, target.transform_name)
         spark.stop()
+        if args.breakdown:
+            shutil.rmtree(os.environ.pop(timings.ENV), ignore_errors=True)
     finally:
         if not args.keep_topic:
             delete_topic(bootstrap, topic)

@@ -39,6 +39,7 @@ from eoskit.twophase.contract import (
     TwoPhaseCommitting,
     resolve_commit_mode,
 )
+from eoskit.twophase import timings
 from eoskit.twophase.coordinator import Coordinator
 from eoskit.twophase.decision_log import DecisionLog, latest_planned_batch
 from eoskit.twophase.messages import TaskAck, dead_letters
@@ -75,10 +76,12 @@ class TransactionalStreamWriter(DataSourceStreamArrowWriter):
         return write_task(self.sink, self.decisions, self.commit_mode, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        if isinstance(self.sink, TwoPhaseCommitting) and self.commit_mode is CommitMode.TWOPHASE:
-            Coordinator(self.sink, self.decisions).commit(messages, batchId)  # type: ignore[arg-type]
-        elif isinstance(self.sink, MarkedCommitting) and self.commit_mode is CommitMode.IDEMPOTENT:
-            self.sink.batch_committed(self.decisions, batchId, [m for m in messages if m is not None])
+        with timings.span("driver.commit", batchId):
+            if isinstance(self.sink, TwoPhaseCommitting) and self.commit_mode is CommitMode.TWOPHASE:
+                Coordinator(self.sink, self.decisions).commit(messages, batchId)  # type: ignore[arg-type]
+            elif isinstance(self.sink, MarkedCommitting) and self.commit_mode is CommitMode.IDEMPOTENT:
+                self.sink.batch_committed(self.decisions, batchId,
+                                          [m for m in messages if m is not None])
         count = dead_letters(messages)
         if count:
             log.warning("batch %d: %d record(s) dead-lettered to %s", batchId, count,
@@ -132,20 +135,28 @@ class TransactionalDataSource(DataSource):
         decisions = DecisionLog(self.checkpoint_location(), self.sink_id())
         if not self._planning:
             return TransactionalStreamWriter(self.transactional_sink(schema), decisions, self.commit_mode())
-        key = json.dumps([type(self).__qualname__, sorted(self.options.items()), schema.json()])
-        sink = _checked.get(key)
-        if sink is None:
-            sink = self.transactional_sink(schema)
-            sink.check(schema, SinkContext(decisions.sink_id, self.checkpoint_location(),
-                                           self.commit_mode()))
-            _checked[key] = sink
-        if self.commit_mode() is CommitMode.TWOPHASE:
-            settled = Coordinator(sink, decisions).sweep(latest_planned_batch(self.checkpoint_location()))
-            if settled["committed"] or settled["rolled_back"]:
-                decisions.record_settled(settled["committed"], settled["rolled_back"])
-        if self.commit_mode().exactly_once:  # at-least-once keeps nothing beside the checkpoint
-            decisions.create()
-            record_identity(self.checkpoint_location(), default_sink_id(self.checkpoint_location()))
+        twophase = self.commit_mode() is CommitMode.TWOPHASE
+        planned = (latest_planned_batch(self.checkpoint_location())
+                   if twophase or timings.enabled() else None)
+        with timings.span("plan.writer", planned):
+            key = json.dumps([type(self).__qualname__, sorted(self.options.items()), schema.json()])
+            sink = _checked.get(key)
+            if sink is None:
+                with timings.span("plan.check"):
+                    sink = self.transactional_sink(schema)
+                    sink.check(schema, SinkContext(decisions.sink_id, self.checkpoint_location(),
+                                                   self.commit_mode()))
+                _checked[key] = sink
+            if twophase:
+                with timings.span("plan.sweep"):
+                    settled = Coordinator(sink, decisions).sweep(planned)
+                if settled["committed"] or settled["rolled_back"]:
+                    decisions.record_settled(settled["committed"], settled["rolled_back"])
+            if self.commit_mode().exactly_once:  # at-least-once keeps nothing beside the checkpoint
+                with timings.span("plan.decision_log"):
+                    decisions.create()
+                    record_identity(self.checkpoint_location(),
+                                    default_sink_id(self.checkpoint_location()))
         return TransactionalStreamWriter(sink, decisions, self.commit_mode())
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:

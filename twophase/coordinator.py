@@ -34,7 +34,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from eoskit.twophase import crash
+from eoskit.twophase import crash, timings
 from eoskit.twophase.contract import TwoPhaseCommitting
 from eoskit.twophase.decision_log import PRUNE_EVERY, Decision, DecisionLog
 from eoskit.twophase.messages import TaskAck, prepared_ids
@@ -75,14 +75,16 @@ class Coordinator:
         self.sink_id = decisions.sink_id
 
     def commit(self, messages: Sequence[TaskAck | None], batch: int) -> Decision:
-        decision = self.decisions.get(batch)
+        with timings.span("commit.read_decision", batch):
+            decision = self.decisions.get(batch)
         if decision is not None and decision.done:
             return decision  # Spark repeated the commit of a finished batch.
         wrote_decision = decision is None
         if decision is None:
             # Step 1: the decision, durable before any commit.
             acked = prepared_ids(messages)
-            prepared = set(self.sink.list_prepared(batch_prefix(self.sink_id, batch)))
+            with timings.span("commit.list_prepared", batch):
+                prepared = set(self.sink.list_prepared(batch_prefix(self.sink_id, batch)))
             missing = [txn for txn in acked if txn not in prepared]
             if missing:
                 raise LostPreparedTransaction(
@@ -91,7 +93,8 @@ class Coordinator:
                     "committed and will be replayed"
                 )
             rows = sum(m.rows for m in messages if m is not None)
-            decision = self.decisions.decide(batch, acked, rows)
+            with timings.span("commit.decide", batch):
+                decision = self.decisions.decide(batch, acked, rows)
             crash.crash_point(crash.DRIVER_AFTER_DECISION, batch)
         self._apply(decision, first_time=wrote_decision)
         return decision
@@ -99,29 +102,33 @@ class Coordinator:
     def _apply(self, decision: Decision, first_time: bool) -> None:
         batch = decision.batch
         # Step 2: commit every decided id.
-        for index, txn in enumerate(decision.commit):
-            found = self.sink.commit_prepared(txn)
-            if not found and first_time:
-                raise CoordinatorError(
-                    f"batch {batch}: transaction {txn} vanished between the decision and "
-                    f"its commit in {self.sink.describe()}; it was rolled back by someone "
-                    "else, and its rows are missing"
-                )
-            if index == 0 and len(decision.commit) > 1:
-                crash.crash_point(crash.DRIVER_AFTER_SOME_COMMITS, batch)
+        with timings.span("commit.commit_prepared", batch):
+            for index, txn in enumerate(decision.commit):
+                found = self.sink.commit_prepared(txn)
+                if not found and first_time:
+                    raise CoordinatorError(
+                        f"batch {batch}: transaction {txn} vanished between the decision and "
+                        f"its commit in {self.sink.describe()}; it was rolled back by someone "
+                        "else, and its rows are missing"
+                    )
+                if index == 0 and len(decision.commit) > 1:
+                    crash.crash_point(crash.DRIVER_AFTER_SOME_COMMITS, batch)
         crash.crash_point(crash.DRIVER_AFTER_ALL_COMMITS, batch)
         # Step 3: roll back everything else of this batch.
-        decided = set(decision.commit)
-        for txn in self.sink.list_prepared(batch_prefix(self.sink_id, batch)):
-            if txn not in decided:
-                log.info("batch %d: rolling back %s (not in the decision)", batch, txn)
-                self.sink.rollback_prepared(txn)
+        with timings.span("commit.roll_back_others", batch):
+            decided = set(decision.commit)
+            for txn in self.sink.list_prepared(batch_prefix(self.sink_id, batch)):
+                if txn not in decided:
+                    log.info("batch %d: rolling back %s (not in the decision)", batch, txn)
+                    self.sink.rollback_prepared(txn)
         # Step 3b: the sink's per-batch work (idempotent: a crash before step 4 repeats it).
-        self.sink.batch_committed(self.sink_id, batch, decision.commit)
+        with timings.span("commit.batch_committed", batch):
+            self.sink.batch_committed(self.sink_id, batch, decision.commit)
         # Step 4: done.
-        self.decisions.mark_done(decision)
-        if batch % PRUNE_EVERY == 0:
-            self.decisions.prune(batch)
+        with timings.span("commit.mark_done", batch):
+            self.decisions.mark_done(decision)
+            if batch % PRUNE_EVERY == 0:
+                self.decisions.prune(batch)
 
     def abort(self, batch: int) -> None:
         decision = self.decisions.get(batch)
@@ -136,8 +143,10 @@ class Coordinator:
 
     def sweep(self, planned_batch: int | None) -> dict[str, list[str]]:
         """Resolve every prepared id of this sink up to the batch being planned."""
-        self.decisions.clear_aborted()
-        prepared = self.sink.list_prepared(sink_prefix(self.sink_id))
+        with timings.span("sweep.clear_aborted"):
+            self.decisions.clear_aborted()
+        with timings.span("sweep.list_prepared"):
+            prepared = self.sink.list_prepared(sink_prefix(self.sink_id))
         if not prepared:
             return {"committed": [], "rolled_back": []}
         if not self.decisions.exists():

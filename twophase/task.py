@@ -19,11 +19,12 @@ At-least-once (``DirectCommitting``): write, commit, ack.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pyarrow as pa
 
-from eoskit.twophase import crash
+from eoskit.twophase import crash, timings
 from eoskit.twophase.contract import (
     CommitMode,
     CommittingWriter,
@@ -75,21 +76,45 @@ def write_task(
     identity: tuple[int, int, int] | None = None,
 ) -> TaskAck:
     batch, partition, attempt = identity or task_identity()
-    if commit_mode is CommitMode.TWOPHASE:
-        assert isinstance(sink, TwoPhaseCommitting)
-        return _two_phase(sink, decisions, batches, batch, partition, attempt)
-    marker = Marker(decisions.sink_id, batch, partition)
-    if commit_mode is CommitMode.IDEMPOTENT:
-        assert isinstance(sink, MarkedCommitting)
-        return _marked(sink, marker, attempt, batches)
-    assert isinstance(sink, DirectCommitting)
-    return _direct(sink.begin_direct(marker, attempt), marker, attempt, batches)
+    with timings.span("task", batch, partition):
+        if timings.enabled():
+            batches = _timed_input(batches)
+        if commit_mode is CommitMode.TWOPHASE:
+            assert isinstance(sink, TwoPhaseCommitting)
+            return _two_phase(sink, decisions, batches, batch, partition, attempt)
+        marker = Marker(decisions.sink_id, batch, partition)
+        if commit_mode is CommitMode.IDEMPOTENT:
+            assert isinstance(sink, MarkedCommitting)
+            return _marked(sink, marker, attempt, batches)
+        assert isinstance(sink, DirectCommitting)
+        return _direct(sink.begin_direct(marker, attempt), marker, attempt, batches)
+
+
+def _timed_input(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The task's rows, with the time spent waiting for them recorded as
+    ``task.input`` (Spark computing and handing over the Arrow batches), so
+    that ``task.write`` is the sink's own time."""
+    waited = 0.0
+    iterator = iter(batches)
+    try:
+        while True:
+            started = time.perf_counter()
+            try:
+                record_batch = next(iterator)
+            except StopIteration:
+                return
+            finally:
+                waited += time.perf_counter() - started
+            yield record_batch
+    finally:
+        timings.record("task.input", waited * 1000)
 
 
 def _write_all(writer: TaskWriter, batches: Iterator[pa.RecordBatch], batch: int) -> None:
     for index, record_batch in enumerate(batches):
         if record_batch.num_rows:
-            writer.write(record_batch)
+            with timings.span("task.write"):
+                writer.write(record_batch)
         if index == 0:
             crash.crash_point(crash.TASK_DURING_WRITE, batch)
 
@@ -97,7 +122,9 @@ def _write_all(writer: TaskWriter, batches: Iterator[pa.RecordBatch], batch: int
 def _two_phase(sink: TwoPhaseCommitting, decisions: DecisionLog, batches: Iterator[pa.RecordBatch],
                batch: int, partition: int, attempt: int) -> TaskAck:
     # Step 1: a decided batch is a replay.
-    if decisions.get(batch) is not None:
+    with timings.span("task.read_decision"):
+        decided = decisions.get(batch) is not None
+    if decided:
         return NothingToCommit(batch, partition, attempt, replay=True)
     # Step 2: release this task's earlier attempts.
     _roll_back_earlier_attempts(sink, decisions.sink_id, batch, partition, attempt)
@@ -109,13 +136,16 @@ def _two_phase(sink: TwoPhaseCommitting, decisions: DecisionLog, batches: Iterat
         if writer.rows == 0:
             writer.abort()
             return NothingToCommit(batch, partition, attempt)
-        writer.prepare()
+        with timings.span("task.prepare"):
+            writer.prepare()
     except BaseException:
         writer.abort()
         raise
     crash.crash_point(crash.TASK_AFTER_PREPARE, batch)
     # Step 4: settled meanwhile without this id? Then nobody commits it.
-    if _settled_without(decisions, batch, txn_id):
+    with timings.span("task.read_decision"):
+        settled = _settled_without(decisions, batch, txn_id)
+    if settled:
         sink.rollback_prepared(txn_id)
         return NothingToCommit(batch, partition, attempt, replay=True)
     return PreparedTransaction(batch, partition, attempt, writer.rows, writer.bytes, txn_id,
@@ -127,7 +157,9 @@ def _marked(sink: MarkedCommitting, marker: Marker, attempt: int,
     writer = sink.begin_marked(marker, attempt)
     try:
         # Step 1: claim the marker; a committed one means a replay.
-        if not writer.claim():
+        with timings.span("task.claim"):
+            claimed = writer.claim()
+        if not claimed:
             expected = writer.committed_rows
             writer.abort()
             if expected is not None:
@@ -135,7 +167,8 @@ def _marked(sink: MarkedCommitting, marker: Marker, attempt: int,
             return NothingToCommit(marker.batch, marker.partition, attempt, replay=True)
         # Step 2: rows and marker commit together.
         _write_all(writer, batches, marker.batch)
-        writer.commit()
+        with timings.span("task.commit"):
+            writer.commit()
     except BaseException:
         writer.abort()
         raise
@@ -149,7 +182,8 @@ def _direct(writer: CommittingWriter, marker: Marker, attempt: int,
             batches: Iterator[pa.RecordBatch]) -> TaskAck:
     try:
         _write_all(writer, batches, marker.batch)
-        writer.commit()
+        with timings.span("task.commit"):
+            writer.commit()
     except BaseException:
         writer.abort()
         raise

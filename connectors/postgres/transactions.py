@@ -48,6 +48,7 @@ from eoskit.connectors.sql.retry import Attempt, reconnecting
 from eoskit.connectors.sql.settings import SqlSinkSettings
 from eoskit.connectors.sql.tables import TargetTable, constraint_columns, resolve_table
 from eoskit.connectors.sql.urls import parse_url, safe
+from eoskit.twophase import timings
 from eoskit.twophase.contract import (
     CommitMode,
     DirectCommitting,
@@ -197,7 +198,8 @@ class PostgresTransaction(PreparingWriter, MarkedWriter):
         try:
             if self._copy is None:
                 self._begin(batch.schema.names)
-            data = to_copy_csv(batch)
+            with timings.span("task.write.encode"):
+                data = to_copy_csv(batch)
             if self._exact_lines is None and data.count(b"\n") != batch.num_rows:
                 self._exact_lines = self.rows
             self._copy.write(data)
