@@ -128,6 +128,29 @@ def test_stop_with_a_savepoint_on_s3_and_resume_into_a_new_checkpoint(
     assert eoskit("savepoint", "dispose", target, env=env).returncode == 0
 
 
+def test_a_savepoint_carries_a_batch_the_sink_committed_before_spark_logged_it(run, tmp_path):
+    """A stop can interrupt the batch in flight after the sink committed it
+    and before Spark wrote its commit log. The savepoint (of the batch
+    before) then carries that batch's offsets and the sink's decision, so the
+    restored job replays it as a restart in place would: nothing twice.
+    (Without them the restored job planned it anew and wrote it again.)"""
+    code, log = run.run_job()
+    assert code == 0, log[-3000:]
+    commits = run.checkpoint / "commits"
+    last = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+    for name in (str(last), f".{last}.crc"):
+        (commits / name).unlink(missing_ok=True)  # the sink committed it; Spark never logged it
+    from eoskit.runtime.savepoints import create_savepoint
+
+    target = tmp_path / "sp"
+    manifest = create_savepoint(str(run.checkpoint), str(target), job_name="conformance")
+    assert manifest.batch == last - 1
+    resumed = eoskit("run", str(run.workdir / "job.py"), "--checkpoint-dir", str(tmp_path / "ck2"),
+                     "--from-savepoint", str(target), "--until-caught-up", env=run.env(), timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    run.verify_exactly_once()
+
+
 def test_in_doubt_transactions_settled_at_a_restart_are_counted(run, tmp_path):
     """The driver dies once batch 1 is decided, its transactions prepared;
     the restarted job's start-up sweep commits them, and the run says so:

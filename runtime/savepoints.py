@@ -21,9 +21,16 @@ What a savepoint of batch b holds (the copy rule), paths as in the checkpoint:
   version is rebuilt from the last snapshot below it), RocksDB's ``SSTs/``
   and every other file, except operator metadata and schema files of
   batches after b (``_metadata/v2/<n>``, ``_stateSchema/**/<n>_*``);
+- ``offsets/b+1``, if Spark had planned batch b+1 without committing it
+  (a stop interrupts the batch in flight, possibly after a sink committed
+  it): the restored job replays b+1 with the same offsets, as a restart in
+  place would, so each sink's record of b+1 still holds;
 - ``eoskit/sinks/<id>/``: ``sink.json``, ``meta/``, and decisions of
-  batches <= b (a decision of b+1 would make the restored job skip b+1 as
-  a replay); ``aborted/`` belongs to a failed run and is left out;
+  batches <= b, and of b+1 when ``offsets/b+1`` is copied (a decision of
+  b+1 without its offsets would make the restored job skip a b+1 planned
+  anew, with other offsets; without the decision, a b+1 a sink had
+  committed would be written twice); ``aborted/`` belongs to a failed run
+  and is left out;
 - Hadoop's ``.crc`` file beside each copied file;
 - ``_savepoint.json``, the manifest, written last: a copy without it is not
   a savepoint. Besides what ``eoskit savepoint inspect`` shows, it holds the
@@ -194,14 +201,20 @@ def savepoint_files(checkpoint: Checkpoint, batch: int) -> list[tuple[str, int]]
             f"offsets/{batch - 1} is gone from {checkpoint.location}: Spark needs the offset-log "
             f"entry before batch {batch} to resume from it; take a savepoint of a newer batch")
     wanted_logs = {f"offsets/{batch}", f"commits/{batch}", f"offsets/{batch - 1}", f"commits/{batch - 1}"}
+    last = batch
+    if batch + 1 in offsets and batch + 1 not in commits:
+        wanted_logs.add(f"offsets/{batch + 1}")  # planned, maybe committed by a sink
+        last = batch + 1
     out = []
     for rel, info in sorted(checkpoint.files().items()):
-        if _keep(rel, batch, wanted_logs):
+        if _keep(rel, batch, last, wanted_logs):
             out.append((rel, int(info.get("size") or 0)))
     return out
 
 
-def _keep(rel: str, batch: int, wanted_logs: set[str]) -> bool:
+def _keep(rel: str, batch: int, last: int, wanted_logs: set[str]) -> bool:
+    """Is ``rel`` part of a savepoint of ``batch`` whose offset log goes up
+    to ``last`` (``batch``, or the planned ``batch + 1``)?"""
     parts = rel.split("/")
     name = logical_name(parts[-1])
     top = parts[0]
@@ -211,7 +224,7 @@ def _keep(rel: str, batch: int, wanted_logs: set[str]) -> bool:
         return f"{top}/{name}" in wanted_logs
     if top == "sources":
         match = _BATCH_NAMED.match(name)
-        return match is None or int(match[1]) <= batch
+        return match is None or int(match[1]) <= last
     if top == "state":
         return _keep_state(parts, name, batch)
     if rel == IDENTITY:
@@ -223,7 +236,7 @@ def _keep(rel: str, batch: int, wanted_logs: set[str]) -> bool:
         if kind == "meta":
             return not name.endswith(".tmp")
         if kind == "decisions" and len(parts) == 5 and name.endswith(".json") and name[:-5].isdigit():
-            return int(name[:-5]) <= batch
+            return int(name[:-5]) <= last
     return False
 
 
@@ -342,8 +355,9 @@ def create_savepoint(
     info = ck.batch(batch)
     dst_fs, dst_root = open_location(str(target), storage_options)
     _require_empty(dst_fs, dst_root, str(target), "savepoint target")
+    last = batch + 1 if any(rel == f"offsets/{batch + 1}" for rel, _ in files) else batch
     sinks = tuple(SinkInfo(s.sink_id, s.created_at, s.checkpoint_location,
-                           tuple(n for n in s.decided_batches if n <= batch), s.meta) for s in ck.sinks())
+                           tuple(n for n in s.decided_batches if n <= last), s.meta) for s in ck.sinks())
     operators = tuple(ck.state_operators(batch + 1, only={rel for rel, _ in files}))
     fingerprint = {key: value for key, value in (job or {}).items()
                    if key in ("source", "sinks")}
