@@ -29,7 +29,13 @@ log = logging.getLogger(__name__)
 #: per-batch cost, small enough to keep a task's memory flat.
 ARROW_BATCH_ROWS = 32_768
 _POLL_BATCH = 10_000
+#: ``consume`` returns once it has the records asked for, or after this
+#: long. A task asks for no more than its range still holds, so a range
+#: without gaps ends without waiting; one that ends in control records or
+#: aborted records (which never reach the application) waits only
+#: ``_POLL_GAP_S`` after the last record before its position is checked.
 _POLL_WAIT_S = 0.5
+_POLL_GAP_S = 0.02
 # confluent-kafka's timestamp types, mapped to Spark's timestampType column.
 _TIMESTAMP_TYPE = {0: -1, 1: 0, 2: 1}
 
@@ -181,13 +187,16 @@ def _read_range(
         columns = _Columns(include_headers)
         deadline = time.monotonic() + poll_timeout_ms / 1000
         position = offset_range.start
+        wait = _POLL_WAIT_S
         while position < end:
+            wanted = min(_POLL_BATCH, end - position)
             if fetch_seconds is None:
-                messages = consumer.consume(_POLL_BATCH, timeout=_POLL_WAIT_S)
+                messages = consumer.consume(wanted, timeout=wait)
             else:
                 started = time.perf_counter()
-                messages = consumer.consume(_POLL_BATCH, timeout=_POLL_WAIT_S)
+                messages = consumer.consume(wanted, timeout=wait)
                 fetch_seconds[0] += time.perf_counter() - started
+            wait = _POLL_GAP_S if messages else _POLL_WAIT_S
             for message in messages:
                 error = message.error()
                 if error is not None:
