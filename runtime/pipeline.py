@@ -16,6 +16,7 @@ from typing import Any, Protocol, TextIO
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
+from eoskit.runtime import state_backend
 from eoskit.runtime.listeners import RunListener
 from eoskit.runtime.progress import RunSummary
 from eoskit.runtime.runner import PipelineFailed, Runner
@@ -57,20 +58,24 @@ class Pipeline:
         self.sink = sink
         self.transform = transform
         self.spark_conf = dict(spark_conf or {})
-        self.settings = JobSettings.of(**settings)
+        self.settings = JobSettings.of(**state_backend.settings_with_spark_conf(self.spark_conf, settings))
 
     def start(self, spark: SparkSession, checkpoint_dir: str, until_caught_up: bool = False,
               settings: JobSettings | None = None) -> StreamingQuery:
         """Start the query; ``until_caught_up`` reads what exists now, then ends."""
         settings = settings or self.settings
+        checkpoint = qualified_location(str(checkpoint_dir))
+        state_backend.check_checkpoint(checkpoint, settings)
         spark.conf.set("spark.sql.streaming.minBatchesToRetain", str(settings.retained_checkpoints))
+        state_backend.apply(spark, settings)
         df = self.source.read_stream(spark)
         if self.transform is not None:
             df = self.transform(df)
+        state_backend.check_plan(df, settings, self.name)
         writer = self.sink.write_stream(df).queryName(self.name)
         # Absolute on the driver: executors elsewhere resolve a relative path
         # from their own working directory.
-        writer = writer.option("checkpointLocation", qualified_location(str(checkpoint_dir)))
+        writer = writer.option("checkpointLocation", checkpoint)
         if settings.mode == "at_least_once":
             writer = writer.option("commitMode", "at_least_once")  # every eoskit sink's mode
         if until_caught_up:
