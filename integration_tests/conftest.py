@@ -206,9 +206,15 @@ class Gathered:
         return "rows gathered on the driver"
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def gathered() -> type[Gathered]:
     return Gathered
+
+
+@pytest.fixture(scope="session")
+def json_files_type() -> type[JsonFiles]:
+    """``JsonFiles`` itself, for module-scoped fixtures (``json_files`` is per test)."""
+    return JsonFiles
 
 
 @pytest.fixture
