@@ -109,3 +109,68 @@ def records_topic(new_topic, produce_to) -> Callable[..., str]:
 @pytest.fixture
 def postgres_target(postgres: str) -> Callable[..., PostgresTarget]:
     return lambda commit_mode="twophase": PostgresTarget(postgres, commit_mode)
+
+
+# -- stateful jobs without a broker: JSON files in, rows gathered on the driver ----
+
+class JsonFiles:
+    """A streaming source of JSON-lines files read one file per micro-batch, so
+    that a test decides what each batch holds (a ``Pipeline`` source, or
+    ``read_stream`` for a query started by hand)."""
+
+    def __init__(self, folder, schema: str) -> None:
+        from pathlib import Path
+
+        self.folder, self.schema, self.count = Path(folder), schema, 0
+        self.folder.mkdir(parents=True, exist_ok=True)
+
+    def add(self, *rows: dict) -> None:
+        """One new file, the rows of one batch (written aside, then renamed in)."""
+        self.count += 1
+        tmp = self.folder.parent / f".{self.folder.name}-{self.count}.tmp"
+        tmp.write_text("".join(json.dumps(row) + "\n" for row in rows))
+        tmp.rename(self.folder / f"{self.count:05d}.json")
+
+    def read_stream(self, spark: SparkSession):
+        return spark.readStream.schema(self.schema).option("maxFilesPerTrigger", 1).json(str(self.folder))
+
+    def describe(self) -> str:
+        return f"json files {self.folder}"
+
+
+class Gathered:
+    """A ``Pipeline`` sink that gathers every batch's rows on the driver
+    (``foreachBatch``, so every output mode), as plain dicts by batch id."""
+
+    def __init__(self, output_mode: str = "update") -> None:
+        self.output_mode = output_mode
+        self.batches: dict[int, list[dict]] = {}
+
+    def gather(self, df, batch_id: int) -> None:
+        self.batches[batch_id] = [row.asDict(recursive=True) for row in df.collect()]
+
+    def write_stream(self, df):
+        return df.writeStream.outputMode(self.output_mode).foreachBatch(self.gather)
+
+    def rows(self) -> list[dict]:
+        return [row for batch in sorted(self.batches) for row in self.batches[batch]]
+
+    def describe(self) -> str:
+        return "rows gathered on the driver"
+
+
+@pytest.fixture(scope="session")
+def gathered() -> type[Gathered]:
+    return Gathered
+
+
+@pytest.fixture(scope="session")
+def json_files_type() -> type[JsonFiles]:
+    """``JsonFiles`` itself, for module-scoped fixtures (``json_files`` is per test)."""
+    return JsonFiles
+
+
+@pytest.fixture
+def json_files(tmp_path) -> Callable[..., JsonFiles]:
+    names = iter(range(1000))
+    return lambda schema: JsonFiles(tmp_path / f"in{next(names)}", schema)

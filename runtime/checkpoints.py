@@ -278,8 +278,8 @@ class Checkpoint:
             raise CheckpointError(f"batch {batch} is not in the offset log of {self.location} ({where})")
         return self._batch(batch, offsets[batch], batch in self._ids("commits"), self._sink_decisions())
 
-    def _batch(self, batch: int, info: Mapping[str, Any], committed: bool,
-               decisions: Mapping[str, Mapping[int, str]]) -> BatchInfo:
+    def _offset_entry(self, batch: int) -> tuple[dict[str, Any], list[str]]:
+        """An offset-log entry: Spark's batch metadata, and one line per source."""
         relative = f"offsets/{batch}"
         text = self.read_text(relative) or ""
         lines = text.split("\n")
@@ -291,6 +291,25 @@ class Checkpoint:
             metadata = json.loads(lines[1]) if len(lines) > 1 and lines[1] else {}
         except json.JSONDecodeError as exc:
             raise CheckpointError(f"{self.location}/{relative}: bad batch metadata: {exc}") from None
+        return metadata, lines
+
+    def batch_conf(self, batch: int | None = None) -> tuple[int, dict[str, str]] | None:
+        """(batch, SQL settings) that Spark recorded with a batch (default: the
+        newest planned one) in its offset-log entry, and sets over the
+        session's own whenever the query restarts (the state store provider,
+        shuffle partitions, state format versions); None before the first batch."""
+        if batch is None:
+            planned = self.batch_ids()
+            if not planned:
+                return None
+            batch = planned[-1]
+        metadata, _ = self._offset_entry(batch)
+        conf = metadata.get("conf") or {}
+        return batch, {str(k): str(v) for k, v in conf.items()}
+
+    def _batch(self, batch: int, info: Mapping[str, Any], committed: bool,
+               decisions: Mapping[str, Mapping[int, str]]) -> BatchInfo:
+        metadata, lines = self._offset_entry(batch)
         return BatchInfo(
             batch=batch,
             timestamp_ms=metadata.get("batchTimestampMs"),

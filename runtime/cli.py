@@ -82,11 +82,13 @@ def build_parser() -> argparse.ArgumentParser:
     from eoskit.runtime.txn_cli import register_cli as register_txn_cli
     from eoskit.runtime.checkpoint_cli import register_cli as register_checkpoint_cli
     from eoskit.runtime.savepoint_cli import register_cli as register_savepoint_cli
+    from eoskit.runtime.state_cli import register_cli as register_state_cli
 
     register_cli(commands)
     register_txn_cli(commands)
     register_checkpoint_cli(commands)
     register_savepoint_cli(commands)
+    register_state_cli(commands)
     add_verbose(parser)
     return parser
 

@@ -7,6 +7,9 @@ import os
 import sys
 import traceback
 from pathlib import Path
+from types import ModuleType
+
+from pyspark import cloudpickle
 
 from eoskit.runtime.pipeline import Pipeline
 
@@ -37,24 +40,37 @@ def _error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def load_pipeline(path: str | os.PathLike[str]) -> Pipeline:
+def load_module(path: str | os.PathLike[str], module_name: str) -> ModuleType:
+    """Import a Python file as ``module_name``, its classes and functions
+    shipped to Spark's workers by value.
+
+    Registered in ``sys.modules`` so that it imports once and its objects
+    pickle; registered with cloudpickle *by value*, since Spark's Python
+    workers cannot import a module that lives only in this process: a
+    ``StatefulProcessor`` or UDF class defined in a job file would fail in
+    every task with ModuleNotFoundError. The file's folder is put on the
+    driver's path, for helpers it imports (workers need those installed)."""
     job = Path(path)
-    if not job.is_file():
-        raise JobFileError(f"job file {str(job)!r} does not exist")
-    module_name = f"eoskit_job_{job.stem}"
     spec = importlib.util.spec_from_file_location(module_name, job)
     if spec is None or spec.loader is None:
         raise JobFileError(f"job file {str(job)!r} is not a Python file")
     module = importlib.util.module_from_spec(spec)
-    # Registered so that functions defined in the job (transforms, UDFs)
-    # pickle by reference; the job's folder is importable for its helpers.
     sys.modules[module_name] = module
+    cloudpickle.register_pickle_by_value(module)
     sys.path.insert(0, str(job.resolve().parent))
     try:
         spec.loader.exec_module(module)
     except Exception as exc:  # noqa: BLE001 - whatever the job raises is the job file's failure
         raise JobFileError(f"job file {str(job)!r}{_where(Path(spec.origin or job), exc)}: "
                            f"{_error(exc)}") from exc
+    return module
+
+
+def load_pipeline(path: str | os.PathLike[str]) -> Pipeline:
+    job = Path(path)
+    if not job.is_file():
+        raise JobFileError(f"job file {str(job)!r} does not exist")
+    module = load_module(job, f"eoskit_job_{job.stem}")
     pipeline = getattr(module, "pipeline", None)
     if not isinstance(pipeline, Pipeline):
         raise JobFileError(

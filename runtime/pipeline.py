@@ -16,6 +16,7 @@ from typing import Any, Protocol, TextIO
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
+from eoskit.runtime import state_backend
 from eoskit.runtime.listeners import RunListener
 from eoskit.runtime.progress import RunSummary
 from eoskit.runtime.runner import PipelineFailed, Runner
@@ -63,7 +64,7 @@ class Pipeline:
         self.sink = sink
         self.transform = transform
         self.spark_conf = dict(spark_conf or {})
-        self.settings = JobSettings.of(**settings)
+        self.settings = JobSettings.of(**state_backend.settings_with_spark_conf(self.spark_conf, settings))
         self.check_settings(self.settings)
 
     def check_settings(self, settings: JobSettings) -> None:
@@ -87,13 +88,16 @@ class Pipeline:
               settings: JobSettings | None = None) -> StreamingQuery:
         """Start the query; ``until_caught_up`` reads what exists now, then ends."""
         settings = settings or self.settings
-        spark.conf.set("spark.sql.streaming.minBatchesToRetain", str(settings.retained_checkpoints))
         # Absolute on the driver: executors elsewhere resolve a relative path
         # from their own working directory.
         checkpoint = qualified_location(str(checkpoint_dir))
+        state_backend.check_checkpoint(checkpoint, settings)
+        spark.conf.set("spark.sql.streaming.minBatchesToRetain", str(settings.retained_checkpoints))
+        state_backend.apply(spark, settings)
         # An availableNow run ends at a trigger without data: no pause there.
         pause = (settings.min_pause, checkpoint) if settings.min_pause and not until_caught_up else None
         df = self.dataframe(spark, pause)
+        state_backend.check_plan(df, settings, self.name)
         writer = self.sink.write_stream(df).queryName(self.name)
         writer = writer.option("checkpointLocation", checkpoint)
         if settings.mode == "at_least_once":

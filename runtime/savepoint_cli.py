@@ -24,14 +24,23 @@ from eoskit.runtime.checkpoint_cli import (
     sink_cell,
     storage_options,
 )
+from eoskit.runtime.state_cli import print_summary
 
 
 def _inspect(args: argparse.Namespace) -> int:
     from eoskit.runtime.savepoints import inspect_savepoint
 
-    manifest = inspect_savepoint(args.savepoint, storage_options=storage_options(args.storage_option))
+    options = storage_options(args.storage_option)
+    manifest = inspect_savepoint(args.savepoint, storage_options=options)
+    state = None
+    if args.state:
+        from eoskit.runtime.state_cli import session
+        from eoskit.runtime.state_inspect import summarize_savepoint
+
+        state = summarize_savepoint(session(), args.savepoint, options)
     if args.json:
-        print(json.dumps(dict(manifest.to_json(), location=manifest.location), indent=2))
+        extra = {} if state is None else {"state": state.to_json()}
+        print(json.dumps(dict(manifest.to_json(), location=manifest.location, **extra), indent=2))
         return 0
     print(render_fields([
         ("savepoint", manifest.location),
@@ -54,6 +63,9 @@ def _inspect(args: argparse.Namespace) -> int:
     if manifest.state_operators:
         print(f"\nstate operators (state version {manifest.batch + 1}):")
         print(render_table(OPERATOR_HEADERS, operator_rows(manifest.state_operators), "  "))
+    if state is not None:
+        print("\nkeyed state (as `eoskit state inspect` shows it):")
+        print_summary(state, "  ")
     if manifest.extra:
         print("\nextra: " + json.dumps(manifest.extra, sort_keys=True))
     return 0
@@ -129,6 +141,9 @@ def register_cli(commands: Any) -> None:
         parser.add_argument("savepoint", metavar="SP",
                             help="the savepoint directory (local path or fsspec URL, e.g. s3://bucket/sp)")
         add_common(parser)
+    inspect.add_argument("--state", action="store_true",
+                         help="also summarise its keyed state as `eoskit state inspect` does "
+                         "(starts Spark, reads a temporary restore of the savepoint)")
     inspect.set_defaults(func=guarded("savepoint inspect", _inspect))
     dispose.set_defaults(func=guarded("savepoint dispose", _dispose))
     trigger = sub.add_parser("trigger", help="ask the job running on a checkpoint for a savepoint "

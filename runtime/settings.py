@@ -80,6 +80,29 @@ def _strategy(text: Any) -> RestartStrategy:
     return text if isinstance(text, RestartStrategy) else parse_strategy(str(text))
 
 
+#: The state backends, by the names Flink gives them (``state.backend.type``).
+STATE_BACKENDS = ("hashmap", "rocksdb")
+
+
+def _backend(text: Any) -> str:
+    value = str(text).strip().lower()
+    if value not in STATE_BACKENDS:
+        raise ValueError(f"expected {' or '.join(STATE_BACKENDS)}")
+    return value
+
+
+_TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
+
+
+def _bool(text: Any) -> bool:
+    if isinstance(text, bool):
+        return text
+    value = str(text).strip().lower()
+    if value in _TRUE or value in _FALSE:
+        return value in _TRUE
+    raise ValueError("expected true or false")
+
+
 @dataclass(frozen=True)
 class Setting:
     """One runtime setting."""
@@ -130,6 +153,16 @@ SETTINGS: tuple[Setting, ...] = (
             "none, fixed_delay(attempts, delay), failure_rate(max_failures, interval, delay) or "
             "exponential_delay(initial, max, multiplier, reset_after, jitter). Default: "
             "exponential_delay with Flink's defaults.", "restart-strategy.type"),
+    Setting("state_backend", _backend, "hashmap",
+            "Where keyed state lives: hashmap (Spark's HDFS-backed state store: state in "
+            "executor memory, a delta file per batch) or rocksdb (RocksDB state store: state on "
+            "local disk, needed by transformWithState). Fixed for the life of a checkpoint.",
+            "state.backend.type"),
+    Setting("incremental_checkpoints", _bool, False,
+            "rocksdb only: a batch's commit uploads a changelog of the keys it changed, and "
+            "RocksDB snapshots are uploaded in the background (Spark's RocksDB changelog "
+            "checkpointing). May be switched on or off between runs.",
+            "execution.checkpointing.incremental"),
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
@@ -146,6 +179,17 @@ class JobSettings:
     retained_checkpoints: int = 100
     mode: str = "exactly_once"
     restart_strategy: RestartStrategy | None = None
+    state_backend: str = "hashmap"
+    incremental_checkpoints: bool = False
+
+    def __post_init__(self) -> None:
+        # The one check that spans two settings, here so that flags merged
+        # over a job file's settings are checked too.
+        if self.incremental_checkpoints and self.state_backend != "rocksdb":
+            raise SettingError(
+                f"setting incremental_checkpoints (--incremental-checkpoints) = True needs "
+                f"state_backend = 'rocksdb' (it is {self.state_backend!r}): the hashmap backend "
+                "writes each batch's changes as a delta file already")
 
     @classmethod
     def of(cls, **values: Any) -> "JobSettings":

@@ -10,11 +10,16 @@ from pyspark.sql import DataFrame
 from pyspark.sql.streaming import DataStreamWriter
 from pyspark.sql.types import StructType
 
+from eoskit.connectors.options import OptionError
 from eoskit.connectors.plugins import register_data_source
 from eoskit.connectors.sql.settings import SqlSinkSettings
 from eoskit.connectors.sql.urls import parse_url, safe
 from eoskit.twophase.adapter import TransactionalDataSource
 from eoskit.twophase.contract import CommitMode, Sink
+from eoskit.twophase.foreach_batch import BatchWriter
+
+#: Spark's output modes; all but append reach the sink through foreachBatch.
+OUTPUT_MODES = ("append", "update", "complete")
 
 
 class SqlDataSource(TransactionalDataSource):
@@ -39,7 +44,11 @@ class SqlDataSource(TransactionalDataSource):
 
 @dataclass
 class SqlPipelineSink:
-    """A SQL sink with its options, checked when the pipeline is built."""
+    """A SQL sink with its options, checked when the pipeline is built.
+
+    ``output_mode`` is Spark's: ``update`` or ``complete`` (running
+    aggregates, usually with ``mode=upsert``) writes through
+    ``foreach_batch()``, on the same commit protocol."""
 
     data_source: ClassVar[type[SqlDataSource]]
     backends: ClassVar[tuple[str, ...]]
@@ -47,11 +56,15 @@ class SqlPipelineSink:
     url: str
     dbtable: str
     options: dict[str, str] = field(default_factory=dict)
+    output_mode: str = "append"
 
     def __post_init__(self) -> None:
         self.options = {k: str(v) for k, v in self.options.items()}
         self.data_source(self.all_options())  # every option check the data source makes
         parse_url(self.url, self.backends)
+        if self.output_mode not in OUTPUT_MODES:
+            raise OptionError(f"output_mode {self.output_mode!r} of {self.data_source.short_name}: "
+                              f"expected {', '.join(OUTPUT_MODES)}")
 
     @property
     def spark_format(self) -> str:
@@ -60,7 +73,17 @@ class SqlPipelineSink:
     def all_options(self) -> dict[str, str]:
         return {"url": self.url, "dbtable": self.dbtable, **self.options}
 
+    def foreach_batch(self) -> BatchWriter:
+        """The sink as a ``foreachBatch`` function, for the output modes Spark
+        grants Python data sources no part in (``update``, ``complete``):
+        ``df.writeStream.outputMode("update").foreachBatch(sink.foreach_batch())``.
+        Each batch goes through the same exactly-once protocol, keyed by the
+        batch id Spark passes (``eoskit.twophase.foreach_batch``)."""
+        return BatchWriter(self.data_source, self.all_options())
+
     def write_stream(self, df: DataFrame) -> DataStreamWriter:
+        if self.output_mode != "append":
+            return df.writeStream.outputMode(self.output_mode).foreachBatch(self.foreach_batch())
         register_data_source(df.sparkSession, self.data_source)
         return df.writeStream.format(self.data_source.short_name).options(**self.all_options())
 
