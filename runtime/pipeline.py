@@ -16,6 +16,7 @@ from typing import Any, Protocol, TextIO
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
+from eoskit.runtime.executors import check_executors, connector_modules
 from eoskit.runtime.listeners import RunListener
 from eoskit.runtime.progress import RunSummary
 from eoskit.runtime.runner import PipelineFailed, Runner
@@ -61,16 +62,20 @@ class Pipeline:
 
     def start(self, spark: SparkSession, checkpoint_dir: str, until_caught_up: bool = False,
               settings: JobSettings | None = None) -> StreamingQuery:
-        """Start the query; ``until_caught_up`` reads what exists now, then ends."""
+        """Start the query; ``until_caught_up`` reads what exists now, then ends.
+        On a cluster, first check that the executors can run it
+        (``eoskit.runtime.executors``): an ``ExecutorCheckError`` names the node."""
         settings = settings or self.settings
+        # Absolute on the driver: executors elsewhere resolve a relative path
+        # from their own working directory.
+        location = qualified_location(str(checkpoint_dir))
+        check_executors(spark, location, connector_modules(self.source, self.sink))
         spark.conf.set("spark.sql.streaming.minBatchesToRetain", str(settings.retained_checkpoints))
         df = self.source.read_stream(spark)
         if self.transform is not None:
             df = self.transform(df)
         writer = self.sink.write_stream(df).queryName(self.name)
-        # Absolute on the driver: executors elsewhere resolve a relative path
-        # from their own working directory.
-        writer = writer.option("checkpointLocation", qualified_location(str(checkpoint_dir)))
+        writer = writer.option("checkpointLocation", location)
         if settings.mode == "at_least_once":
             writer = writer.option("commitMode", "at_least_once")  # every eoskit sink's mode
         if until_caught_up:
