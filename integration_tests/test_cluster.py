@@ -8,12 +8,14 @@ Run alone with ``pytest -m cluster``.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from eoskit.runtime.dev.cluster import SparkCluster, master_info
 from eoskit.runtime.dev.processes import ProcessRef, is_alive
+from eoskit.twophase.conformance import Scenario, Workload, run_scenario, scenarios_for
 
 pytestmark = pytest.mark.cluster
 
@@ -36,3 +38,50 @@ def test_harness_starts_reuses_and_stops_a_cluster(tmp_path: Path):
     assert not any(is_alive(ref) for ref in refs)
     assert cluster.leftover_processes() == []
     assert cluster.master_url() is None
+
+
+# -- the PostgreSQL sink's crash scenarios on the cluster, checked with psql --
+
+#: Executors start in a JVM of their own on a cluster: the quick compiler
+#: starts it sooner; one attempt per task more than a local test run allows.
+CLUSTER_CONF = {
+    "spark.executor.memory": "768m",
+    "spark.executor.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+    "spark.task.maxFailures": "4",
+}
+
+
+@pytest.fixture(scope="module")
+def cluster_workload(kafka: str) -> Workload:
+    return Workload.produce(kafka, records=3_000, partitions=2, batches=3)
+
+
+def cluster_env(master: str, **conf: str) -> dict[str, str]:
+    return {"EOSKIT_TEST_MASTER": master, "EOSKIT_TEST_SPARK_CONF": json.dumps({**CLUSTER_CONF, **conf})}
+
+
+CLUSTER = scenarios_for("twophase", cluster=True)
+
+
+@pytest.mark.parametrize("scenario", CLUSTER, ids=[s.name for s in CLUSTER])
+def test_postgres_on_cluster(spark_cluster, postgres_target, cluster_workload, scenario, tmp_path):
+    run_scenario(postgres_target(), cluster_workload, scenario, tmp_path, env=cluster_env(spark_cluster))
+
+
+# -- nodes without eoskit: the start-up check, and the packed environment ------
+
+# The fixture's workers find a bare virtualenv as their own python3.
+
+
+def _fails_naming_the_node(run) -> None:
+    error = run.expect_failure(PYSPARK_PYTHON="python3")
+    assert "could not start" in error and "executor" in error and "on host" in error, error[-3000:]
+    assert "No module named 'eoskit'" in error and "eoskit package" in error, error[-3000:]
+    assert run.target.rows(run.table) == []  # refused before any transaction
+
+
+def test_start_fails_naming_a_node_without_eoskit(spark_cluster, postgres_target, cluster_workload,
+                                                 tmp_path):
+    run_scenario(postgres_target(), cluster_workload, Scenario("no_eoskit", _fails_naming_the_node),
+                 tmp_path, env=cluster_env(spark_cluster))
+
