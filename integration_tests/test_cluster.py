@@ -9,6 +9,9 @@ Run alone with ``pytest -m cluster``.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -85,3 +88,24 @@ def test_start_fails_naming_a_node_without_eoskit(spark_cluster, postgres_target
     run_scenario(postgres_target(), cluster_workload, Scenario("no_eoskit", _fails_naming_the_node),
                  tmp_path, env=cluster_env(spark_cluster))
 
+
+def test_packed_environment_runs_on_workers_without_eoskit(spark_cluster, postgres_target,
+                                                           cluster_workload, tmp_path):
+    archive = tmp_path / "env.tar.gz"
+    started = time.monotonic()
+    packed = subprocess.run([str(Path(sys.executable).with_name("eoskit")), "package", "-o", str(archive)],
+                            capture_output=True, text=True, timeout=600)
+    assert packed.returncode == 0, packed.stderr
+    print(f"eoskit package: {time.monotonic() - started:.1f} s, {archive.stat().st_size >> 20} MB")
+
+    def scenario(run) -> None:
+        # Spark's own recipe: the archive unpacked as ./environment in each
+        # executor's working directory, its Python named relative to it.
+        code, log = run.run_job(PYSPARK_PYTHON="./environment/bin/python",
+                                **run.spark_conf(**{"spark.archives": f"{archive}#environment"}))
+        assert code == 0, f"the job failed (exit {code}):\n{log[-3000:]}"
+        run.verify_exactly_once()
+        assert not (run.workdir / "environment").exists()  # the driver's link is gone with it
+
+    run_scenario(postgres_target(), cluster_workload, Scenario("packed", scenario), tmp_path / "job",
+                 env=cluster_env(spark_cluster))
