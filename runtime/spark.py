@@ -32,7 +32,9 @@ FAILURE_LOGGERS = (
 
 
 def get_session(app_name: str, conf: Mapping[str, str] | None = None) -> SparkSession:
-    """The active session, or a new one: ``local[*]`` unless a master is given.
+    """The active session, or a new one: ``local[*]`` unless a master is given
+    (``spark.master`` in ``conf``, ``MASTER``, ``EOSKIT_SPARK_MASTER``, or
+    spark-submit's ``--master``).
 
     Python workers run the interpreter that runs the job, so that executors
     import the same eoskit and client libraries (Spark's default is whatever
@@ -47,7 +49,10 @@ def get_session(app_name: str, conf: Mapping[str, str] | None = None) -> SparkSe
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     remember_driver_process_group()
     builder = SparkSession.builder.appName(app_name)
-    if "spark.master" not in conf and not os.environ.get("MASTER"):
+    # Under spark-submit (which starts this process with a gateway to its
+    # JVM) the master is spark-submit's --master: no default overrides it.
+    submitted = bool(os.environ.get("PYSPARK_GATEWAY_PORT"))
+    if "spark.master" not in conf and not os.environ.get("MASTER") and not submitted:
         conf.setdefault("spark.master", os.environ.get("EOSKIT_SPARK_MASTER", "local[*]"))
     conf.setdefault("spark.ui.showConsoleProgress", "false")
     # Warm Python workers (see eoskit.runtime.spark_daemon).
