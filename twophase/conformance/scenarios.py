@@ -436,18 +436,24 @@ def _task_retried_on_another_worker(run: Run) -> None:
 
 def _driver_killed_relative_checkpoint(run: Run) -> None:
     """``--checkpoint-dir`` relative and no ``sinkId``: the driver dies after
-    deciding batch 1. ``eoskit txn list`` finds the prepared ids without
-    ``--sink-id``, and the restart (same relative path) commits them: no
-    executor prepares the batch again from its own working directory."""
+    deciding the last batch. ``eoskit txn list`` finds the prepared ids
+    without ``--sink-id``, and the restart (same relative path) replays the
+    batch without any executor preparing it again: executors find the
+    decision log, whatever their own working directory (a crash point armed
+    after prepare in the replay proves it by not firing)."""
     run.relative_checkpoint, run.named_sink = True, False
-    code, log = run.run_job(**{crash.ENV: f"{crash.DRIVER_AFTER_DECISION}@1"})
+    last = run.workload.records // run.workload.batch_offsets - 1
+    code, log = run.run_job(**{crash.ENV: f"{crash.DRIVER_AFTER_DECISION}@{last}"})
     assert code == -signal.SIGKILL, f"the driver was not killed (exit {code}):\n{log[-3000:]}"
     prepared = run.target.prepared(sink_prefix(run.read_default_sink_id()))
     assert prepared, "the crash left no prepared transaction"
     listed = run.txn("list")
     assert listed.returncode == 0 and all(t in listed.stdout for t in prepared), \
         listed.stdout + listed.stderr
-    run.recover()
+    again = run.workdir / "prepared-again"
+    run.recover(**{crash.ENV: f"{crash.TASK_AFTER_PREPARE}@{last}", crash.ONCE_ENV: str(again)})
+    assert not again.exists(), (f"a task prepared the decided batch {last} again: its executor "
+                                "did not find the decision log")
     run.verify_exactly_once()
 
 
