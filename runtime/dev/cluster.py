@@ -228,7 +228,7 @@ class SparkCluster:
         except OSError:
             return False
 
-    def _env(self, home: Path, extra: Mapping[str, str] = {}) -> dict[str, str]:
+    def _env(self, home: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         conf = self.root / "conf"
         conf.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ)
@@ -244,7 +244,7 @@ class SparkCluster:
             "SPARK_DAEMON_JAVA_OPTS": DAEMON_JAVA_OPTS,
             "SPARK_LOG_DIR": str(self.root / "logs"),
         })
-        env.update(extra)
+        env.update(extra or {})
         return env
 
     def _start(self, home: Path, state: ClusterState) -> None:
