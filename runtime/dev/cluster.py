@@ -19,13 +19,16 @@ installed PySpark's own ``spark-class`` (``deploy.master.Master`` and
 
 ``down`` stops the workers (which kill their executors), then the master,
 then anything still running in a worker's work directory (executors' Python
-workers run in process groups of their own). See docs/dev-services.md.
+workers run in process groups of their own); the work directories are kept
+for a look at executor logs until the next ``up`` starts a cluster anew.
+See docs/dev-services.md.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import time
 import urllib.request
@@ -273,6 +276,11 @@ class SparkCluster:
         for index, work in enumerate(self.work_dirs(), start=1):
             worker = NodeState(f"worker-{index}", port(), port())
             local = work.parent / "local"
+            # A new cluster starts with empty work dirs: the last one's
+            # executor folders (logs, unpacked archives of hundreds of MB)
+            # stay until then, for a look after a failed run.
+            shutil.rmtree(work, ignore_errors=True)
+            shutil.rmtree(local, ignore_errors=True)
             work.mkdir(parents=True, exist_ok=True)
             local.mkdir(parents=True, exist_ok=True)
             state.workers.append(worker)
