@@ -34,6 +34,20 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _package(args: argparse.Namespace) -> int:
+    from eoskit.runtime.package import ALIAS, pack
+
+    packed = pack(args.output, args.with_, args.python)
+    print(f"packed {len(packed.distributions)} distributions ({packed.files} files, "
+          f"{packed.bytes / 2**20:.0f} MB unpacked) into {packed.path} "
+          f"({packed.path.stat().st_size / 2**20:.0f} MB); nodes need Python {packed.python}")
+    print(f"ship it with:  spark-submit --archives {packed.path}#{ALIAS} "
+          f"--conf spark.pyspark.python=./{ALIAS}/bin/python ...")
+    print(f"or in the job:  spark_conf={{\"spark.archives\": \"{packed.path}#{ALIAS}\"}} and "
+          f"PYSPARK_PYTHON=./{ALIAS}/bin/python (docs/deploy.md)")
+    return 0
+
+
 def _demo(args: argparse.Namespace) -> int:
     from eoskit.runtime.demo.run import main
 
@@ -72,6 +86,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_flags(run)
     run.set_defaults(func=guarded("run", _run))
+
+    package = commands.add_parser(
+        "package", help="pack this Python environment (eoskit and what it needs) for executors",
+        description="Write a relocatable virtualenv archive (venv-pack's layout) holding eoskit, "
+        "its requirements and the --with distributions, for spark-submit --archives "
+        "env.tar.gz#environment with PYSPARK_PYTHON=./environment/bin/python. PySpark is left "
+        "out: the nodes' Spark provides it.")
+    package.add_argument("-o", "--output", default="eoskit-env.tar.gz",
+                         help="the archive to write (default eoskit-env.tar.gz)")
+    package.add_argument("--with", dest="with_", action="append", default=[], metavar="DIST",
+                         help="also pack this installed distribution and its requirements "
+                         "(the job's own libraries; repeatable; e.g. --with requests)")
+    package.add_argument("--python", metavar="PATH",
+                         help="the Python interpreter's path on the nodes (default: this "
+                         "environment's base interpreter)")
+    package.set_defaults(func=guarded("package", _package))
 
     demo = commands.add_parser(
         "demo", help="the end-to-end demo: local services, sample orders, the job, the proof"

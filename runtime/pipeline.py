@@ -17,6 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from eoskit.runtime import state_backend
+from eoskit.runtime.executors import check_executors, connector_modules
 from eoskit.runtime.listeners import RunListener
 from eoskit.runtime.progress import RunSummary
 from eoskit.runtime.runner import PipelineFailed, Runner
@@ -86,11 +87,14 @@ class Pipeline:
 
     def start(self, spark: SparkSession, checkpoint_dir: str, until_caught_up: bool = False,
               settings: JobSettings | None = None) -> StreamingQuery:
-        """Start the query; ``until_caught_up`` reads what exists now, then ends."""
+        """Start the query; ``until_caught_up`` reads what exists now, then ends.
+        On a cluster, first check that the executors can run it
+        (``eoskit.runtime.executors``): an ``ExecutorCheckError`` names the node."""
         settings = settings or self.settings
         # Absolute on the driver: executors elsewhere resolve a relative path
         # from their own working directory.
         checkpoint = qualified_location(str(checkpoint_dir))
+        check_executors(spark, checkpoint, connector_modules(self.source, self.sink))
         state_backend.check_checkpoint(checkpoint, settings)
         spark.conf.set("spark.sql.streaming.minBatchesToRetain", str(settings.retained_checkpoints))
         state_backend.apply(spark, settings)

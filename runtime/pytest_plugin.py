@@ -1,4 +1,5 @@
-"""pytest fixtures for the services eoskit's tests need: kafka, postgres, mysql, s3.
+"""pytest fixtures for the services eoskit's tests need: kafka, postgres, mysql,
+s3, and a Spark standalone cluster (``spark_cluster``).
 
 Registered as the ``eoskit`` pytest11 entry point. Where the services come
 from, in order:
@@ -10,6 +11,11 @@ from, in order:
 2. ``EOSKIT_SERVICES=docker``: containers via testcontainers;
 3. otherwise local processes under ``EOSKIT_DEV_DIR`` (default
    ``.eoskit/test`` in the pytest root dir).
+
+The Spark cluster is ``EOSKIT_TEST_SPARK_MASTER`` when set (a running
+cluster's ``spark://`` URL), else one master and two workers started from the
+installed PySpark under ``EOSKIT_CLUSTER_DIR`` (default ``.eoskit/cluster``
+in the pytest root dir; ``eoskit.runtime.dev.cluster``).
 
 Nothing starts until a test asks for one of these fixtures, and then only
 once per session. Services this session started are stopped at its end;
@@ -30,6 +36,7 @@ if TYPE_CHECKING:
     from eoskit.runtime.dev import ServiceEndpoints
 
 DEFAULT_TEST_DIR = ".eoskit/test"
+DEFAULT_CLUSTER_DIR = ".eoskit/cluster"
 
 
 @pytest.fixture(scope="session")
@@ -118,3 +125,26 @@ def s3_bucket(s3_storage_options: dict[str, Any]) -> Iterator[str]:
     fs.invalidate_cache()
     if fs.exists(name):
         fs.rm(name, recursive=True)
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Master URL (``spark://127.0.0.1:PORT``) of a Spark standalone cluster.
+
+    Started here: one master and two workers, each offering one core and
+    1 GB, whose own ``python3`` is a bare virtualenv without eoskit (a job
+    names its executors' Python itself: ``PYSPARK_PYTHON``, or a shipped
+    environment). Stopped at the end of the session, executors included.
+    """
+    given = os.environ.get("EOSKIT_TEST_SPARK_MASTER")
+    if given:
+        yield given
+        return
+    from eoskit.runtime.dev.cluster import SparkCluster
+
+    root = os.environ.get("EOSKIT_CLUSTER_DIR") or Path(request.config.rootpath) / DEFAULT_CLUSTER_DIR
+    cluster = SparkCluster(root, workers=2, cores=1, memory="1g", bare_worker_python=True)
+    try:
+        yield cluster.up()
+    finally:
+        cluster.down()

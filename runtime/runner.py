@@ -36,6 +36,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from eoskit.runtime import fingerprint
 from eoskit.runtime.control import ControlDir, Request
+from eoskit.runtime.executors import ExecutorCheckError
 from eoskit.runtime.failures import Failure, classify
 from eoskit.runtime.listeners import Listeners, RunListener
 from eoskit.runtime.progress import ProgressPrinter, RunSummary
@@ -144,6 +145,9 @@ class Runner:
                 cause = classify(exc)
                 raise PipelineFailed(f"pipeline {self.pipeline.name} could not start: "
                                      f"{cause.line()}", cause.type) from exc
+            except ExecutorCheckError as exc:
+                raise PipelineFailed(f"pipeline {self.pipeline.name} could not start: {exc}",
+                                     "eoskit.runtime.executors.ExecutorCheckError") from exc
             # Step 3: watch it.
             outcome = self._watch(query, record)
             if outcome is FINISHED:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
@@ -30,17 +32,27 @@ FAILURE_LOGGERS = (
 
 
 def get_session(app_name: str, conf: Mapping[str, str] | None = None) -> SparkSession:
-    """The active session, or a new one: ``local[*]`` unless a master is given.
+    """The active session, or a new one: ``local[*]`` unless a master is given
+    (``spark.master`` in ``conf``, ``MASTER``, ``EOSKIT_SPARK_MASTER``, or
+    spark-submit's ``--master``).
 
     Python workers run the interpreter that runs the job, so that executors
     import the same eoskit and client libraries (Spark's default is whatever
-    ``python3`` is on PATH, which outside an activated venv is another one).
+    ``python3`` is on PATH, which outside an activated venv is another one),
+    unless ``PYSPARK_PYTHON`` or ``spark.pyspark.python`` names another: e.g.
+    ``./environment/bin/python`` inside an environment shipped with
+    ``spark.archives`` (``link_shipped_environment``).
     """
+    conf = dict(conf or {})
+    if conf.get("spark.pyspark.python"):
+        os.environ["PYSPARK_PYTHON"] = conf["spark.pyspark.python"]
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     remember_driver_process_group()
     builder = SparkSession.builder.appName(app_name)
-    conf = dict(conf or {})
-    if "spark.master" not in conf and not os.environ.get("MASTER"):
+    # Under spark-submit (which starts this process with a gateway to its
+    # JVM) the master is spark-submit's --master: no default overrides it.
+    submitted = bool(os.environ.get("PYSPARK_GATEWAY_PORT"))
+    if "spark.master" not in conf and not os.environ.get("MASTER") and not submitted:
         conf.setdefault("spark.master", os.environ.get("EOSKIT_SPARK_MASTER", "local[*]"))
     conf.setdefault("spark.ui.showConsoleProgress", "false")
     # Warm Python workers (see eoskit.runtime.spark_daemon).
@@ -49,7 +61,57 @@ def get_session(app_name: str, conf: Mapping[str, str] | None = None) -> SparkSe
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("EOSKIT_SPARK_LOG_LEVEL", "WARN"))
+    link_shipped_environment(spark)
     return spark
+
+
+def archive_aliases(archives: str) -> set[str]:
+    """The names ``spark.archives`` unpacks its archives under
+    (``env.tar.gz#environment`` -> ``environment``; no ``#``: the file name)."""
+    out = set()
+    for entry in filter(None, (a.strip() for a in archives.split(","))):
+        path, _, alias = entry.partition("#")
+        out.add(alias or path.rstrip("/").rsplit("/", 1)[-1])
+    return out
+
+
+def link_shipped_environment(spark: SparkSession, cwd: str | os.PathLike[str] | None = None) -> Path | None:
+    """Make a shipped environment's Python run on the driver too, in client mode.
+
+    Spark's Python package management ships an environment to executors
+    (``spark.archives=env.tar.gz#environment``) and names its Python
+    relative to their working directory (``PYSPARK_PYTHON=./environment/bin/python``).
+    Executors unpack the archive there, and so does the driver in YARN and
+    Kubernetes cluster mode; a client-mode driver does not, yet eoskit's data
+    sources run Python on the driver too (planning each micro-batch,
+    committing it), with that same relative path. The driver runs in the
+    environment that was packed, so ``./environment`` in its working
+    directory becomes a symlink to it (``sys.prefix``), removed at exit.
+    Nothing is done when the path already resolves, is absolute, or names no
+    shipped archive. Returns the link made, if any.
+    """
+    python = os.environ.get("PYSPARK_PYTHON", "")
+    if not python or os.path.isabs(python):
+        return None
+    first, _, rest = os.path.normpath(python).partition(os.sep)
+    if not rest or first not in archive_aliases(spark.conf.get("spark.archives", "") or ""):
+        return None
+    base = Path(cwd or os.getcwd())
+    link = base / first
+    if link.exists() or link.is_symlink() or not (Path(sys.prefix) / rest).exists():
+        return None
+    try:
+        link.symlink_to(sys.prefix, target_is_directory=True)
+    except OSError:
+        return None  # a read-only working directory: the first Python task will say so
+    target = os.readlink(link)
+
+    def remove() -> None:
+        if link.is_symlink() and os.readlink(link) == target:
+            link.unlink()
+
+    atexit.register(remove)
+    return link
 
 
 def quiet_failure_logs(spark: SparkSession) -> None:

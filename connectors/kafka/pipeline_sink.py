@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import DataStreamWriter
@@ -18,6 +19,8 @@ class KafkaSink:
     ``includeHeaders``, ``kafka.*``) and eoskit's (``commitMode``, ``sinkId``,
     ``markerTopic``); checked when the pipeline is built."""
 
+    #: The Spark format (what a cluster's executors must be able to import).
+    format_name: ClassVar[str] = SHORT_NAME
     bootstrap_servers: str
     options: dict[str, str] = field(default_factory=dict)
 

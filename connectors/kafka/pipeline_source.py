@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from typing import ClassVar
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -21,6 +22,8 @@ class KafkaSource:
     ``spark.readStream.format("eoskit-kafka").options(**options)``.
     """
 
+    #: The Spark format (what a cluster's executors must be able to import).
+    format_name: ClassVar[str] = SHORT_NAME
     bootstrap_servers: str
     options: dict[str, str] = field(default_factory=dict)
 

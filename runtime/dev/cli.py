@@ -1,4 +1,5 @@
-"""``eoskit dev up|down|status|env``: manage the dev services from a shell.
+"""``eoskit dev up|down|status|env`` and ``eoskit dev cluster up|down|status|env``:
+manage the dev services and the local Spark cluster from a shell.
 
 :func:`register_cli` plugs into the top-level ``eoskit`` parser;
 ``python -m eoskit.runtime.dev.cli`` runs the same commands standalone.
@@ -16,6 +17,8 @@ from typing import Any
 
 from eoskit.runtime.cli_errors import add_verbose, guarded
 
+from .cluster import DEFAULT_ROOT as CLUSTER_ROOT
+from .cluster import ENV_MASTER, SparkCluster
 from .docker import STATE_FILE as DOCKER_STATE
 from .docker import DockerServices
 from .endpoints import render_env
@@ -78,10 +81,77 @@ def cmd_env(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cluster(args: argparse.Namespace) -> SparkCluster:
+    return SparkCluster(args.dir, workers=getattr(args, "workers", 2), cores=getattr(args, "cores", 1),
+                        memory=getattr(args, "memory", "1g"),
+                        bare_worker_python=getattr(args, "bare_worker_python", False))
+
+
+def cmd_cluster_up(args: argparse.Namespace) -> int:
+    """Start (or reuse) the standalone cluster and say how to use it."""
+    cluster = _cluster(args)
+    url = cluster.up()
+    _print_status(cluster.status())
+    print(f"\nrun jobs on it with:  export {ENV_MASTER}={url}")
+    return 0
+
+
+def cmd_cluster_down(args: argparse.Namespace) -> int:
+    """Stop the master, the workers and their executors."""
+    cluster = _cluster(args)
+    cluster.down()
+    left = cluster.leftover_processes()
+    if left:
+        raise DevServicesError(f"spark cluster in {args.dir}: processes still running in its work "
+                               f"directories: {', '.join(map(str, left))}")
+    print(f"stopped the spark cluster in {args.dir}")
+    return 0
+
+
+def cmd_cluster_status(args: argparse.Namespace) -> int:
+    """Print each daemon's state; exit 0 only if all run."""
+    status = _cluster(args).status()
+    _print_status(status)
+    return 0 if all(text.startswith("running") for text in status.values()) else 1
+
+
+def cmd_cluster_env(args: argparse.Namespace) -> int:
+    """Print the export line that points eoskit jobs at the cluster."""
+    url = _cluster(args).master_url()
+    if url is None:
+        raise DevServicesError(f"no spark cluster runs in {args.dir}; start one with: "
+                               f"eoskit dev cluster up --dir {args.dir}")
+    print(f"export {ENV_MASTER}={url}")
+    return 0
+
+
+def _register_cluster(commands: Any) -> None:
+    cluster = commands.add_parser("cluster", help="a Spark standalone master and workers on this machine")
+    verbs = cluster.add_subparsers(dest="cluster_command", metavar="{up,down,status,env}", required=True)
+    specs = [
+        ("up", cmd_cluster_up, "start a master and workers (reusing running ones)"),
+        ("down", cmd_cluster_down, "stop the master, the workers and their executors"),
+        ("status", cmd_cluster_status, "show what runs where"),
+        ("env", cmd_cluster_env, f"print the export line of {ENV_MASTER}"),
+    ]
+    for name, handler, help_text in specs:
+        sub = verbs.add_parser(name, help=help_text)
+        sub.add_argument("--dir", default=CLUSTER_ROOT, help=f"cluster folder (default {CLUSTER_ROOT})")
+        sub.set_defaults(func=guarded(f"dev cluster {name}", handler))
+    up = verbs.choices["up"]
+    up.add_argument("--workers", type=int, default=2, help="number of workers (default 2)")
+    up.add_argument("--cores", type=int, default=1, help="cores each worker offers (default 1)")
+    up.add_argument("--memory", default="1g", help="memory each worker offers to executors (default 1g)")
+    up.add_argument("--bare-worker-python", action="store_true",
+                    help="the workers' own python3 is a bare virtualenv without eoskit, "
+                    "as on nodes nobody installed eoskit on")
+
+
 def register_cli(subparsers: Any) -> None:
     """Add the ``dev`` command to an ``argparse`` subparsers object."""
     dev = subparsers.add_parser("dev", help="local Kafka/PostgreSQL/MariaDB/S3 for development and tests")
-    commands = dev.add_subparsers(dest="dev_command", metavar="{up,down,status,env}", required=True)
+    commands = dev.add_subparsers(dest="dev_command", metavar="{up,down,status,env,cluster}",
+                                  required=True)
     specs = [
         ("up", cmd_up, "start the services (reusing running ones)"),
         ("down", cmd_down, "stop every process the folder started"),
@@ -94,6 +164,7 @@ def register_cli(subparsers: Any) -> None:
         sub.set_defaults(func=guarded(f"dev {name}", handler))
     commands.choices["up"].add_argument("--docker", action="store_true", help="use Docker containers instead")
     commands.choices["down"].add_argument("--purge", action="store_true", help="also delete the folder and all data")
+    _register_cluster(commands)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -4,9 +4,14 @@ A sink author implements ``ConformanceTarget`` (how to point a job at the
 sink, and how to read its table and its prepared transactions with an
 independent client) and runs ``SCENARIOS`` against it; see
 integration_tests/test_postgres_conformance.py for the shape.
+``CLUSTER_SCENARIOS`` (executors killed, a task retried on another worker, a
+relative checkpoint directory) run on a Spark cluster:
+``run_scenario(..., env={"EOSKIT_TEST_MASTER": "spark://..."})``, as in
+integration_tests/test_cluster.py.
 """
 
 from eoskit.twophase.conformance.scenarios import (
+    CLUSTER_SCENARIOS,
     SCENARIOS,
     Scenario,
     Workload,
@@ -15,4 +20,4 @@ from eoskit.twophase.conformance.scenarios import (
 )
 from eoskit.twophase.conformance.target import ConformanceTarget
 
-__all__ = ["SCENARIOS", "ConformanceTarget", "Scenario", "Workload", "run_scenario", "scenarios_for"]
+__all__ = ["CLUSTER_SCENARIOS", "SCENARIOS", "ConformanceTarget", "Scenario", "Workload", "run_scenario", "scenarios_for"]

@@ -1,7 +1,12 @@
 """The job every scenario runs: JSON records from Kafka into the sink under test.
 
 Written to a file and run with ``eoskit run``, so that a crash kills a real
-driver process. Settings arrive through the environment.
+driver process. Settings arrive through the environment:
+``EOSKIT_TEST_MASTER`` selects the master (``local[2,3]`` by default, a
+``spark://`` cluster's URL for the cluster tier) and ``EOSKIT_TEST_SPARK_CONF``
+(a JSON object) adds Spark settings. On a cluster, executors do not inherit
+the driver's environment: the crash and pause points' settings travel to
+them as ``spark.executorEnv.*``.
 """
 
 JOB = '''
@@ -18,6 +23,7 @@ SCHEMA = "id BIGINT, amount BIGINT, customer STRING"
 FAIL_ID = os.environ.get("EOSKIT_TEST_FAIL_ID")
 SELECT = json.loads(os.environ.get("EOSKIT_TEST_SELECT") or "[]")
 MIN_PARTITIONS = os.environ.get("EOSKIT_TEST_MIN_PARTITIONS")
+FAULTS = ("EOSKIT_CRASH_AT", "EOSKIT_CRASH_ONCE", "EOSKIT_PAUSE_AT", "EOSKIT_PAUSE_DIR")
 
 
 def parse(df):
@@ -50,6 +56,8 @@ pipeline = Pipeline(
         "spark.ui.enabled": "false",
         # A short-lived test driver: the JVM's quick compiler starts it sooner.
         "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+        **{f"spark.executorEnv.{name}": os.environ[name] for name in FAULTS if os.environ.get(name)},
+        **json.loads(os.environ.get("EOSKIT_TEST_SPARK_CONF") or "{}"),
     },
 )
 '''

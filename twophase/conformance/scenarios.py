@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from typing import Any
 from eoskit.runtime.demo.orders import recreate_topic
 from eoskit.runtime.dev.produce import produce_records
 from eoskit.twophase import crash
+from eoskit.twophase.conformance.cluster import EventLog, kill_executor
 from eoskit.twophase.conformance.job_template import JOB
 from eoskit.twophase.conformance.target import ConformanceTarget
 from eoskit.twophase.txn_id import sink_prefix
@@ -85,15 +86,43 @@ class Run:
     #: False once a run split input partitions over several tasks, which
     #: gives up their order (as Spark's own Kafka source with minPartitions).
     ordered: bool = True
+    #: Environment of every run (e.g. ``EOSKIT_TEST_MASTER`` of a cluster).
+    base_env: Mapping[str, str] = field(default_factory=dict)
+    #: Jobs and commands get ``--checkpoint-dir checkpoint``, relative to
+    #: the work dir they run in, instead of the absolute path.
+    relative_checkpoint: bool = False
+    #: False: the job sets no ``sinkId`` and gets the checkpoint's default
+    #: one (``sink_id`` is read from the checkpoint after the first run).
+    named_sink: bool = True
 
     @property
     def checkpoint(self) -> Path:
         return self.workdir / "checkpoint"
 
+    @property
+    def checkpoint_arg(self) -> str:
+        return "checkpoint" if self.relative_checkpoint else str(self.checkpoint)
+
+    def read_default_sink_id(self) -> str:
+        """The sink id the checkpoint recorded for a job without ``sinkId``."""
+        from eoskit.twophase.identity import default_sink_id
+
+        self.sink_id = default_sink_id(str(self.checkpoint))
+        return self.sink_id
+
+    def spark_conf(self, **conf: str) -> dict[str, str]:
+        """``EOSKIT_TEST_SPARK_CONF`` of the base environment with ``conf`` added,
+        as an ``extra`` argument of ``start`` / ``run_job``."""
+        given = json.loads(self.base_env.get("EOSKIT_TEST_SPARK_CONF") or "{}")
+        return {"EOSKIT_TEST_SPARK_CONF": json.dumps({**given, **conf})}
+
     def env(self, **extra: str) -> dict[str, str]:
-        options = {**self.target.options(self.table), "sinkId": self.sink_id}
+        options = dict(self.target.options(self.table))
+        if self.named_sink:
+            options["sinkId"] = self.sink_id
         env = {k: v for k, v in os.environ.items()
-               if k not in (crash.ENV, crash.ONCE_ENV, crash.DRIVER_GROUP_ENV)}
+               if k not in (crash.ENV, crash.ONCE_ENV, crash.DRIVER_GROUP_ENV,
+                            crash.PAUSE_ENV, crash.PAUSE_DIR_ENV)}
         env.update({
             "EOSKIT_TEST_KAFKA": self.workload.bootstrap,
             "EOSKIT_TEST_TOPIC": self.workload.topic,
@@ -103,6 +132,7 @@ class Run:
             "EOSKIT_TEST_SELECT": json.dumps(list(self.target.select)),
             "PYSPARK_PYTHON": sys.executable,
         })
+        env.update(self.base_env)
         env.update(extra)
         return env
 
@@ -110,16 +140,19 @@ class Run:
         job = self.workdir / "job.py"
         job.write_text(JOB)
         command = [str(Path(sys.executable).with_name("eoskit")), "run", str(job),
-                   "--checkpoint-dir", str(self.checkpoint)]
+                   "--checkpoint-dir", self.checkpoint_arg]
         if until_caught_up:
             command.append("--until-caught-up")
         log = open(self.workdir / f"run-{time.monotonic_ns()}.log", "w")
         # Its own process group: a driver crash point kills the whole group.
         return subprocess.Popen(command, env=self.env(**extra), stdout=log, stderr=log,
-                                start_new_session=True)
+                                start_new_session=True, cwd=self.workdir)
 
     def run_job(self, timeout: float = 600, **extra: str) -> tuple[int, str]:
-        process = self.start(**extra)
+        return self.wait(self.start(**extra), timeout)
+
+    def wait(self, process: subprocess.Popen, timeout: float = 600) -> tuple[int, str]:
+        """Wait for a job ``start`` started: its exit code and log."""
         try:
             code = process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -206,9 +239,10 @@ class Run:
 
     def txn(self, *args: str) -> subprocess.CompletedProcess:
         command = [str(Path(sys.executable).with_name("eoskit")), "txn", *args,
-                   *self.target.resolve_command_for(self.table), "--checkpoint-dir", str(self.checkpoint),
-                   "--sink-id", self.sink_id]
-        return subprocess.run(command, capture_output=True, text=True, timeout=120)
+                   *self.target.resolve_command_for(self.table), "--checkpoint-dir", self.checkpoint_arg]
+        if self.named_sink:
+            command += ["--sink-id", self.sink_id]
+        return subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=self.workdir)
 
 
 def _reap_group(pgid: int) -> None:
@@ -344,20 +378,115 @@ SCENARIOS = [
 ]
 
 
-def scenarios_for(commit_mode: str, target: type[ConformanceTarget] | None = None) -> list[Scenario]:
+# -- on a cluster ------------------------------------------------------------
+# Executors are other processes than the driver, in other working
+# directories, on (here: as if on) other nodes.
+
+
+def _wait_for(path: Path, process: subprocess.Popen, run: Run, timeout: float = 300) -> str:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if process.poll() is not None:
+            raise AssertionError(f"the job ended (exit {process.returncode}) before reaching "
+                                 f"{path.name}:\n{run.last_log()[-3000:]}")
+        if time.monotonic() > deadline:
+            os.killpg(process.pid, signal.SIGKILL)
+            raise AssertionError(f"no task reached the pause within {timeout:.0f} s")
+        time.sleep(0.1)
+    return path.read_text()
+
+
+def _executor_killed(point: str, batch: int = 1) -> Callable[[Run], None]:
+    """While a task of batch ``batch`` is paused at ``point``, its executor
+    (the JVM and its Python workers) is SIGKILLed; Spark runs the task again
+    on another executor, and the job ends exact without a restart."""
+    def scenario(run: Run) -> None:
+        pause = run.workdir / "pause"
+        process = run.start(**{crash.PAUSE_ENV: f"{point}@{batch}", crash.PAUSE_DIR_ENV: str(pause)})
+        reached = _wait_for(pause / crash.REACHED_FILE, process, run)
+        killed = kill_executor(int(reached.split(" pid ")[1]))
+        (pause / crash.GO_FILE).touch()  # tasks paused on the other executor go on
+        code, log = run.wait(process)
+        assert code == 0, f"the job did not survive the executor's loss (exit {code}):\n{log[-3000:]}"
+        print(f"killed executor {killed[0]} and {len(killed) - 1} process(es) under it at {reached.strip()}")
+        run.verify_exactly_once()
+    return scenario
+
+
+def _task_retried_on_another_worker(run: Run) -> None:
+    """A Python worker dies right after preparing; Spark, told to exclude a
+    failed task's executor, retries the task on the other worker's executor
+    (the event log shows where each attempt ran)."""
+    marker, events = run.workdir / "crashed-once", run.workdir / "events"
+    events.mkdir()
+    code, log = run.run_job(**{crash.ENV: f"{crash.TASK_AFTER_PREPARE}@1", crash.ONCE_ENV: str(marker)},
+                            **run.spark_conf(**{"spark.excludeOnFailure.enabled": "true",
+                                                "spark.eventLog.enabled": "true",
+                                                "spark.eventLog.compress": "false",
+                                                "spark.eventLog.dir": events.as_uri()}))
+    assert marker.exists(), "the crash point did not fire"
+    assert code == 0, f"the retried task did not recover the batch (exit {code}):\n{log[-3000:]}"
+    moved = EventLog.read(events).retried_elsewhere()
+    assert moved, "no failed task was retried on another worker"
+    failed, done = moved[0]
+    print(f"task {failed.index} of stage {failed.stage}: attempt {failed.attempt} failed on executor "
+          f"{failed.executor}, attempt {done.attempt} succeeded on executor {done.executor}")
+    run.verify_exactly_once()
+
+
+def _driver_killed_relative_checkpoint(run: Run) -> None:
+    """``--checkpoint-dir`` relative and no ``sinkId``: the driver dies after
+    deciding the last batch. ``eoskit txn list`` finds the prepared ids
+    without ``--sink-id``, and the restart (same relative path) replays the
+    batch without any executor preparing it again: executors find the
+    decision log, whatever their own working directory (a crash point armed
+    after prepare in the replay proves it by not firing)."""
+    run.relative_checkpoint, run.named_sink = True, False
+    last = run.workload.records // run.workload.batch_offsets - 1
+    code, log = run.run_job(**{crash.ENV: f"{crash.DRIVER_AFTER_DECISION}@{last}"})
+    assert code == -signal.SIGKILL, f"the driver was not killed (exit {code}):\n{log[-3000:]}"
+    prepared = run.target.prepared(sink_prefix(run.read_default_sink_id()))
+    assert prepared, "the crash left no prepared transaction"
+    listed = run.txn("list")
+    assert listed.returncode == 0 and all(t in listed.stdout for t in prepared), \
+        listed.stdout + listed.stderr
+    again = run.workdir / "prepared-again"
+    run.recover(**{crash.ENV: f"{crash.TASK_AFTER_PREPARE}@{last}", crash.ONCE_ENV: str(again)})
+    assert not again.exists(), (f"a task prepared the decided batch {last} again: its executor "
+                                "did not find the decision log")
+    run.verify_exactly_once()
+
+
+CLUSTER_SCENARIOS = [
+    Scenario("executor_killed_during_write", _executor_killed(crash.TASK_DURING_WRITE),
+             "an executor is SIGKILLed while its task writes"),
+    Scenario("executor_killed_after_prepare", _executor_killed(crash.TASK_AFTER_PREPARE),
+             "an executor is SIGKILLed holding a prepared transaction", TWOPHASE_ONLY),
+    Scenario("task_retried_on_another_worker", _task_retried_on_another_worker, modes=TWOPHASE_ONLY),
+    Scenario("driver_killed_relative_checkpoint", _driver_killed_relative_checkpoint,
+             modes=TWOPHASE_ONLY),
+]
+
+
+def scenarios_for(commit_mode: str, target: type[ConformanceTarget] | None = None,
+                  cluster: bool = False) -> list[Scenario]:
     """The scenarios that apply to a sink in ``commit_mode`` (and, given the
-    target class, to what its markers record)."""
+    target class, to what its markers record); ``cluster``: those of
+    ``CLUSTER_SCENARIOS``, which need a cluster's master in ``EOSKIT_TEST_MASTER``."""
     rows = target is not None and target.records_replay_rows
-    return [s for s in SCENARIOS if commit_mode in s.modes and (rows or not s.needs_replay_rows)]
+    pool = CLUSTER_SCENARIOS if cluster else SCENARIOS
+    return [s for s in pool if commit_mode in s.modes and (rows or not s.needs_replay_rows)]
 
 
 def run_scenario(
-    target: ConformanceTarget, workload: Workload, scenario: Scenario, workdir: Path, spark: Any = None
+    target: ConformanceTarget, workload: Workload, scenario: Scenario, workdir: Path, spark: Any = None,
+    env: Mapping[str, str] | None = None,
 ) -> None:
     """Run one scenario; ``spark``, if given, is a warm session for restarts
-    (it should allow task retries, e.g. master ``local[2,3]``)."""
+    (it should allow task retries, e.g. master ``local[2,3]``); ``env`` goes
+    to every job (``EOSKIT_TEST_MASTER``: a cluster's, for ``CLUSTER_SCENARIOS``)."""
     workdir.mkdir(parents=True, exist_ok=True)
-    run = Run(target, workload, workdir, spark)
+    run = Run(target, workload, workdir, spark, base_env=dict(env or {}))
     target.create_table(run.table)
     try:
         scenario.run(run)

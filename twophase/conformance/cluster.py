@@ -1,0 +1,130 @@
+"""Faults and evidence that exist only on a Spark cluster, for the cluster
+scenarios: an executor killed whole, and Spark's event log read back to see
+where each task attempt ran.
+
+An *executor* on a standalone cluster is a JVM (``CoarseGrainedExecutorBackend``)
+started by a worker, with a Python daemon and its forked Python workers
+beneath it (in process groups of their own). When a node loses an executor
+(the OOM killer, a crash, a preempted container) all of them go:
+:func:`kill_executor` finds the executor JVM above a Python worker and
+SIGKILLs it and everything below it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+EXECUTOR_MAIN = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat[stat.rindex(")") + 2:].split()[1])
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _children() -> dict[int, list[int]]:
+    out: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            parent = _parent(int(entry.name))
+            if parent is not None:
+                out.setdefault(parent, []).append(int(entry.name))
+    return out
+
+
+def executor_of(pid: int) -> int:
+    """The executor JVM that ``pid`` (a Python worker) runs under."""
+    current: int | None = pid
+    while current and current > 1:
+        if EXECUTOR_MAIN in _cmdline(current):
+            return current
+        current = _parent(current)
+    raise LookupError(f"process {pid} does not run under a Spark executor ({EXECUTOR_MAIN}): "
+                      "is the job on a cluster?")
+
+
+def kill_executor(pid: int) -> list[int]:
+    """SIGKILL the executor running ``pid``: its JVM first, then every
+    process beneath it. The pids killed, the JVM's first."""
+    jvm = executor_of(pid)
+    tree = _children()
+    doomed, todo = [], [jvm]
+    while todo:
+        current = todo.pop()
+        doomed.append(current)
+        todo.extend(tree.get(current, ()))
+    for victim in doomed:
+        try:
+            os.kill(victim, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return doomed
+
+
+@dataclass(frozen=True)
+class TaskAttempt:
+    stage: int
+    index: int
+    attempt: int
+    executor: str
+    failed: bool
+    reason: str
+
+
+@dataclass(frozen=True)
+class EventLog:
+    """What Spark's event log (``spark.eventLog.enabled``, uncompressed:
+    ``spark.eventLog.compress=false``) says of an application: every finished task attempt, and each executor's worker (the
+    address of the worker web UI serving its logs)."""
+
+    tasks: tuple[TaskAttempt, ...]
+    workers: dict[str, str]
+
+    @classmethod
+    def read(cls, directory: str | os.PathLike[str]) -> "EventLog":
+        tasks, workers = [], {}
+        # Spark 4 writes each application's log as a folder of rolling
+        # files, beside Hadoop's hidden .crc files.
+        for path in sorted(p for p in Path(directory).rglob("*") if p.is_file()):
+            if path.name.startswith("."):
+                continue
+            for line in path.read_text().splitlines():
+                if not line.startswith("{"):
+                    continue
+                event = json.loads(line)
+                if event.get("Event") == "SparkListenerTaskEnd":
+                    info = event["Task Info"]
+                    reason = event.get("Task End Reason", {}).get("Reason", "")
+                    tasks.append(TaskAttempt(event["Stage ID"], info["Index"], info["Attempt"],
+                                             info["Executor ID"], bool(info.get("Failed")), reason))
+                elif event.get("Event") == "SparkListenerExecutorAdded":
+                    urls = event["Executor Info"].get("Log Urls") or {}
+                    address = next((urlsplit(u).netloc for u in urls.values()), "")
+                    workers[event["Executor ID"]] = address or event["Executor Info"].get("Host", "")
+        return cls(tuple(tasks), workers)
+
+    def retried_elsewhere(self) -> list[tuple[TaskAttempt, TaskAttempt]]:
+        """(failed attempt, successful attempt) pairs of one task that ran on
+        executors of different workers."""
+        succeeded = {(t.stage, t.index): t for t in self.tasks if not t.failed}
+        pairs = []
+        for failed in (t for t in self.tasks if t.failed):
+            done = succeeded.get((failed.stage, failed.index))
+            if done and self.workers.get(done.executor) != self.workers.get(failed.executor):
+                pairs.append((failed, done))
+        return pairs
