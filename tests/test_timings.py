@@ -125,4 +125,4 @@ def test_reading_a_kafka_range_is_untouched_when_off(monkeypatch):
     generator = reader.read_range(reader.OffsetRange("t", 0, 0, 0), {}, False, 1000, True)
     assert generator.__name__ == "_read_range"
     monkeypatch.setenv(timings.ENV, "/nonexistent")
-    assert reader.read_range(reader.OffsetRange("t", 0, 0, 0), {}, False, 1000, True).__name__ == "_timed"
+    assert reader.read_range(reader.OffsetRange("t", 0, 0, 0), {}, False, 1000, True).__name__ == "time_inside"

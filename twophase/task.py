@@ -19,7 +19,6 @@ At-least-once (``DirectCommitting``): write, commit, ack.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pyarrow as pa
@@ -94,20 +93,7 @@ def _timed_input(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The task's rows, with the time spent waiting for them recorded as
     ``task.input`` (Spark computing and handing over the Arrow batches), so
     that ``task.write`` is the sink's own time."""
-    waited = 0.0
-    iterator = iter(batches)
-    try:
-        while True:
-            started = time.perf_counter()
-            try:
-                record_batch = next(iterator)
-            except StopIteration:
-                return
-            finally:
-                waited += time.perf_counter() - started
-            yield record_batch
-    finally:
-        timings.record("task.input", waited * 1000)
+    return timings.time_inside(batches, lambda waited: timings.record("task.input", waited * 1000))
 
 
 def _write_all(writer: TaskWriter, batches: Iterator[pa.RecordBatch], batch: int) -> None:

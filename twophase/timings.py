@@ -33,9 +33,10 @@ import json
 import os
 import statistics
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
+from typing import TypeVar
 
 ENV = "EOSKIT_TIMINGS_DIR"
 
@@ -44,6 +45,8 @@ _NOOP: AbstractContextManager[None] = nullcontext()
 _scope: contextvars.ContextVar[tuple[int | None, int | None]] = contextvars.ContextVar(
     "eoskit_timings_scope", default=(None, None))
 
+
+T = TypeVar("T")
 
 def directory() -> str | None:
     """Where spans go, or None when recording is off."""
@@ -84,6 +87,29 @@ def record(phase: str, ms: float, batch: int | None = None, partition: int | Non
         return
     batch, partition = _identity(batch, partition)
     _append(target, phase, ms, batch, partition)
+
+
+def time_inside(items: Iterable[T], done: Callable[[float], None]) -> Iterator[T]:
+    """``items``, passed through; ``done(seconds)`` gets the time spent
+    inside the iterator (not the consumer's time between items) once it
+    ends, is closed or fails."""
+    inside = 0.0
+    iterator = iter(items)
+    try:
+        while True:
+            started = time.perf_counter()
+            try:
+                item = next(iterator)
+            except StopIteration:
+                return
+            finally:
+                inside += time.perf_counter() - started
+            yield item
+    finally:
+        close = getattr(iterator, "close", None)
+        if close is not None:
+            close()
+        done(inside)
 
 
 def _identity(batch: int | None, partition: int | None) -> tuple[int | None, int | None]:

@@ -150,23 +150,13 @@ def _timed(offset_range: OffsetRange, kafka_settings: Mapping[str, str], include
     generator's time: the records to Arrow columns). Time spent by Spark
     between two batches is left out."""
     fetch = [0.0]
-    inside = 0.0
-    reader = _read_range(offset_range, kafka_settings, include_headers, poll_timeout_ms,
-                         fail_on_data_loss, fetch)
-    try:
-        while True:
-            started = time.perf_counter()
-            try:
-                record_batch = next(reader)
-            except StopIteration:
-                return
-            finally:
-                inside += time.perf_counter() - started
-            yield record_batch
-    finally:
-        reader.close()
+
+    def done(inside: float) -> None:
         timings.record("source.fetch", fetch[0] * 1000)
         timings.record("source.convert", (inside - fetch[0]) * 1000)
+
+    return timings.time_inside(_read_range(offset_range, kafka_settings, include_headers,
+                                           poll_timeout_ms, fail_on_data_loss, fetch), done)
 
 
 def _read_range(
