@@ -12,17 +12,21 @@ import time
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from eoskit.twophase.conformance import ConformanceTarget, Workload, run_scenario, scenarios_for
+from eoskit.twophase.conformance import ConformanceTarget, TotalsTarget, Workload, run_scenario, scenarios_for
 from eoskit.twophase.conformance.kafka_log import read_topic
 
 INPUT_PARTITIONS = 4
 OUTPUT_PARTITIONS = 3
 
 
-class KafkaTarget(ConformanceTarget):
+class KafkaTarget(ConformanceTarget, TotalsTarget):
     format = "eoskit-kafka"
     select = ("CAST(id AS STRING) AS key",
               "to_json(named_struct('id', id, 'amount', amount, 'customer', customer)) AS value")
+    #: The stateful job's updates, keyed by customer: the topic's last record
+    #: of a key is its current total.
+    totals_select = ("customer AS key",
+                     "to_json(named_struct('customer', customer, 'total', total, 'orders', orders)) AS value")
     records_replay_rows = True
 
     def __init__(self, bootstrap: str) -> None:
@@ -63,6 +67,28 @@ class KafkaTarget(ConformanceTarget):
                 f"{last[source]} of the same input partition")
             last[source] = record_id
 
+    def totals_options(self, table: str) -> dict[str, str]:
+        return self.options(table)
+
+    def create_totals_table(self, table: str) -> None:
+        self.create_table(table)
+
+    def totals(self, table: str) -> dict[str, tuple[int, int]]:
+        """The last update of each customer. A key's updates are in one
+        partition, in batch order, and each batch adds orders: a key's order
+        counts must rise strictly, or a batch was written twice."""
+        last: dict[str, tuple[int, int]] = {}
+        for record in self._records(table):
+            value = json.loads(record.value)
+            assert record.key == value["customer"].encode(), record
+            before = last.get(value["customer"])
+            assert before is None or value["orders"] > before[1], (
+                f"customer {value['customer']}: an update with {value['orders']} orders after one "
+                f"with {before[1]} (partition {record.partition}, offset {record.offset}): a batch "
+                "was written twice")
+            last[value["customer"]] = (value["total"], value["orders"])
+        return last
+
     def prepared(self, prefix: str) -> list[str]:
         """Kafka has no prepared transactions (a task commits its own)."""
         return []
@@ -81,9 +107,25 @@ def workload(kafka: str) -> Workload:
 
 
 SCENARIOS = scenarios_for("idempotent", KafkaTarget)
+#: The stateful job (running totals per customer in update mode, each
+#: batch's updates in one transaction per task).
+STATEFUL = [s for s in scenarios_for("idempotent", KafkaTarget, stateful=True) if s.name in (
+    "task_killed_after_commit", "driver_killed_after_some_task_commits", "driver_killed_at_random")]
+
+
+@pytest.fixture(scope="module")
+def stateful_workload(kafka: str) -> Workload:
+    """Smaller batches: a random kill lands in a run of ten of them."""
+    return Workload.produce(kafka, records=20_000, partitions=INPUT_PARTITIONS, batches=10)
 
 
 @pytest.mark.crash
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
 def test_kafka_exactly_once(spark, kafka, workload, scenario, tmp_path):
     run_scenario(KafkaTarget(kafka), workload, scenario, tmp_path, spark)
+
+
+@pytest.mark.crash
+@pytest.mark.parametrize("scenario", STATEFUL, ids=[s.name for s in STATEFUL])
+def test_kafka_stateful(spark, kafka, stateful_workload, scenario, tmp_path):
+    run_scenario(KafkaTarget(kafka), stateful_workload, scenario, tmp_path, spark, stateful=True)

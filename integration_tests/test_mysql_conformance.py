@@ -11,12 +11,12 @@ import subprocess
 import pytest
 from sqlalchemy.engine import make_url
 
-from eoskit.twophase.conformance import ConformanceTarget, Workload, run_scenario, scenarios_for
+from eoskit.twophase.conformance import ConformanceTarget, TotalsTarget, Workload, run_scenario, scenarios_for
 
 CLIENT = shutil.which("mariadb") or shutil.which("mysql")
 
 
-class MySQLTarget(ConformanceTarget):
+class MySQLTarget(ConformanceTarget, TotalsTarget):
     format = "eoskit-mysql"
 
     def __init__(self, url: str, commit_mode: str = "twophase") -> None:
@@ -46,6 +46,19 @@ class MySQLTarget(ConformanceTarget):
         self.left_prepared = []
         self.sql(f"CREATE TABLE `{table}` (id BIGINT NOT NULL, amount BIGINT, customer TEXT) "
                  "ENGINE=InnoDB")
+
+    def totals_options(self, table: str) -> dict[str, str]:
+        return {"url": self.url, "dbtable": table, "mode": "upsert", "key": "customer",
+                "commitMode": self.commit_mode}
+
+    def create_totals_table(self, table: str) -> None:
+        self._before = set(self.prepared("eoskit:"))
+        self.left_prepared = []
+        self.sql(f"CREATE TABLE `{table}` (customer VARCHAR(64) PRIMARY KEY, total BIGINT, "
+                 "orders BIGINT) ENGINE=InnoDB")
+
+    def totals(self, table: str) -> dict[str, tuple[int, int]]:
+        return {c: (int(t), int(n)) for c, t, n in self.sql(f"SELECT customer, total, orders FROM `{table}`")}
 
     def rollback(self, txn_id: str) -> None:
         """Called by the kit for the sink's leftovers of a failed scenario:
@@ -90,6 +103,16 @@ def mysql_target(mysql):
 
 TWOPHASE = scenarios_for("twophase")
 IDEMPOTENT = scenarios_for("idempotent")
+#: The stateful job (running totals per customer, upserted in update mode);
+#: PostgreSQL's suite runs the other crash points of the same job.
+STATEFUL = [s for s in scenarios_for("twophase", stateful=True) if s.name in (
+    "driver_killed_after_all_commits", "driver_killed_at_random")]
+
+
+@pytest.fixture(scope="module")
+def stateful_workload(kafka: str) -> Workload:
+    """Smaller batches: a random kill lands in a run of ten of them."""
+    return Workload.produce(kafka, records=20_000, partitions=4, batches=10)
 
 
 def _nothing_left_prepared(target: MySQLTarget) -> None:
@@ -110,4 +133,12 @@ def test_mysql_twophase(spark, mysql_target, workload, scenario, tmp_path):
 def test_mysql_idempotent(spark, mysql_target, workload, scenario, tmp_path):
     target = MySQLTarget(mysql_target, "idempotent")
     run_scenario(target, workload, scenario, tmp_path, spark)
+    _nothing_left_prepared(target)
+
+
+@pytest.mark.crash
+@pytest.mark.parametrize("scenario", STATEFUL, ids=[s.name for s in STATEFUL])
+def test_mysql_stateful(spark, mysql_target, stateful_workload, scenario, tmp_path):
+    target = MySQLTarget(mysql_target)
+    run_scenario(target, stateful_workload, scenario, tmp_path, spark, stateful=True)
     _nothing_left_prepared(target)

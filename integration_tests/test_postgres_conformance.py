@@ -15,6 +15,18 @@ def workload(kafka: str) -> Workload:
 
 TWOPHASE = scenarios_for("twophase")
 IDEMPOTENT = scenarios_for("idempotent")
+#: The stateful job (running totals per customer, upserted in update mode):
+#: the driver killed at each step of the protocol and at random, a worker
+#: killed holding a prepared transaction, a replay of a committed batch.
+STATEFUL = [s for s in scenarios_for("twophase", stateful=True) if s.name in (
+    "driver_killed_after_decision", "driver_killed_after_some_commits", "task_killed_after_prepare",
+    "driver_killed_at_random", "replay_of_committed_batch")]
+
+
+@pytest.fixture(scope="module")
+def stateful_workload(kafka: str) -> Workload:
+    """Smaller batches: a random kill lands in a run of ten of them."""
+    return Workload.produce(kafka, records=20_000, partitions=4, batches=10)
 
 
 @pytest.mark.crash
@@ -27,3 +39,9 @@ def test_postgres_twophase(spark, postgres_target, workload, scenario, tmp_path)
 @pytest.mark.parametrize("scenario", IDEMPOTENT, ids=[s.name for s in IDEMPOTENT])
 def test_postgres_idempotent(spark, postgres_target, workload, scenario, tmp_path):
     run_scenario(postgres_target("idempotent"), workload, scenario, tmp_path, spark)
+
+
+@pytest.mark.crash
+@pytest.mark.parametrize("scenario", STATEFUL, ids=[s.name for s in STATEFUL])
+def test_postgres_stateful(spark, postgres_target, stateful_workload, scenario, tmp_path):
+    run_scenario(postgres_target(), stateful_workload, scenario, tmp_path, spark, stateful=True)

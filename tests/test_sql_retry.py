@@ -49,6 +49,36 @@ def test_a_server_never_reached_fails_at_once(monkeypatch):
     assert len(tries) == 1
 
 
+def test_a_process_of_a_running_query_waits_for_a_server_it_has_not_reached_yet(monkeypatch):
+    """A Python worker the query starts while the database restarts (a
+    retried task's, the abort's) has never talked to it, but the query's
+    start-up check did: it waits for the server like the others."""
+    from eoskit.connectors.sql import retry
+
+    monkeypatch.setattr(retry, "_reached", set())
+    tries = []
+
+    def refused_twice(attempt):
+        tries.append(attempt)
+        if len(tries) < 3:
+            raise ConnectionRefusedError("refused")
+        return "listed"
+
+    clock = Clock()
+    assert retry.reconnecting(refused_twice, lost=lambda e: isinstance(e, ConnectionRefusedError),
+                              drop=lambda: None, what="x", server="db", reached=True,
+                              clock=clock, sleep=clock.sleep) == "listed"
+    assert len(tries) == 3 and len(clock.sleeps) == 2
+
+
+def test_only_a_sink_made_to_settle_by_hand_fails_at_once_on_a_server_it_never_reached():
+    from eoskit.connectors.mysql.transactions import MySQLTransactions
+    from eoskit.connectors.postgres.transactions import PostgresTransactions
+
+    assert not PostgresTransactions.for_url("postgresql+psycopg://u@127.0.0.1:1/db").in_query
+    assert not MySQLTransactions.for_url("mysql+pymysql://u@127.0.0.1:1/db").in_query
+    assert PostgresTransactions.in_query and MySQLTransactions.in_query
+
 
 class Lost(Exception):
     """What the fake's link raises when it drops."""

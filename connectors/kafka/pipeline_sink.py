@@ -8,25 +8,33 @@ from typing import ClassVar
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import DataStreamWriter
 
-from eoskit.connectors.plugins import register_data_source
+from eoskit.connectors.output_modes import check_output_mode, write_stream
 from eoskit.connectors.kafka.sink_settings import KafkaSinkSettings
 from eoskit.connectors.kafka.source import SHORT_NAME, KafkaDataSource
+from eoskit.twophase.foreach_batch import BatchWriter
 
 
 @dataclass
 class KafkaSink:
     """``eoskit-kafka`` as a sink, with Spark's Kafka sink options (``topic``,
     ``includeHeaders``, ``kafka.*``) and eoskit's (``commitMode``, ``sinkId``,
-    ``markerTopic``); checked when the pipeline is built."""
+    ``markerTopic``); checked when the pipeline is built.
+
+    ``output_mode`` is Spark's: ``update`` or ``complete`` (running
+    aggregates, keyed by the ``key`` column so that the topic's last record
+    per key is the current value) writes through ``foreach_batch()``, on the
+    same task-commit protocol."""
 
     #: The Spark format (what a cluster's executors must be able to import).
     format_name: ClassVar[str] = SHORT_NAME
     bootstrap_servers: str
     options: dict[str, str] = field(default_factory=dict)
+    output_mode: str = "append"
 
     def __post_init__(self) -> None:
         self.options = {k: str(v) for k, v in self.options.items()}
         KafkaSinkSettings.parse(self.all_options())
+        check_output_mode(self.output_mode, SHORT_NAME)
 
     #: The format name, for the job's fingerprint in savepoints.
     spark_format = SHORT_NAME
@@ -34,9 +42,14 @@ class KafkaSink:
     def all_options(self) -> dict[str, str]:
         return {"kafka.bootstrap.servers": self.bootstrap_servers, **self.options}
 
+    def foreach_batch(self) -> BatchWriter:
+        """The sink as a ``foreachBatch`` function, for the output modes Spark
+        grants Python data sources no part in:
+        ``df.writeStream.outputMode("update").foreachBatch(sink.foreach_batch())``."""
+        return BatchWriter(KafkaDataSource, self.all_options())
+
     def write_stream(self, df: DataFrame) -> DataStreamWriter:
-        register_data_source(df.sparkSession, KafkaDataSource)
-        return df.writeStream.format(SHORT_NAME).options(**self.all_options())
+        return write_stream(df, KafkaDataSource, self.all_options(), self.output_mode)
 
     def describe(self) -> str:
         topic = self.options.get("topic") or "the rows' topics"

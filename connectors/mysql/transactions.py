@@ -503,7 +503,9 @@ class MySQLTransactions(deadletter.SqlTargetMixin, TwoPhaseCommitting, MarkedCom
         """Enough of a sink to list and settle prepared ids (no table needed)."""
         settings = SqlSinkSettings(url=url, table=parse_table_name("-"), mode="append", key=(),
                                    commit_mode=CommitMode.TWOPHASE, create_table=False)
-        return cls(settings, StructType([]))
+        sink = cls(settings, StructType([]))
+        sink.in_query = False
+        return sink
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
@@ -617,7 +619,8 @@ class MySQLTransactions(deadletter.SqlTargetMixin, TwoPhaseCommitting, MarkedCom
         """``action`` on the cached session, tried again on a new one while
         the server is unreachable (``eoskit.connectors.sql.retry``)."""
         return reconnecting(action, lost=connection_lost, drop=lambda: drop_connection(self.url),
-                            what=f"{what} in {self.describe()}", server=safe(self.url))
+                            what=f"{what} in {self.describe()}", server=safe(self.url),
+                            reached=self.in_query)
 
     def _finish(self, verb: str, txn_id: str) -> bool:
         """``XA COMMIT`` / ``XA ROLLBACK``; False if no prepared transaction

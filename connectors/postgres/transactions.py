@@ -502,7 +502,9 @@ class PostgresTransactions(deadletter.SqlTargetMixin, TwoPhaseCommitting, Marked
         """Enough of a sink to list and settle prepared ids (no table needed)."""
         settings = SqlSinkSettings(url=url, table=parse_table_name("-"), mode="append", key=(),
                                    commit_mode=CommitMode.TWOPHASE, create_table=False)
-        return cls(settings, StructType([]))
+        sink = cls(settings, StructType([]))
+        sink.in_query = False
+        return sink
 
     def _engine(self) -> sa.Engine:
         return sa.create_engine(self.url, poolclass=NullPool)
@@ -625,7 +627,8 @@ class PostgresTransactions(deadletter.SqlTargetMixin, TwoPhaseCommitting, Marked
         """``action`` on the cached connection, tried again on a new one
         while the server is unreachable (``eoskit.connectors.sql.retry``)."""
         return reconnecting(action, lost=connection_lost, drop=lambda: drop_connection(self.url),
-                            what=f"{what} in {self.describe()}", server=safe(self.url))
+                            what=f"{what} in {self.describe()}", server=safe(self.url),
+                            reached=self.in_query)
 
     def _finish(self, verb: str, txn_id: str) -> bool:
         """``COMMIT PREPARED`` / ``ROLLBACK PREPARED``; False if no prepared

@@ -10,17 +10,12 @@ from pyspark.sql import DataFrame
 from pyspark.sql.streaming import DataStreamWriter
 from pyspark.sql.types import StructType
 
-from eoskit.connectors.options import OptionError
-from eoskit.connectors.plugins import register_data_source
+from eoskit.connectors.output_modes import check_output_mode, write_stream
 from eoskit.connectors.sql.settings import SqlSinkSettings
 from eoskit.connectors.sql.urls import parse_url, safe
 from eoskit.twophase.adapter import TransactionalDataSource
 from eoskit.twophase.contract import CommitMode, Sink
 from eoskit.twophase.foreach_batch import BatchWriter
-
-#: Spark's output modes; all but append reach the sink through foreachBatch.
-OUTPUT_MODES = ("append", "update", "complete")
-
 
 class SqlDataSource(TransactionalDataSource):
     """A SQL sink as a PySpark streaming data source."""
@@ -62,9 +57,7 @@ class SqlPipelineSink:
         self.options = {k: str(v) for k, v in self.options.items()}
         self.data_source(self.all_options())  # every option check the data source makes
         parse_url(self.url, self.backends)
-        if self.output_mode not in OUTPUT_MODES:
-            raise OptionError(f"output_mode {self.output_mode!r} of {self.data_source.short_name}: "
-                              f"expected {', '.join(OUTPUT_MODES)}")
+        check_output_mode(self.output_mode, self.data_source.short_name)
 
     @property
     def spark_format(self) -> str:
@@ -82,10 +75,7 @@ class SqlPipelineSink:
         return BatchWriter(self.data_source, self.all_options())
 
     def write_stream(self, df: DataFrame) -> DataStreamWriter:
-        if self.output_mode != "append":
-            return df.writeStream.outputMode(self.output_mode).foreachBatch(self.foreach_batch())
-        register_data_source(df.sparkSession, self.data_source)
-        return df.writeStream.format(self.data_source.short_name).options(**self.all_options())
+        return write_stream(df, self.data_source, self.all_options(), self.output_mode)
 
     def describe(self) -> str:
         return f"{self.data_source.short_name} ({safe(parse_url(self.url, self.backends))} {self.dbtable})"

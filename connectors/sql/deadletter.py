@@ -163,6 +163,12 @@ class SqlTargetMixin:
     ``_resolve() -> TargetTable``."""
 
     DATABASE: str
+    #: Part of a running query, whose start-up check reached the server: a
+    #: lost connection is waited for in every process of the job, even one
+    #: that has not talked to the server yet (``retry.reconnecting``). False
+    #: for a sink made to settle transactions by hand (``for_url``): a server
+    #: it never reached fails at once.
+    in_query: bool = True
     settings: SqlSinkSettings
     schema: StructType
     url: URL

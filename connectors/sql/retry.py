@@ -56,7 +56,10 @@ MAX_DELAY_S = 2.0
 
 #: Servers this process has talked to: only a connection that was working
 #: is waited for. A server that never answered (a wrong address, a database
-#: that is down when a command starts) fails at once.
+#: that is down when a command starts) fails at once, unless the caller
+#: knows it answered another process of the same job (``reached``): a
+#: running query's start-up check reached it, and a Python worker the query
+#: starts while the server restarts (a task's, the commit's) must wait too.
 _reached: set[str] = set()
 
 
@@ -94,13 +97,15 @@ def reconnecting(
     drop: Callable[[], None],
     what: str,
     server: str | None = None,
+    reached: bool = False,
     within: float = RECONNECT_WITHIN_S,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> T:
     """``action(attempt)``, tried again after each error that ``lost``
     calls a lost connection, for ``within`` seconds, if this process has
-    reached ``server`` before. ``drop`` forgets the process's cached
+    reached ``server`` before or ``reached`` says another process of the job
+    did. ``drop`` forgets the process's cached
     connection before each new try, so that the action's next "get the
     cached connection" connects anew. ``what`` names the call (with the
     server, never a password) for the log and the final error."""
@@ -117,7 +122,7 @@ def reconnecting(
             if not lost(exc):
                 raise
             drop()
-            if server not in _reached:
+            if not reached and server not in _reached:
                 raise ConnectionLost(f"{what}: cannot reach the database ({_first_line(exc)})") from exc
             now = clock()
             if now >= deadline:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -17,6 +17,8 @@ from eoskit.runtime.dev.produce import produce_records
 class OrderTotals:
     count: int
     amount: Decimal
+    #: customer -> (total amount, orders): what running totals end at.
+    by_customer: dict[str, tuple[Decimal, int]] = field(default_factory=dict, compare=False)
 
 
 def recreate_topic(bootstrap: str, topic: str, partitions: int) -> None:
@@ -37,18 +39,22 @@ def produce_orders(bootstrap: str, topic: str, count: int, partitions: int, seed
     """``count`` JSON orders keyed by order id; returns what the sink must hold."""
     rng = random.Random(seed)
     amounts: list[Decimal] = []
+    by_customer: dict[str, tuple[Decimal, int]] = {}
 
     def orders():
         for order_id in range(1, count + 1):
             amount = Decimal(rng.randint(100, 99_999)) / 100
             amounts.append(amount)
+            customer = f"customer-{rng.randint(1, 500)}"
+            total, orders = by_customer.get(customer, (Decimal("0"), 0))
+            by_customer[customer] = (total + amount, orders + 1)
             value = json.dumps({
                 "order_id": order_id,
-                "customer": f"customer-{rng.randint(1, 500)}",
+                "customer": customer,
                 "amount": str(amount),
                 "created_at": "2026-11-21T12:00:00Z",
             }).encode()
             yield order_id % partitions, str(order_id).encode(), value
 
     produce_records(bootstrap, topic, orders())
-    return OrderTotals(count, sum(amounts, Decimal("0")))
+    return OrderTotals(count, sum(amounts, Decimal("0")), by_customer)

@@ -1,7 +1,10 @@
-"""The demo, step by step: services, sample orders, then two jobs on them,
+"""The demo, step by step: services, sample orders, then three jobs on them,
 each killed with SIGKILL mid-stream, restarted, and proven exact: Kafka to
-PostgreSQL (read back with psql), then Kafka to Kafka (read back from the
-topic's log with eoskit's read_committed verifier)."""
+PostgreSQL (read back with psql), a stateful job keeping running totals per
+customer in Spark's state store and upserting them into PostgreSQL (read
+back with psql, checked against the totals of the produced orders), then
+Kafka to Kafka (read back from the topic's log with eoskit's read_committed
+verifier)."""
 
 from __future__ import annotations
 
@@ -23,6 +26,8 @@ from eoskit.twophase.conformance.kafka_log import TopicLog, read_topic
 
 JOB = Path(__file__).with_name("orders_job.py")
 ENRICH_JOB = Path(__file__).with_name("enrich_job.py")
+TOTALS_JOB = Path(__file__).with_name("totals_job.py")
+TOTALS_TABLE = "customer_totals"
 TOPIC = "orders"
 ENRICHED_TOPIC = "orders-enriched"
 TABLE = "orders"
@@ -111,6 +116,41 @@ def _postgres_leg(endpoints: ServiceEndpoints, work: Path, env: dict[str, str],
     return False
 
 
+def _totals_leg(endpoints: ServiceEndpoints, work: Path, env: dict[str, str],
+                expected: OrderTotals) -> bool:
+    env = {**env, "EOSKIT_DEMO_TOTALS_TABLE": TOTALS_TABLE}
+    command = _job_command(TOTALS_JOB, work / "checkpoint-totals")
+    _say("running: eoskit run totals_job.py   (Kafka -> running totals per customer in Spark's "
+         "state store -> PostgreSQL upsert, update mode)")
+    if not _run_until_killed(command, env, "totals_demo"):
+        return False
+    customers = _psql(endpoints.postgres_url, f"SELECT count(*) FROM {TOTALS_TABLE}")
+    _say(f"killed the job with SIGKILL mid-stream: {customers} customers' totals in the table")
+    if not _restart(command, env, "totals_demo", TOTALS_JOB.name):
+        return False
+
+    _say("verifying with psql: each customer's total and order count against the produced orders")
+    table = {}
+    for line in _psql(endpoints.postgres_url,
+                      f"SELECT customer, total, orders FROM {TOTALS_TABLE}").splitlines():
+        customer, total, orders = line.split()
+        table[customer] = (Decimal(total), int(orders))
+    wrong = sorted(c for c in expected.by_customer.keys() | table.keys()
+                   if table.get(c) != expected.by_customer.get(c))
+    prepared = int(_psql(endpoints.postgres_url, "SELECT count(*) FROM pg_prepared_xacts"))
+    print(f"    produced: {expected.count} orders of {len(expected.by_customer)} customers")
+    print(f"    table:    {len(table)} customers, {sum(n for _, n in table.values())} orders counted, "
+          f"{len(wrong)} wrong totals, {prepared} prepared transactions left")
+    for customer in wrong[:5]:
+        print(f"    {customer}: table {table.get(customer)}, orders "
+              f"{expected.by_customer.get(customer)}", file=sys.stderr)
+    if not wrong and prepared == 0:
+        _say("every customer's running total counts each order exactly once, despite the kill -9")
+        return True
+    print("MISMATCH: the running totals do not count every order exactly once", file=sys.stderr)
+    return False
+
+
 def _open_transactions(log: TopicLog) -> int:
     return sum(len(producers) for producers in log.open_transactions.values())
 
@@ -176,12 +216,14 @@ def main(work_dir: str = ".eoskit/demo", services_dir: str = ".eoskit/dev",
     if endpoints is None:
         _say(f"starting local Kafka, PostgreSQL and MariaDB under {services_dir}")
         endpoints = LocalServices(services_dir).up()
-    _psql(endpoints.postgres_url, f"DROP TABLE IF EXISTS {TABLE}")
+    _psql(endpoints.postgres_url, f"DROP TABLE IF EXISTS {TABLE}, {TOTALS_TABLE}")
     _say(f"producing {ORDERS} JSON orders to topic '{TOPIC}' ({PARTITIONS} partitions)")
     recreate_topic(endpoints.kafka_bootstrap, TOPIC, PARTITIONS)
     expected = produce_orders(endpoints.kafka_bootstrap, TOPIC, ORDERS, PARTITIONS)
     env = {**os.environ, **endpoints.as_env(), "EOSKIT_DEMO_TOPIC": TOPIC,
            "PYSPARK_PYTHON": sys.executable}
     if not _postgres_leg(endpoints, work, env, expected):
+        return 1
+    if not _totals_leg(endpoints, work, env, expected):
         return 1
     return 0 if _kafka_leg(endpoints, work, env, expected) else 1

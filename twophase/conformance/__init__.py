@@ -7,7 +7,10 @@ integration_tests/test_postgres_conformance.py for the shape.
 ``CLUSTER_SCENARIOS`` (executors killed, a task retried on another worker, a
 relative checkpoint directory) run on a Spark cluster:
 ``run_scenario(..., env={"EOSKIT_TEST_MASTER": "spark://..."})``, as in
-integration_tests/test_cluster.py.
+integration_tests/test_cluster.py. The stateful job (running totals per
+customer in update mode) runs the same scenarios against a target that is
+also a ``TotalsTarget``: ``run_scenario(..., stateful=True)``, as in
+integration_tests/test_stateful_crash.py.
 """
 
 from eoskit.twophase.conformance.scenarios import (
@@ -18,6 +21,6 @@ from eoskit.twophase.conformance.scenarios import (
     run_scenario,
     scenarios_for,
 )
-from eoskit.twophase.conformance.target import ConformanceTarget
+from eoskit.twophase.conformance.target import ConformanceTarget, TotalsTarget
 
-__all__ = ["CLUSTER_SCENARIOS", "SCENARIOS", "ConformanceTarget", "Scenario", "Workload", "run_scenario", "scenarios_for"]
+__all__ = ["CLUSTER_SCENARIOS", "SCENARIOS", "ConformanceTarget", "Scenario", "TotalsTarget", "Workload", "run_scenario", "scenarios_for"]

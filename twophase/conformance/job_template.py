@@ -2,6 +2,9 @@
 
 Written to a file and run with ``eoskit run``, so that a crash kills a real
 driver process. Settings arrive through the environment:
+``EOSKIT_TEST_STATEFUL`` makes it a stateful job: running totals per
+customer (``groupBy`` and ``agg``, Spark's state store) in Spark's update
+output mode, which reaches the sink through ``foreachBatch``.
 ``EOSKIT_TEST_MASTER`` selects the master (``local[2,3]`` by default, a
 ``spark://`` cluster's URL for the cluster tier) and ``EOSKIT_TEST_SPARK_CONF``
 (a JSON object) adds Spark settings. On a cluster, executors do not inherit
@@ -15,14 +18,15 @@ import os
 
 from pyspark.sql import functions as F
 
+from eoskit.connectors.format_sink import FormatSink
 from eoskit.connectors.kafka import KafkaSource
-from eoskit.connectors.spark_sinks import SparkSink
 from eoskit.runtime import Pipeline
 
 SCHEMA = "id BIGINT, amount BIGINT, customer STRING"
 FAIL_ID = os.environ.get("EOSKIT_TEST_FAIL_ID")
 SELECT = json.loads(os.environ.get("EOSKIT_TEST_SELECT") or "[]")
 MIN_PARTITIONS = os.environ.get("EOSKIT_TEST_MIN_PARTITIONS")
+STATEFUL = bool(os.environ.get("EOSKIT_TEST_STATEFUL"))
 FAULTS = ("EOSKIT_CRASH_AT", "EOSKIT_CRASH_ONCE", "EOSKIT_PAUSE_AT", "EOSKIT_PAUSE_DIR")
 
 
@@ -32,6 +36,9 @@ def parse(df):
         # A poison record: the task holding it fails, and Spark aborts the batch.
         rows = rows.withColumn("id", F.when(F.col("id") == int(FAIL_ID),
                                F.raise_error(F.lit("poison record"))).otherwise(F.col("id")))
+    if STATEFUL:
+        rows = rows.groupBy("customer").agg(F.sum("amount").alias("total"),
+                                            F.count("*").alias("orders"))
     # The columns the sink under test takes (e.g. key and value for Kafka).
     return rows.selectExpr(*SELECT) if SELECT else rows
 
@@ -45,7 +52,8 @@ pipeline = Pipeline(
         **({"minPartitions": MIN_PARTITIONS} if MIN_PARTITIONS else {}),
     }),
     transform=parse,
-    sink=SparkSink(os.environ["EOSKIT_TEST_FORMAT"], json.loads(os.environ["EOSKIT_TEST_OPTIONS"])),
+    sink=FormatSink(os.environ["EOSKIT_TEST_FORMAT"], json.loads(os.environ["EOSKIT_TEST_OPTIONS"]),
+                    output_mode="update" if STATEFUL else "append"),
     checkpoint_interval="500 milliseconds",
     # A scenario's failure must end the run, not be retried: restarts are the scenario's.
     restart_strategy=os.environ.get("EOSKIT_TEST_RESTART_STRATEGY", "none"),

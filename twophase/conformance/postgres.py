@@ -12,7 +12,7 @@ import subprocess
 
 from sqlalchemy.engine import make_url
 
-from eoskit.twophase.conformance.target import ConformanceTarget
+from eoskit.twophase.conformance.target import ConformanceTarget, TotalsTarget
 
 
 def libpq_uri(url: str) -> str:
@@ -20,8 +20,9 @@ def libpq_uri(url: str) -> str:
     return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
-class PostgresTarget(ConformanceTarget):
-    """The ``eoskit-postgres`` sink writing ``(id, amount, customer)`` rows."""
+class PostgresTarget(ConformanceTarget, TotalsTarget):
+    """The ``eoskit-postgres`` sink writing ``(id, amount, customer)`` rows, or
+    a stateful job's ``(customer, total, orders)`` upserted by customer."""
 
     format = "eoskit-postgres"
 
@@ -52,6 +53,17 @@ class PostgresTarget(ConformanceTarget):
     def rows(self, table: str) -> list[tuple[int, int]]:
         out = self.psql(f"SELECT id, amount FROM {table}")
         return [(int(a), int(b)) for a, b in (line.split("|") for line in out.splitlines() if line)]
+
+    def totals_options(self, table: str) -> dict[str, str]:
+        return {"url": self.url, "dbtable": table, "mode": "upsert", "key": "customer",
+                "commitMode": self.commit_mode}
+
+    def create_totals_table(self, table: str) -> None:
+        self.psql(f"CREATE TABLE {table} (customer text PRIMARY KEY, total bigint, orders bigint)")
+
+    def totals(self, table: str) -> dict[str, tuple[int, int]]:
+        out = self.psql(f"SELECT customer, total, orders FROM {table}")
+        return {c: (int(t), int(n)) for c, t, n in (line.split("|") for line in out.splitlines() if line)}
 
     def prepared(self, prefix: str) -> list[str]:
         out = self.psql(f"SELECT gid FROM pg_prepared_xacts WHERE left(gid, {len(prefix)}) = '{prefix}'")

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +26,7 @@ from eoskit.runtime.dev.produce import produce_records
 from eoskit.twophase import crash
 from eoskit.twophase.conformance.cluster import EventLog, kill_executor
 from eoskit.twophase.conformance.job_template import JOB
-from eoskit.twophase.conformance.target import ConformanceTarget
+from eoskit.twophase.conformance.target import ConformanceTarget, TotalsTarget
 from eoskit.twophase.txn_id import sink_prefix
 
 
@@ -58,6 +59,15 @@ class Workload:
     def expected(self) -> list[tuple[int, int]]:
         return [(i, self.amount(i)) for i in range(self.records)]
 
+    def expected_totals(self) -> dict[str, tuple[int, int]]:
+        """``customer -> (total amount, orders)``: what a stateful job's
+        running totals end at."""
+        totals: dict[str, tuple[int, int]] = {}
+        for i in range(self.records):
+            total, orders = totals.get(f"c{i % 50}", (0, 0))
+            totals[f"c{i % 50}"] = (total + self.amount(i), orders + 1)
+        return totals
+
 
 TWOPHASE_ONLY = frozenset({"twophase"})
 ALL_MODES = frozenset({"twophase", "idempotent"})
@@ -71,6 +81,8 @@ class Scenario:
     modes: frozenset[str] = ALL_MODES
     #: Only for targets whose markers record row counts.
     needs_replay_rows: bool = False
+    #: Also for the stateful job (``run_scenario(..., stateful=True)``).
+    stateful: bool = True
 
 
 @dataclass
@@ -94,6 +106,9 @@ class Run:
     #: False: the job sets no ``sinkId`` and gets the checkpoint's default
     #: one (``sink_id`` is read from the checkpoint after the first run).
     named_sink: bool = True
+    #: The stateful job: running totals per customer, upserted in update
+    #: mode (the target is a ``TotalsTarget``).
+    stateful: bool = False
 
     @property
     def checkpoint(self) -> Path:
@@ -117,7 +132,11 @@ class Run:
         return {"EOSKIT_TEST_SPARK_CONF": json.dumps({**given, **conf})}
 
     def env(self, **extra: str) -> dict[str, str]:
-        options = dict(self.target.options(self.table))
+        if self.stateful:
+            assert isinstance(self.target, TotalsTarget)
+            options, select = dict(self.target.totals_options(self.table)), self.target.totals_select
+        else:
+            options, select = dict(self.target.options(self.table)), self.target.select
         if self.named_sink:
             options["sinkId"] = self.sink_id
         env = {k: v for k, v in os.environ.items()
@@ -129,9 +148,11 @@ class Run:
             "EOSKIT_TEST_MAX_OFFSETS": str(self.workload.batch_offsets),
             "EOSKIT_TEST_FORMAT": self.target.format,
             "EOSKIT_TEST_OPTIONS": json.dumps(options),
-            "EOSKIT_TEST_SELECT": json.dumps(list(self.target.select)),
+            "EOSKIT_TEST_SELECT": json.dumps(list(select)),
             "PYSPARK_PYTHON": sys.executable,
         })
+        if self.stateful:
+            env["EOSKIT_TEST_STATEFUL"] = "1"
         env.update(self.base_env)
         env.update(extra)
         return env
@@ -208,15 +229,23 @@ class Run:
         raise AssertionError("the job did not fail")
 
     def verify_exactly_once(self) -> None:
+        if self.stateful:
+            self.verify_totals()
+            return
         rows = sorted(self.target.rows(self.table))
         expected = self.workload.expected()
         ids = [r[0] for r in rows]
         duplicates = len(ids) - len(set(ids))
         missing = self.workload.records - len(set(ids))
-        assert duplicates == 0 and missing == 0, (
-            f"{self.table}: {len(rows)} rows for {self.workload.records} records: "
-            f"{duplicates} duplicated, {missing} missing"
-        )
+        if duplicates or missing:
+            counts = Counter(ids)
+            twice = sorted(i for i, n in counts.items() if n > 1)
+            lost = sorted(set(range(self.workload.records)) - counts.keys())
+            raise AssertionError(
+                f"{self.table}: {len(rows)} rows for {self.workload.records} records: "
+                f"{duplicates} duplicated, {missing} missing (duplicated ids {_ranges(twice)}; "
+                f"missing ids {_ranges(lost)}; input batches of {self.workload.batch_offsets} "
+                f"offsets over {self.workload.partitions} partitions)")
         assert sum(r[1] for r in rows) == sum(e[1] for e in expected), "sum of amounts differs"
         assert rows == expected, "some rows carry wrong values"
         if self.ordered:
@@ -224,6 +253,17 @@ class Run:
         self.assert_nothing_prepared()
         left = self.target.leftovers(self.table)
         assert left == [], f"{self.table}: left behind by its transactions: {left[:10]}"
+
+    def verify_totals(self) -> None:
+        """The stateful job's table: every customer's total and order count
+        equal those computed from the input, and nothing left prepared."""
+        assert isinstance(self.target, TotalsTarget)
+        found, expected = self.target.totals(self.table), self.workload.expected_totals()
+        wrong = sorted(c for c in expected.keys() | found.keys() if found.get(c) != expected.get(c))
+        assert not wrong, (f"{self.table}: {len(wrong)} of {len(expected)} customers' totals differ "
+                           f"from the input's: " + ", ".join(
+                               f"{c} has {found.get(c)}, expected {expected.get(c)}" for c in wrong[:5]))
+        self.assert_nothing_prepared()
 
     def assert_nothing_prepared(self) -> None:
         left = self.target.in_doubt(sink_prefix(self.sink_id), self.table)
@@ -243,6 +283,18 @@ class Run:
         if self.named_sink:
             command += ["--sink-id", self.sink_id]
         return subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=self.workdir)
+
+
+def _ranges(ids: list[int], most: int = 6) -> str:
+    """Sorted ids as ranges, ``0-4999, 20000-24999``: which batches they are."""
+    spans: list[list[int]] = []
+    for i in ids:
+        if spans and i == spans[-1][1] + 1:
+            spans[-1][1] = i
+        else:
+            spans.append([i, i])
+    text = ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in spans[:most])
+    return (text + f", ... ({len(spans)} ranges)") if len(spans) > most else (text or "none")
 
 
 def _reap_group(pgid: int) -> None:
@@ -373,8 +425,9 @@ SCENARIOS = [
              _crash_then_recover(crash.DRIVER_AFTER_TASK_COMMIT),
              "the driver dies once one task of the batch committed its rows and marker",
              frozenset({"idempotent"})),
+    # Not stateful: the sink's tasks are the shuffle's partitions there, not the source's.
     Scenario("replay_with_other_parallelism_is_refused", _replay_with_other_parallelism_is_refused,
-             modes=frozenset({"idempotent"}), needs_replay_rows=True),
+             modes=frozenset({"idempotent"}), needs_replay_rows=True, stateful=False),
 ]
 
 
@@ -469,25 +522,33 @@ CLUSTER_SCENARIOS = [
 
 
 def scenarios_for(commit_mode: str, target: type[ConformanceTarget] | None = None,
-                  cluster: bool = False) -> list[Scenario]:
+                  cluster: bool = False, stateful: bool = False) -> list[Scenario]:
     """The scenarios that apply to a sink in ``commit_mode`` (and, given the
     target class, to what its markers record); ``cluster``: those of
-    ``CLUSTER_SCENARIOS``, which need a cluster's master in ``EOSKIT_TEST_MASTER``."""
+    ``CLUSTER_SCENARIOS``, which need a cluster's master in ``EOSKIT_TEST_MASTER``;
+    ``stateful``: those that apply to the stateful job."""
     rows = target is not None and target.records_replay_rows
     pool = CLUSTER_SCENARIOS if cluster else SCENARIOS
-    return [s for s in pool if commit_mode in s.modes and (rows or not s.needs_replay_rows)]
+    return [s for s in pool if commit_mode in s.modes and (rows or not s.needs_replay_rows)
+            and (s.stateful or not stateful)]
 
 
 def run_scenario(
     target: ConformanceTarget, workload: Workload, scenario: Scenario, workdir: Path, spark: Any = None,
-    env: Mapping[str, str] | None = None,
+    env: Mapping[str, str] | None = None, stateful: bool = False,
 ) -> None:
     """Run one scenario; ``spark``, if given, is a warm session for restarts
     (it should allow task retries, e.g. master ``local[2,3]``); ``env`` goes
-    to every job (``EOSKIT_TEST_MASTER``: a cluster's, for ``CLUSTER_SCENARIOS``)."""
+    to every job (``EOSKIT_TEST_MASTER``: a cluster's, for ``CLUSTER_SCENARIOS``);
+    ``stateful``: with the stateful job, on a ``TotalsTarget``, verified by
+    the totals per customer."""
     workdir.mkdir(parents=True, exist_ok=True)
-    run = Run(target, workload, workdir, spark, base_env=dict(env or {}))
-    target.create_table(run.table)
+    run = Run(target, workload, workdir, spark, base_env=dict(env or {}), stateful=stateful)
+    if stateful:
+        assert isinstance(target, TotalsTarget), f"{type(target).__name__} is no TotalsTarget"
+        target.create_totals_table(run.table)
+    else:
+        target.create_table(run.table)
     try:
         scenario.run(run)
     finally:

@@ -65,3 +65,29 @@ class ConformanceTarget(ABC):
     def rollback(self, txn_id: str) -> None:
         """Roll back one prepared transaction, to clean up after a failed
         scenario so that its locks do not block the next (optional)."""
+
+
+class TotalsTarget(ABC):
+    """A target that can also hold a stateful job's output: running totals
+    per customer, written in Spark's update mode (``foreachBatch``) and
+    upserted by key. Implemented besides ``ConformanceTarget`` by sinks that
+    the stateful scenarios run against."""
+
+    #: SQL expressions over (customer, total, orders) giving the columns the
+    #: sink takes, when it does not take those three.
+    totals_select: tuple[str, ...] = ()
+
+    @abstractmethod
+    def totals_options(self, table: str) -> dict[str, str]:
+        """writeStream options that upsert ``(customer, total, orders)`` rows
+        into ``table``, keyed by ``customer``."""
+
+    @abstractmethod
+    def create_totals_table(self, table: str) -> None:
+        """An empty table for those rows, ``customer`` its key."""
+
+    @abstractmethod
+    def totals(self, table: str) -> dict[str, tuple[int, int]]:
+        """``customer -> (total, orders)`` as the table holds them now, read
+        by a client eoskit does not use; an AssertionError for anything that
+        shows a batch written twice (e.g. a log of updates that repeats one)."""
