@@ -4,7 +4,8 @@ by the restart strategy, and answers the commands addressed to it.
 One run, step by step:
 
 1. Claim the checkpoint (``control.py``): a second job on the same
-   checkpoint directory is refused, naming the first. With
+   checkpoint directory is refused, naming the first, and so is a
+   checkpoint an interrupted ``eoskit state rescale`` left half-rewritten. With
    ``--from-savepoint``, restore the savepoint into the (empty) checkpoint
    first, once the job's query is found to match the savepoint's
    (``fingerprint.py``: source, sinks, stateful operators).
@@ -42,6 +43,7 @@ from eoskit.runtime.listeners import Listeners, RunListener
 from eoskit.runtime.progress import ProgressPrinter, RunSummary
 from eoskit.runtime.settings import JobSettings
 from eoskit.runtime.signals import StopRequest
+from eoskit.runtime.state_rescale import refuse_unfinished
 from eoskit.twophase.decision_log import settlements
 
 if TYPE_CHECKING:
@@ -112,6 +114,7 @@ class Runner:
         if self.until_caught_up and self.settings.min_pause:
             self.printer.out.write(f"[{self.pipeline.name}] min_pause is not applied to a run "
                                    "until caught up: it reads what is there and ends\n")
+        refuse_unfinished(self.checkpoint)  # a rescale killed half-way: `eoskit state rescale` settles it
         record = self.control.claim(self.pipeline.name)
         failed: str | None = None
         spark_listener = self.listeners.spark_listener(self.pipeline.name)

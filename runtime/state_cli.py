@@ -1,8 +1,10 @@
-"""``eoskit state inspect | read``: a checkpoint's keyed state, through Spark.
+"""``eoskit state inspect | read | rescale``: a checkpoint's keyed state, through Spark.
 
 A thin layer over ``eoskit.runtime.state_inspect`` (Flink: the State
-Processor API's reading side). Both start a small local Spark session, as
-Spark's state data sources need one; tables, or ``--json``.
+Processor API's reading side) and ``eoskit.runtime.state_rescale`` (Flink:
+restoring with a new parallelism). Each starts a small local Spark session,
+as Spark's state data sources and its state repartition need one; tables,
+or ``--json``.
 """
 
 from __future__ import annotations
@@ -92,9 +94,30 @@ def _read(args: argparse.Namespace) -> int:
     return 0
 
 
+def _rescale(args: argparse.Namespace) -> int:
+    from eoskit.runtime.state_rescale import plan, rescale
+
+    if args.dry_run:
+        done = plan(args.checkpoint_dir, args.partitions)
+    else:
+        done = rescale(session(), args.checkpoint_dir, args.partitions)
+    if args.json:
+        print(json.dumps({**done.to_json(), "dryRun": bool(args.dry_run)}, indent=2))
+        return 0
+    if done.earlier:
+        print(f"first: {done.earlier}")
+    verb = "would rescale" if args.dry_run else "rescaled"
+    print(f"{verb} the state of {done.checkpoint} from {done.partitions} to {done.target} partitions "
+          f"(operators {', '.join(done.operators)}): the state of batch {done.batch}, as batch "
+          f"{done.repartition_batch}, which reads no input; the next run starts at batch "
+          f"{done.repartition_batch + 1}")
+    return 0
+
+
 def register_cli(commands: Any) -> None:
     state = commands.add_parser(
-        "state", help="what a checkpoint's keyed state holds (Spark's state data sources)")
+        "state", help="what a checkpoint's keyed state holds (Spark's state data sources); "
+        "rescale it to a new number of partitions")
     sub = state.add_subparsers(dest="state_command", required=True)
     inspect = sub.add_parser("inspect", help="stateful operators, stores, state variables, "
                              "partitions, keys and bytes")
@@ -115,5 +138,22 @@ def register_cli(commands: Any) -> None:
                       help="only this key (repeat COLUMN=VALUE for a key of several columns)")
     read.add_argument("--limit", type=int, default=100, metavar="N",
                       help="at most N rows (100; 0: all)")
+    rescale = sub.add_parser(
+        "rescale", help="repartition a stopped job's state into N partitions (Spark 4.2+)",
+        description="Repartition the keyed state of a stopped job into N partitions, on Spark's "
+        "offline state repartition (Spark 4.2+). A checkpoint's state partitions are "
+        "spark.sql.shuffle.partitions when it was created, fixed for its life and the upper bound "
+        "of the job's parallelism (Flink's max parallelism, its key groups). The job must be "
+        "stopped and its last batch committed. The rescale adds one batch that reads no input; "
+        "the next run continues from it, exactly once. A failed rescale is rolled back, leaving "
+        "the checkpoint as it was.")
+    rescale.add_argument("--checkpoint-dir", required=True, metavar="DIR",
+                         help="the stopped job's checkpoint location")
+    rescale.add_argument("--partitions", type=int, required=True, metavar="N",
+                         help="the new number of state partitions (>= 1)")
+    rescale.add_argument("--dry-run", action="store_true",
+                         help="check and say what would be done, without Spark; change nothing")
+    rescale.add_argument("--json", action="store_true", help="print JSON instead of text")
     inspect.set_defaults(func=guarded("state inspect", _inspect))
+    rescale.set_defaults(func=guarded("state rescale", _rescale))
     read.set_defaults(func=guarded("state read", _read))

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import tempfile
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from pyspark.errors import PySparkException
@@ -34,6 +34,8 @@ from eoskit.runtime.state_backend import PROVIDER_KEY, backend_of
 _TWS = "transformWithState"
 #: A summary row for the timers of a transformWithState operator.
 TIMERS = "(timers)"
+#: Spark's number of state partitions, recorded with every batch.
+PARTITIONS_KEY = "spark.sql.shuffle.partitions"
 
 
 class StateInspectError(ValueError):
@@ -166,6 +168,12 @@ def summarize(spark: SparkSession, checkpoint: str, batch: int | None = None) ->
     backend = (backend_of(provider) or provider) if provider else None
     rows: list[StateRow] = []
     ops = operators(spark, checkpoint) if batch is not None else []
+    # The partitions Spark ran the batch with: the operator metadata of an
+    # aggregate (v1, one file) keeps the count it was created with, even
+    # after `eoskit state rescale` has repartitioned its state.
+    count = (recorded[1] if recorded else {}).get(PARTITIONS_KEY, "")
+    if count.isdigit():
+        ops = [replace(op, partitions=int(count)) for op in ops]
     for op in ops:
         reader = _reader(spark, url, op, batch)
         if not op.tws:
