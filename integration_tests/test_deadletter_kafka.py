@@ -26,6 +26,9 @@ OUTPUT_LIMIT = 2000
 #: The dead-letter topic's: a dead letter of a 3000-byte value is cut to fit.
 DEAD_LETTER_LIMIT = 1500
 
+#: A young broker: see the fixture.
+pytestmark = pytest.mark.usefixtures("young_broker")
+
 
 def create(bootstrap: str, name: str, partitions: int, max_bytes: int | None = None) -> str:
     admin = AdminClient({"bootstrap.servers": bootstrap})

@@ -14,6 +14,9 @@ from pyspark.sql import functions as F
 
 from eoskit.twophase.conformance.kafka_log import read_topic
 
+#: A young broker: see the fixture.
+pytestmark = pytest.mark.usefixtures("young_broker")
+
 
 def run_to_kafka(spark, kafka, source_topic, transform, options, tmp_path, name=None):
     checkpoint = tmp_path / (name or f"ck-{uuid.uuid4().hex[:6]}")

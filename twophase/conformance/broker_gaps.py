@@ -14,9 +14,9 @@ EndTxn calls can leave them pending for good. The Kafka sink's progress
 markers are such offsets: on that broker a task retried, or a batch
 replayed, while a marker is pending finds the older marker and writes its
 rows again. ``defers_transactional_offsets`` reproduces the gap in a few
-hundred milliseconds. (Seen on a broker with the gap: its read_committed
-end offset of such a partition stays below the log's end, though the log
-holds every transaction's COMMIT record.)
+hundred milliseconds. ``held_pending`` finds the offsets left pending for
+good: partitions whose read_committed end stays below the log's end
+although no transaction is open any more.
 """
 
 from __future__ import annotations
@@ -80,3 +80,21 @@ def defers_transactional_offsets(bootstrap: str) -> bool:
                 future.result(TIMEOUT_S)
             except Exception:  # noqa: BLE001 - a probe's topics; best effort
                 pass
+
+
+def _end(bootstrap: str, topic: str, partition: int, isolation: str) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"eoskit-probe-{uuid.uuid4().hex[:8]}",
+                         "isolation.level": isolation, "enable.auto.commit": False})
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=TIMEOUT_S,
+                                              cached=False)[1]
+    finally:
+        consumer.close()
+
+
+def held_pending(bootstrap: str, topic: str, partitions: range) -> list[int]:
+    """Partitions of ``topic`` that the broker still holds a transaction open
+    on (read_committed end below the log's end). Called when every producer
+    of the topic is done, it names what the broker left pending for good."""
+    return [p for p in partitions
+            if _end(bootstrap, topic, p, "read_committed") < _end(bootstrap, topic, p, "read_uncommitted")]
