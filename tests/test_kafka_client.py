@@ -45,3 +45,11 @@ def test_clients_name_the_source_unless_told_otherwise():
     assert admin_config({"bootstrap.servers": "b", "client.id": "mine"})["client.id"] == "mine"
     log = ClientLog()
     assert consumer_config({"bootstrap.servers": "b"}, log)["logger"] is log
+
+
+def test_the_reading_consumer_does_not_let_the_broker_hold_its_fetches():
+    """A task's new assignment waits for the fetch the broker holds past the
+    last one's range: 500 ms a task at librdkafka's default."""
+    assert consumer_config({"bootstrap.servers": "b"})["fetch.wait.max.ms"] <= 20
+    assert consumer_config({"bootstrap.servers": "b", "fetch.wait.max.ms": "200"})[
+        "fetch.wait.max.ms"] == "200"

@@ -1,0 +1,142 @@
+"""Restart speed: from a killed driver's restart to the first committed batch.
+
+The conformance job (``eoskit-kafka`` -> ``from_json`` -> ``eoskit-postgres``,
+two-phase, the conformance kit's own job file) is SIGKILLed by a crash point
+right after the coordinator decided batch 1, with its transactions still
+prepared, as ``kill -9`` of a driver at the worst moment would leave it.
+Then ``eoskit run`` is started again on the same checkpoint, and the clock
+runs from that process's start (``Popen``) to the moment batch 1's entry
+appears in the checkpoint's commit log: the JVM's start, the session, the
+query's start, the sink's sweep (which commits the decided transactions),
+the replayed batch and its commit. The run then goes on to the end of the
+topic and the table is verified with psql: every record once.
+
+Locally (``local[2,3]``, as the conformance tests run it) and, with
+``--cluster``, on a Spark standalone cluster of one master and two workers
+started from the installed PySpark (``eoskit dev cluster``). See
+benchmarks/README.md, "Restart speed".
+
+    .venv/bin/python benchmarks/restart.py [--rounds 3] [--cluster]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from eoskit.runtime.dev import LocalServices
+from eoskit.runtime.dev.cluster import SparkCluster
+from eoskit.twophase import crash
+from eoskit.twophase.conformance import Workload
+from eoskit.twophase.conformance.postgres import PostgresTarget
+from eoskit.twophase.conformance.scenarios import Run
+from eoskit.twophase.txn_id import sink_prefix
+
+from kafka_to_postgres import machine_facts, print_table, say
+
+#: The most a restart may take to its first committed batch (issue 13).
+TARGET_S = 10.0
+POLL_S = 0.01
+#: A cluster's executors: as the cluster test tier starts them.
+CLUSTER_CONF = {
+    "spark.executor.memory": "768m",
+    "spark.executor.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+}
+
+
+def restart_once(run: Run, batch: int) -> tuple[float, int, str]:
+    """Start the job again; seconds from its start to ``batch`` in the
+    commit log, its exit code and log once it ends."""
+    committed = run.checkpoint / "commits" / str(batch)
+    assert not committed.exists(), f"batch {batch} was committed before the restart"
+    started = time.perf_counter()
+    process = run.start()
+    while not committed.exists():
+        if process.poll() is not None:
+            code, log = run.wait(process)
+            raise RuntimeError(f"the restarted job ended (exit {code}) before batch {batch} "
+                               f"committed:\n{log[-3000:]}")
+        time.sleep(POLL_S)
+    seconds = time.perf_counter() - started
+    code, log = run.wait(process)
+    return seconds, code, log
+
+
+def one_round(target: PostgresTarget, workload: Workload, workdir: Path,
+              env: dict[str, str]) -> float:
+    workdir.mkdir(parents=True)
+    run = Run(target, workload, workdir, base_env=env)
+    target.create_table(run.table)
+    try:
+        code, log = run.run_job(**{crash.ENV: f"{crash.DRIVER_AFTER_DECISION}@1"})
+        if code != -9:
+            raise RuntimeError(f"the crash point did not fire (exit {code}):\n{log[-3000:]}")
+        seconds, code, log = restart_once(run, 1)
+        if code != 0:
+            raise RuntimeError(f"the restarted job failed (exit {code}):\n{log[-3000:]}")
+        run.verify_exactly_once()
+        run.assert_nothing_prepared()
+        return seconds
+    finally:
+        for txn in target.prepared(sink_prefix(run.sink_id)):
+            target.rollback(txn)
+        target.drop_table(run.table)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--records", type=int, default=4000)
+    parser.add_argument("--partitions", type=int, default=2)
+    parser.add_argument("--batches", type=int, default=4)
+    parser.add_argument("--cluster", action="store_true",
+                        help="run the job on a standalone cluster (one master, two workers of "
+                             "one core each) started for the benchmark and stopped after it")
+    parser.add_argument("--services-dir", default=".eoskit/dev")
+    args = parser.parse_args(argv)
+
+    facts = machine_facts()
+    endpoints = LocalServices(args.services_dir).up()
+    target = PostgresTarget(endpoints.postgres_url)
+    say(f"producing {args.records:,} records ({args.partitions} partitions, "
+        f"{args.batches} batches)")
+    workload = Workload.produce(endpoints.kafka_bootstrap, args.records, args.partitions,
+                                args.batches)
+    cluster = None
+    env: dict[str, str] = {}
+    where = "local[2,3]"
+    if args.cluster:
+        cluster = SparkCluster(Path(".eoskit/bench-cluster"), workers=2, cores=1, memory="1g")
+        where = cluster.up()
+        env = {"EOSKIT_TEST_MASTER": where, "EOSKIT_TEST_SPARK_CONF": json.dumps(CLUSTER_CONF)}
+    times: list[float] = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="eoskit-restart-") as tmp:
+            for index in range(args.rounds):
+                say(f"round {index + 1}: kill -9 after batch 1's decision, then restart")
+                times.append(one_round(target, workload, Path(tmp) / f"round-{index}", env))
+                say(f"round {index + 1}: first committed batch {times[-1]:.1f} s after the restart; "
+                    "table exact, nothing prepared")
+    finally:
+        if cluster is not None:
+            cluster.down()
+    median = statistics.median(times)
+    print_table("machine (at start)", facts)
+    print_table("restart to the first committed batch", [
+        ("master", where),
+        ("rounds", ", ".join(f"{t:.1f} s" for t in times)),
+        ("median", f"{median:.1f} s (target <= {TARGET_S:.0f} s: "
+                   f"{'met' if median <= TARGET_S else 'NOT met'})"),
+    ])
+    print_table("machine (at end)", machine_facts()[2:3])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
