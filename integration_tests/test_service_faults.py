@@ -271,12 +271,12 @@ def _rode_it_out(paused: Paused) -> str:
     return log
 
 
-def _restart(services: LocalServices, name: str, paused: Paused) -> None:
-    """Stop the server, let the job go on against nothing for DOWNTIME_S,
-    start the server again on the same port."""
+def _restart(services: LocalServices, name: str, paused: Paused, downtime: float = DOWNTIME_S) -> None:
+    """Stop the server, let the job go on against nothing for ``downtime``
+    seconds, start the server again on the same port."""
     def while_down() -> None:
         paused.go()
-        time.sleep(DOWNTIME_S)
+        time.sleep(downtime)
     services.restart(name, while_down=while_down)
 
 
@@ -311,6 +311,25 @@ def test_postgres_restarted_during_the_tasks_writes(postgres, local_services, wo
     assert target.open_transactions() > 0, "no task was inside its transaction at the pause"
     _restart(local_services, "postgres", paused)
     _rode_it_out(paused)
+
+
+@pytest.mark.crash
+def test_postgres_stopped_for_20_seconds_mid_run(postgres, local_services, workload, fault_run):
+    """The runtime issue's fault: the server stopped for 20 s while batch 1's
+    tasks write, then started again. The job recovers by itself without
+    even a restart of its query (its restart strategy here is ``none``): the
+    tasks' retries and the coordinator wait for the server (up to
+    RECONNECT_WITHIN_S), and the table is exact."""
+    target = FaultPostgresTarget(postgres)
+    run = fault_run(target, workload)
+    paused = Paused(run, crash.TASK_DURING_WRITE)
+    paused.wait_reached()
+    started = time.monotonic()
+    _restart(local_services, "postgres", paused, downtime=20.0)
+    assert time.monotonic() - started >= 20.0
+    log = _rode_it_out(paused)
+    assert RECONNECTING in log, "nothing waited for the server"
+    run.assert_nothing_prepared()
 
 
 @pytest.mark.crash
