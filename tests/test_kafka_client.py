@@ -53,3 +53,9 @@ def test_the_reading_consumer_does_not_let_the_broker_hold_its_fetches():
     assert consumer_config({"bootstrap.servers": "b"})["fetch.wait.max.ms"] <= 20
     assert consumer_config({"bootstrap.servers": "b", "fetch.wait.max.ms": "200"})[
         "fetch.wait.max.ms"] == "200"
+
+
+def test_the_reading_consumer_does_not_back_off_a_second_after_a_full_queue():
+    config = consumer_config({"bootstrap.servers": "b"})
+    assert config["fetch.queue.backoff.ms"] <= 20
+    assert config["queued.min.messages"] <= 100_000  # librdkafka's default: no more prefetch
