@@ -9,7 +9,7 @@ connector edits no shared file:
 - the ``eoskit.plugins`` entry points: one per ``connectors/<name>/plugin.py``
   (see ``eoskit.connectors.plugins``), plus the pytest plugin;
 - one file installed at the top of site-packages
-  (``connectors/pyspark_modules/eoskit-prefer-installed-pyspark.pth``).
+  (``connectors/pyspark_modules/eoskit-spark-python.pth``).
 """
 
 from pathlib import Path
@@ -21,7 +21,7 @@ ROOT = Path(__file__).parent
 PACKAGE_DIRS = {"eoskit.connectors": "connectors", "eoskit.twophase": "twophase",
                 "eoskit.runtime": "runtime"}
 MODULES_DIR = Path("connectors/pyspark_modules")
-PTH = MODULES_DIR / "eoskit-prefer-installed-pyspark.pth"
+PTH = MODULES_DIR / "eoskit-spark-python.pth"
 
 
 def packages() -> list[str]:

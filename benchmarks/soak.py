@@ -121,10 +121,13 @@ class Proc:
     pgid: int
     cmdline: str
     rss_kib: int
+    comm: str = ""
 
 
 def processes_of_group(pgid: int) -> list[Proc]:
-    """Every process of process group ``pgid``, from /proc."""
+    """Every process of the job started as session (and group) ``pgid``,
+    from /proc: Spark's Python daemons put themselves and their workers in
+    process groups of their own, but stay in the session."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -132,22 +135,24 @@ def processes_of_group(pgid: int) -> list[Proc]:
         try:
             stat = (entry / "stat").read_text()
             fields = stat[stat.rindex(")") + 2:].split()
-            if int(fields[2]) != pgid:
+            if int(fields[3]) != pgid:
                 continue
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            comm = stat[stat.index("(") + 1:stat.rindex(")")]
             rss = next((int(line.split()[1]) for line in (entry / "status").read_text().splitlines()
                         if line.startswith("VmRSS:")), 0)
         except (OSError, ValueError):
             continue  # gone meanwhile
-        found.append(Proc(int(entry.name), int(fields[1]), pgid, cmdline, rss))
+        found.append(Proc(int(entry.name), int(fields[1]), int(fields[2]), cmdline, rss, comm))
     return found
 
 
 def python_workers(pgid: int) -> list[Proc]:
-    """The job's Python workers: children forked by a PySpark worker daemon
-    (eoskit's ``worker_daemon`` or PySpark's own ``pyspark.daemon``)."""
+    """The job's task workers: children forked by the ``pyspark.worker``
+    daemon (eoskit's ``worker_daemon``, or its copy forked by the zygote,
+    named ``pyspark.worker``: see eoskit.runtime.zygote)."""
     procs = processes_of_group(pgid)
-    daemons = {p.pid for p in procs if "worker_daemon" in p.cmdline or "pyspark.daemon" in p.cmdline}
+    daemons = {p.pid for p in procs if "worker_daemon" in p.cmdline or p.comm == "pyspark.worker"}
     return [p for p in procs if p.ppid in daemons]
 
 

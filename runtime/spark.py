@@ -11,6 +11,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from eoskit.connectors.plugins import register_data_source  # noqa: F401 - re-exported
+from eoskit.runtime.zygote import ENV as ZYGOTE_ENV
 from eoskit.twophase.crash import remember_driver_process_group
 
 #: The module Spark runs as its Python worker daemon (see eoskit.runtime.worker_daemon).
@@ -47,6 +48,9 @@ def get_session(app_name: str, conf: Mapping[str, str] | None = None) -> SparkSe
     if conf.get("spark.pyspark.python"):
         os.environ["PYSPARK_PYTHON"] = conf["spark.pyspark.python"]
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # The JVM's Python helpers forked warm (eoskit.runtime.zygote); the JVM
+    # inherits this environment. EOSKIT_PREFORK=0 turns it off.
+    os.environ.setdefault(ZYGOTE_ENV, "1")
     remember_driver_process_group()
     builder = SparkSession.builder.appName(app_name)
     # Under spark-submit (which starts this process with a gateway to its

@@ -1,7 +1,7 @@
 """The module Spark runs as its Python worker daemon (``spark.python.daemon.module``).
 
 It only starts :func:`eoskit.runtime.spark_daemon.main`. The code lives in
-``spark_daemon``, which the ``eoskit-prefer-installed-pyspark.pth`` file
+``spark_daemon``, which the ``eoskit-spark-python.pth`` file
 imports into every Python process Spark starts; a module already imported
 when ``python -m`` is asked to run it makes runpy warn ("found in
 sys.modules ... prior to execution") on every job. This module is imported

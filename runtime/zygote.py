@@ -1,0 +1,347 @@
+"""Warm Python processes for Spark: the JVM's Python helpers forked, not started.
+
+Spark starts a fresh Python interpreter for each kind of helper a query
+needs: a daemon per planner module (the data source lookup, the source's
+creation and read planning, the sink's write planning, the streaming sink's
+commit), a daemon for the task workers, and the streaming source's runner.
+Each imports PySpark, pyarrow and the connector's client libraries before it
+does any work, and they start one after another as a query reaches them: on
+two cores, about 0.5 to 1 s each, most of a job's first micro-batch and of
+a restart (``benchmarks/README.md``, "The first batch").
+
+With ``EOSKIT_PREFORK=1`` in the environment Spark gives them (eoskit's
+``get_session`` sets it before the JVM starts; local mode, where the
+driver's environment is every helper's), such a process hands itself over
+to a *zygote*: one process per JVM that imported all of it once and forks a
+ready copy on request. The hand-over, top to bottom:
+
+1. The process Spark started (``python -m pyspark.daemon <worker module>``,
+   ``python -m eoskit.runtime.worker_daemon ...`` or the source runner; the
+   *launcher*) is caught by eoskit's ``.pth`` file before its main module
+   runs. It connects to the zygote of its JVM (an abstract Unix socket named
+   by the user, the JVM's pid and a key of what the imports depend on: the
+   interpreter, ``PYTHONPATH``, the working directory, ``EOSKIT_*``
+   settings), starting the zygote first if there is none. Nothing has been
+   written to the launcher's standard streams, so any failure up to here
+   falls back to running the module itself: never worse than without.
+2. It sends its argv, environment and working directory, and its stdin,
+   stdout and stderr themselves (``SCM_RIGHTS``): the pipes the JVM reads
+   the daemon's port from and writes its kill requests to.
+3. The zygote forks a *child* that takes those descriptors, that
+   environment and directory, and runs the module as ``__main__``: to the
+   JVM it is the daemon (its port arrives on the pipe, its stdin's end is
+   its shutdown). The child sends its pid to the launcher.
+4. The launcher stays as what the JVM holds: it forwards SIGTERM, SIGINT and
+   SIGHUP (``Process.destroy``) to the child and exits with the child's
+   exit code, which the zygote reports when it reaps it. Should the launcher
+   be SIGKILLed, the JVM closes the pipes and the child sees its stdin end,
+   as a daemon would.
+5. The zygote lives in the JVM's process group (a kill of the driver's
+   group takes it) and exits when the JVM does.
+
+Linux only (abstract sockets, ``pidfd_open``); elsewhere, or unset, nothing
+changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import sys
+
+ENV = "EOSKIT_PREFORK"
+#: The modules a launcher hands over; any other process runs as it is.
+TAKEN_OVER = ("pyspark.daemon", "eoskit.runtime.worker_daemon",
+              "pyspark.sql.streaming.python_streaming_source_runner")
+#: Imported by the zygote once, for every child: PySpark's worker and
+#: planner modules, and (through ``spark_daemon.preload``) eoskit's
+#: connectors and their client libraries.
+PRELOAD = (
+    "pyspark.daemon",
+    "pyspark.worker",
+    "pyspark.sql.worker.lookup_data_sources",
+    "pyspark.sql.worker.create_data_source",
+    "pyspark.sql.worker.plan_data_source_read",
+    "pyspark.sql.worker.write_into_data_source",
+    "pyspark.sql.worker.python_streaming_sink_runner",
+    "pyspark.sql.worker.commit_data_source_write",
+    "pyspark.sql.streaming.python_streaming_source_runner",
+)
+#: The longest a launcher waits for a zygote to answer (it imports first).
+READY_TIMEOUT_S = 120.0
+_MAX_REQUEST = 1 << 20
+
+
+def _cmdline() -> list[str]:
+    with open("/proc/self/cmdline", "rb") as f:
+        return [a.decode(errors="surrogateescape") for a in f.read().split(b"\0") if a]
+
+
+def _address(jvm_pid: int) -> str:
+    """The zygote's abstract socket for this JVM and what its imports depend on."""
+    key = json.dumps([sys.executable, os.environ.get("PYTHONPATH", ""), os.getcwd(),
+                      sorted((k, v) for k, v in os.environ.items() if k.startswith("EOSKIT_"))])
+    digest = hashlib.sha256(key.encode(errors="surrogateescape")).hexdigest()[:16]
+    return f"eoskit-zygote-{os.getuid()}-{jvm_pid}-{digest}"
+
+
+def _abstract(address: str) -> str:
+    """The name in Linux's abstract socket namespace: no file to clean up."""
+    return "\0" + address
+
+
+# -- the launcher: the process Spark started -----------------------------------
+
+def take_over() -> None:
+    """Called from eoskit's ``.pth`` file in every interpreter of the
+    environment: when this one is a Spark helper to hand over, hand it over
+    and never return; otherwise (or on any failure before the hand-over)
+    return and let it run as it is."""
+    if os.environ.get(ENV) != "1" or not sys.platform.startswith("linux"):
+        return
+    try:
+        argv = _cmdline()
+        if len(argv) < 3 or argv[1] != "-m" or argv[2] not in TAKEN_OVER:
+            return
+        conn = _connect(os.getppid())
+        child = _hand_over(conn, argv[2], argv[3:])
+    except Exception:  # noqa: BLE001 - any failure before the hand-over: run as usual
+        return
+    if child is None:
+        return
+    os._exit(_stand_in(conn, child))
+
+
+def _connect(jvm_pid: int) -> socket.socket:
+    """A connection to the JVM's zygote, started first if there is none."""
+    address = _address(jvm_pid)
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(_abstract(address))
+        return conn
+    except (ConnectionRefusedError, FileNotFoundError):
+        pass
+    devnull = os.open(os.devnull, os.O_RDWR)
+    # The zygote must not hold the launcher's pipes: stdio to /dev/null.
+    os.posix_spawn(sys.executable, [sys.executable, "-m", "eoskit.runtime.zygote",
+                                    address, str(jvm_pid)], os.environ,
+                   file_actions=[(os.POSIX_SPAWN_DUP2, devnull, fd) for fd in (0, 1, 2)])
+    os.close(devnull)
+    # It binds before it imports: the connection is accepted once it is ready.
+    for _ in range(500):
+        try:
+            conn.connect(_abstract(address))
+            return conn
+        except (ConnectionRefusedError, FileNotFoundError):
+            import time
+
+            time.sleep(0.01)
+    raise TimeoutError("the zygote did not bind its socket")
+
+
+def _hand_over(conn: socket.socket, module: str, args: list[str]) -> int | None:
+    """Steps 2 and 3: send the request and the standard streams; the
+    child's pid, or None if no child took them."""
+    request = json.dumps({"module": module, "args": args, "cwd": os.getcwd(),
+                          "env": dict(os.environ)}).encode(errors="surrogateescape")
+    socket.send_fds(conn, [len(request).to_bytes(4, "big") + request], [0, 1, 2])
+    conn.settimeout(READY_TIMEOUT_S)
+    line = _read_line(conn)
+    if not line.startswith(b"pid "):
+        return None
+    return int(line[4:])
+
+
+def _read_line(conn: socket.socket) -> bytes:
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = conn.recv(64)
+        if not chunk:
+            return data
+        data += chunk
+    return data.strip()
+
+
+def _stand_in(conn: socket.socket, child: int) -> int:
+    """Step 4: be the process the JVM holds until the child ends."""
+    import signal
+
+    def forward(signum: int, _frame: object) -> None:
+        try:
+            os.kill(child, signum)
+        except ProcessLookupError:
+            pass
+
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, forward)
+    # The child holds the streams now; the launcher lets go of its copies.
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1):
+        os.dup2(devnull, fd)
+    conn.settimeout(None)
+    while True:
+        try:
+            line = _read_line(conn)
+            break
+        except InterruptedError:
+            continue
+    if line.startswith(b"exit "):
+        return int(line[5:])
+    # The zygote is gone (killed): wait for the child itself.
+    try:
+        fd = os.pidfd_open(child)
+    except OSError:
+        return 1
+    import select
+
+    select.select([fd], [], [])
+    return 1
+
+
+# -- the zygote ----------------------------------------------------------------
+
+def serve(address: str, jvm_pid: int) -> None:
+    """Bind, import everything once, then fork a child per request until the JVM exits."""
+    import select
+    import signal
+
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        listener.bind(_abstract(address))
+    except OSError:
+        return  # another launcher started this JVM's zygote first
+    listener.listen(64)
+    _preload()
+    from eoskit.runtime.spark_daemon import freeze_imports
+
+    freeze_imports()
+    try:
+        jvm = os.pidfd_open(jvm_pid)
+    except OSError:
+        return
+    waiting: dict[int, socket.socket] = {}  # child pid -> its launcher's connection
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    while True:
+        ready, _, _ = select.select([listener, jvm], [], [], 0.2)
+        _reap(waiting)
+        if jvm in ready:
+            return
+        if listener in ready:
+            conn, _ = listener.accept()
+            try:
+                child = _fork_child(listener, conn)
+            except Exception:  # noqa: BLE001 - a bad request: its launcher runs as usual
+                conn.close()
+                continue
+            waiting[child] = conn
+
+
+def _preload() -> None:
+    import importlib
+
+    from eoskit.runtime.spark_daemon import preload
+
+    preload(None)
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - a module this PySpark lacks: its child imports what it has
+            pass
+
+
+def _reap(waiting: dict[int, socket.socket]) -> None:
+    while waiting:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        conn = waiting.pop(pid, None)
+        if conn is not None:
+            try:
+                conn.sendall(f"exit {os.waitstatus_to_exitcode(status)}\n".encode())
+            except OSError:
+                pass
+            conn.close()
+
+
+def _fork_child(listener: socket.socket, conn: socket.socket) -> int:
+    """Step 3: a child with the launcher's streams, environment and directory."""
+    conn.settimeout(10)
+    header, fds, _, _ = socket.recv_fds(conn, 4, 3)
+    size = int.from_bytes(header, "big")
+    if size > _MAX_REQUEST or len(fds) != 3:
+        raise ValueError("not a launcher's request")
+    body = b""
+    while len(body) < size:
+        chunk = conn.recv(size - len(body))
+        if not chunk:
+            raise ConnectionError("the launcher went away")
+        body += chunk
+    request = json.loads(body.decode(errors="surrogateescape"))
+    conn.settimeout(None)
+    pid = os.fork()
+    if pid:
+        for fd in fds:
+            os.close(fd)
+        return pid
+    code = 1
+    try:
+        listener.close()
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+            os.close(fd)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        _name_process(request["args"][0] if request["args"] else request["module"])
+        conn.sendall(f"pid {os.getpid()}\n".encode())
+        conn.close()
+        code = _run_module(request["module"], request["args"])
+    except BaseException:  # noqa: BLE001 - the child must never return into the zygote's loop
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        os._exit(code)
+
+
+def _name_process(name: str) -> None:
+    """The child's name in ``ps -o comm`` and ``/proc/<pid>/comm`` (its
+    command line is the zygote's): the module Spark asked for, e.g.
+    ``pyspark.worker`` for the task workers' daemon, so that tools that look
+    for Spark's Python workers find them."""
+    try:
+        import ctypes
+
+        short = name if len(name) <= 15 else name.rsplit(".", 1)[-1]
+        ctypes.CDLL(None).prctl(15, short[:15].encode())  # PR_SET_NAME
+    except Exception:  # noqa: BLE001 - only a name
+        pass
+
+
+def _run_module(module: str, args: list[str]) -> int:
+    """``python -m module args...``, in this process."""
+    import runpy
+    import signal
+
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
+        signal.signal(signum, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    sys.argv = [module, *args]
+    # Run afresh as __main__, not from the zygote's imported copy (runpy
+    # warns about a module imported before it runs).
+    sys.modules.pop(module, None)
+    try:
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1], int(sys.argv[2]))

@@ -1,0 +1,131 @@
+"""The zygote: Spark's Python helpers handed over to one warm process per JVM.
+
+A small Python program stands in for the JVM: it starts PySpark's daemon as
+Spark does (``python -m pyspark.daemon <worker module>``, pipes for stdin
+and stdout), reads the port, asks for a worker and checks where it came
+from, then closes the daemon's stdin as Spark does to stop it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the zygote is Linux only")
+
+FAKE_JVM = textwrap.dedent('''
+    import json, os, socket, struct, subprocess, sys, time
+
+    def cmdline(pid):
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\\0", b" ").decode()
+
+    def parent(pid):
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+
+    report = []
+    for module in sys.argv[1:]:
+        started = time.perf_counter()
+        daemon = subprocess.Popen([sys.executable, "-m", "pyspark.daemon", module],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        port = struct.unpack(">i", daemon.stdout.read(4))[0]
+        conn = socket.create_connection(("127.0.0.1", port))
+        worker = struct.unpack(">i", conn.makefile("rb").read(4))[0]
+        ready_ms = (time.perf_counter() - started) * 1000
+        forked_by = parent(worker)
+        with open(f"/proc/{forked_by}/comm") as f:
+            comm = f.read().strip()
+        report.append({"module": module, "ready_ms": ready_ms, "daemon": daemon.pid,
+                       "forked_by": forked_by, "forked_by_cmdline": cmdline(forked_by),
+                       "forked_by_comm": comm, "grandparent": parent(forked_by)})
+        conn.close()
+        daemon.stdin.close()  # Spark stops a daemon by closing its stdin
+        report[-1]["exit"] = daemon.wait(30)
+    print(json.dumps(report))
+''')
+
+
+def fake_jvm(tmp_path: Path, modules: list[str], prefork: str | None) -> list[dict]:
+    script = tmp_path / "fake_jvm.py"
+    script.write_text(FAKE_JVM)
+    env = {k: v for k, v in os.environ.items() if k != "EOSKIT_PREFORK"}
+    if prefork is not None:
+        env["EOSKIT_PREFORK"] = prefork
+    result = subprocess.run([sys.executable, str(script), *modules], env=env, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "RuntimeWarning" not in result.stderr, result.stderr
+    return json.loads(result.stdout)
+
+
+def zygotes() -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and b"eoskit.runtime.zygote" in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            pass
+    return found
+
+
+def test_daemons_are_forked_from_one_warm_zygote_and_stop_as_spark_stops_them(tmp_path):
+    before = set(zygotes())
+    report = fake_jvm(tmp_path, ["pyspark.worker", "pyspark.sql.worker.write_into_data_source"], "1")
+    for daemon in report:
+        # The worker's daemon is a child of the zygote, not the process Spark started.
+        assert daemon["forked_by"] != daemon["daemon"], daemon
+        assert "eoskit.runtime.zygote" in daemon["forked_by_cmdline"], daemon
+        assert daemon["exit"] == 1, daemon  # PySpark's daemon exits 1 when its stdin closes
+    # One zygote served both; named after the module Spark asked for.
+    assert report[0]["grandparent"] == report[1]["grandparent"]
+    assert report[0]["forked_by_comm"] == "pyspark.worker"
+    # The second daemon came warm: no interpreter start, no imports.
+    assert report[1]["ready_ms"] < report[0]["ready_ms"], report
+    # The zygote ends with its JVM.
+    deadline = time.monotonic() + 10
+    while set(zygotes()) - before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not set(zygotes()) - before
+
+
+def test_without_the_setting_nothing_is_taken_over(tmp_path):
+    for prefork in (None, "0"):
+        (daemon,) = fake_jvm(tmp_path, ["pyspark.worker"], prefork)
+        assert daemon["forked_by"] == daemon["daemon"], daemon
+        assert "pyspark.daemon" in daemon["forked_by_cmdline"]
+
+
+def test_the_zygote_key_follows_what_imports_depend_on(monkeypatch):
+    from eoskit.runtime import zygote
+
+    base = zygote._address(123)
+    assert base.startswith(f"eoskit-zygote-{os.getuid()}-123-") and "\0" not in base
+    monkeypatch.setenv("EOSKIT_CRASH_AT", "task_after_prepare@1")
+    assert zygote._address(123) != base  # a setting eoskit reads at import
+    monkeypatch.delenv("EOSKIT_CRASH_AT")
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    assert zygote._address(123) != base
+    monkeypatch.delenv("PYTHONPATH")
+    assert zygote._address(124) != base  # another JVM
+
+
+
+def test_what_a_forking_process_imported_is_exempt_from_the_collector():
+    """PySpark's daemon collects garbage in a worker after every task: a
+    full collection over the preloaded libraries cost 70 ms a task."""
+    result = subprocess.run([sys.executable, "-c", (
+        "import gc; from eoskit.runtime.spark_daemon import preload, freeze_imports; "
+        "preload('pyspark.worker'); tracked = len(gc.get_objects()); freeze_imports(); "
+        "print(tracked, gc.get_freeze_count(), len(gc.get_objects()))")],
+        capture_output=True, text=True, timeout=120, check=True)
+    tracked, frozen, left = map(int, result.stdout.split())
+    assert tracked > 50_000 and frozen >= tracked - 1_000, result.stdout
+    assert left < 1_000, result.stdout
