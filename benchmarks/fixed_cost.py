@@ -8,7 +8,11 @@ measured:
    own source and sinks, all in the JVM: what Spark itself costs per batch;
 2. ``eoskit-kafka -> noop``: eoskit's source (Python workers reading Kafka);
 3. ``eoskit-kafka -> from_json -> eoskit-postgres`` (two-phase, the default):
-   source, parse, and the exactly-once sink with its decision log.
+   source, parse, and the exactly-once sink with its decision log;
+4. for reference, a Python streaming source that makes its rows in memory
+   (``FloorReader``: no broker, nothing of eoskit's) into ``noop``: what
+   PySpark itself charges any Python source per batch (a Python worker per
+   task, Arrow both ways).
 
 The eoskit -> PostgreSQL query runs first in a session whose JVM a short
 rate -> noop query has warmed, so its first batch is a job's first batch:
@@ -33,7 +37,9 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from eoskit.runtime.dev import LocalServices
 from eoskit.twophase import timings
@@ -55,6 +61,40 @@ from kafka_to_postgres import (
     verify,
 )
 
+class FloorReader(DataSourceStreamReader):
+    """PySpark's own floor for a Python streaming source: each trigger has a
+    batch of ``rows`` integers, made in memory by one task per partition
+    (no broker, no client, nothing of eoskit's)."""
+
+    def __init__(self, rows: int, partitions: int) -> None:
+        self.rows, self.partitions, self.next = rows, partitions, 0
+
+    def initialOffset(self) -> dict:
+        return {"batch": 0}
+
+    def latestOffset(self) -> dict:
+        self.next += 1
+        return {"batch": self.next}
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        return [InputPartition(self.rows // self.partitions) for _ in range(self.partitions)]
+
+    def read(self, partition: InputPartition):
+        yield pa.RecordBatch.from_arrays([pa.array(range(partition.value), pa.int64())], ["v"])
+
+
+class FloorSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "eoskit-bench-python-floor"
+
+    def schema(self) -> str:
+        return "v bigint"
+
+    def streamReader(self, schema) -> FloorReader:
+        return FloorReader(int(self.options["rows"]), int(self.options["partitions"]))
+
+
 #: A query's batches are read back from its progress once it has run this many.
 POLL_S = 0.2
 
@@ -68,6 +108,8 @@ class Contest:
     target: float
 
 
+#: Not a contest: what any Python streaming source costs per batch, in the same run.
+FLOOR = "a Python source made in memory -> noop"
 CONTESTS = (
     Contest("eoskit-kafka -> noop", "rate-micro-batch -> noop", 1.3),
     Contest("eoskit-kafka -> from_json -> eoskit-postgres", "rate-micro-batch -> parquet", 1.5),
@@ -163,6 +205,10 @@ def verdicts(results: dict[str, StreamResult]) -> list[tuple[str, str]]:
         rows.append((f"{contest.ours} / {contest.theirs}",
                      f"{ratio:.2f}x (target <= {contest.target}x: "
                      f"{'met' if ratio <= contest.target else 'NOT met'})"))
+    floor = statistics.median(later(results[FLOOR])) / statistics.median(
+        later(results[CONTESTS[0].theirs]))
+    rows.append((f"{FLOOR} / {CONTESTS[0].theirs}",
+                 f"{floor:.2f}x (PySpark's own cost of a Python source's tasks, for reference)"))
     first = results[CONTESTS[1].ours]
     extra = first.durations_ms[0]["triggerExecution"] - statistics.median(later(first))
     rows.append(("first batch - median later (eoskit -> postgres)",
@@ -198,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         say("starting Spark (local[2])")
         spark = spark_session()
+        spark.dataSource.register(FloorSource)
         say("warming the JVM: rate-micro-batch -> noop, 5 batches (not reported)")
         run_batches(rate_source(spark, args.rows, args.partitions), noop, "warmup", 5, False)
         reset_table(url, EOSKIT_TABLE)
@@ -208,6 +255,10 @@ def main(argv: list[str] | None = None) -> int:
             (CONTESTS[0].ours, lambda: run_batches(
                 kafka_source(spark, bootstrap, topics[1], args.rows), noop, "kafka-noop",
                 args.batches, True)),
+            (FLOOR, lambda: run_batches(
+                spark.readStream.format(FloorSource.name()).option("rows", str(args.rows))
+                .option("partitions", str(args.partitions)).load(), noop, "floor",
+                args.batches, False)),
             (CONTESTS[0].theirs, lambda: run_batches(
                 rate_source(spark, args.rows, args.partitions), noop, "rate-noop",
                 args.batches, False)),

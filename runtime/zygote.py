@@ -101,6 +101,7 @@ def take_over() -> None:
     return and let it run as it is."""
     if os.environ.get(ENV) != "1" or not sys.platform.startswith("linux"):
         return
+    conn = None
     try:
         argv = _cmdline()
         if len(argv) < 3 or argv[1] != "-m" or argv[2] not in TAKEN_OVER:
@@ -108,8 +109,10 @@ def take_over() -> None:
         conn = _connect(os.getppid())
         child = _hand_over(conn, argv[2], argv[3:])
     except Exception:  # noqa: BLE001 - any failure before the hand-over: run as usual
-        return
+        child = None
     if child is None:
+        if conn is not None:
+            conn.close()  # a child forked late finds nobody waiting and ends
         return
     os._exit(_stand_in(conn, child))
 
@@ -272,18 +275,23 @@ def _fork_child(listener: socket.socket, conn: socket.socket) -> int:
     """Step 3: a child with the launcher's streams, environment and directory."""
     conn.settimeout(10)
     header, fds, _, _ = socket.recv_fds(conn, 4, 3)
-    size = int.from_bytes(header, "big")
-    if size > _MAX_REQUEST or len(fds) != 3:
-        raise ValueError("not a launcher's request")
-    body = b""
-    while len(body) < size:
-        chunk = conn.recv(size - len(body))
-        if not chunk:
-            raise ConnectionError("the launcher went away")
-        body += chunk
-    request = json.loads(body.decode(errors="surrogateescape"))
-    conn.settimeout(None)
-    pid = os.fork()
+    try:
+        size = int.from_bytes(header, "big")
+        if size > _MAX_REQUEST or len(fds) != 3:
+            raise ValueError("not a launcher's request")
+        body = b""
+        while len(body) < size:
+            chunk = conn.recv(size - len(body))
+            if not chunk:
+                raise ConnectionError("the launcher went away")
+            body += chunk
+        request = json.loads(body.decode(errors="surrogateescape"))
+        conn.settimeout(None)
+        pid = os.fork()
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
     if pid:
         for fd in fds:
             os.close(fd)
@@ -291,6 +299,11 @@ def _fork_child(listener: socket.socket, conn: socket.socket) -> int:
     code = 1
     try:
         listener.close()
+        # First tell the launcher: one that gave up waiting (and runs the
+        # module itself) refuses this, and the child ends before it has
+        # touched the streams.
+        conn.sendall(f"pid {os.getpid()}\n".encode())
+        conn.close()
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
             os.close(fd)
@@ -298,8 +311,6 @@ def _fork_child(listener: socket.socket, conn: socket.socket) -> int:
         os.environ.clear()
         os.environ.update(request["env"])
         _name_process(request["args"][0] if request["args"] else request["module"])
-        conn.sendall(f"pid {os.getpid()}\n".encode())
-        conn.close()
         code = _run_module(request["module"], request["args"])
     except BaseException:  # noqa: BLE001 - the child must never return into the zygote's loop
         import traceback

@@ -324,15 +324,30 @@ def _task_crash_retried(point: str, batch: int = 1) -> Callable[[Run], None]:
     return scenario
 
 
+#: After its waypoint, the kill comes within this many seconds: inside the
+#: next batch (planning, tasks writing, the commit), wherever the draw lands.
+RANDOM_KILL_WITHIN_S = 0.6
+
+
 def _random_driver_kill(run: Run) -> None:
+    """SIGKILL of the driver at a random moment of a random batch: the draw
+    picks a waypoint of the job's own progress (its first offset-log entry,
+    or the commit of batch k, for every batch but the last) and a delay after
+    it, so that the kill lands while the job runs however fast it is."""
     seed = int(os.environ.get("EOSKIT_TEST_SEED", time.time_ns() % 10_000))
-    delay = random.Random(seed).uniform(6.0, 14.0)
+    draw = random.Random(seed)
+    batches = max(1, -(-run.workload.records // run.workload.batch_offsets))
+    after = draw.randrange(-1, max(0, batches - 2) + 1)  # -1: during the first batch
+    delay = draw.uniform(0.0, RANDOM_KILL_WITHIN_S)
+    waypoint = run.checkpoint / ("offsets/0" if after < 0 else f"commits/{after}")
     process = run.start()
+    _wait_for(waypoint, process, run)
     time.sleep(delay)
-    assert process.poll() is None, f"the job ended before the kill at {delay:.1f}s (seed {seed})"
+    where = f"{delay:.2f}s after {waypoint.relative_to(run.checkpoint)} (EOSKIT_TEST_SEED={seed})"
+    assert process.poll() is None, f"the job ended before the kill {where}"
     os.killpg(process.pid, signal.SIGKILL)
     process.wait()
-    print(f"killed the driver after {delay:.1f}s (EOSKIT_TEST_SEED={seed})")
+    print(f"killed the driver {where}")
     run.recover()
     run.verify_exactly_once()
 
@@ -444,7 +459,7 @@ def _wait_for(path: Path, process: subprocess.Popen, run: Run, timeout: float = 
                                  f"{path.name}:\n{run.last_log()[-3000:]}")
         if time.monotonic() > deadline:
             os.killpg(process.pid, signal.SIGKILL)
-            raise AssertionError(f"no task reached the pause within {timeout:.0f} s")
+            raise AssertionError(f"the job did not reach {path.name} within {timeout:.0f} s")
         time.sleep(0.1)
     return path.read_text()
 
