@@ -67,7 +67,7 @@ class FloorReader(DataSourceStreamReader):
     (no broker, no client, nothing of eoskit's)."""
 
     def __init__(self, rows: int, partitions: int) -> None:
-        self.rows, self.partitions, self.next = rows, partitions, 0
+        self.rows, self.tasks, self.next = rows, partitions, 0
 
     def initialOffset(self) -> dict:
         return {"batch": 0}
@@ -77,7 +77,7 @@ class FloorReader(DataSourceStreamReader):
         return {"batch": self.next}
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
-        return [InputPartition(self.rows // self.partitions) for _ in range(self.partitions)]
+        return [InputPartition(self.rows // self.tasks) for _ in range(self.tasks)]
 
     def read(self, partition: InputPartition):
         yield pa.RecordBatch.from_arrays([pa.array(range(partition.value), pa.int64())], ["v"])

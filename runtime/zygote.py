@@ -18,12 +18,15 @@ ready copy on request. The hand-over, top to bottom:
 1. The process Spark started (``python -m pyspark.daemon <worker module>``,
    ``python -m eoskit.runtime.worker_daemon ...`` or the source runner; the
    *launcher*) is caught by eoskit's ``.pth`` file before its main module
-   runs. It connects to the zygote of its JVM (an abstract Unix socket named
-   by the user, the JVM's pid and a key of what the imports depend on: the
-   interpreter, ``PYTHONPATH``, the working directory, ``EOSKIT_*``
-   settings), starting the zygote first if there is none. Nothing has been
-   written to the launcher's standard streams, so any failure up to here
-   falls back to running the module itself: never worse than without.
+   runs. It connects to the zygote the driver started beside its JVM
+   (``start_early``, called by ``get_session``: it imports while the JVM
+   boots), or else to one of its JVM's own (an abstract Unix socket named by
+   the user, the JVM's pid and a key of what the imports depend on: the
+   interpreter, the working directory, the module path, ``EOSKIT_*``
+   settings), starting it first if there is none. A zygote forks only for a
+   launcher of its own key. Nothing has been written to the launcher's
+   standard streams, so any failure up to here falls back to running the
+   module itself: never worse than without.
 2. It sends its argv, environment and working directory, and its stdin,
    stdout and stderr themselves (``SCM_RIGHTS``): the pipes the JVM reads
    the daemon's port from and writes its kill requests to.
@@ -36,8 +39,9 @@ ready copy on request. The hand-over, top to bottom:
    exit code, which the zygote reports when it reaps it. Should the launcher
    be SIGKILLed, the JVM closes the pipes and the child sees its stdin end,
    as a daemon would.
-5. The zygote lives in the JVM's process group (a kill of the driver's
-   group takes it) and exits when the JVM does.
+5. The zygote lives in the driver's process group (a kill of the driver's
+   group takes it) and exits when the JVM (or the driver that started it)
+   does.
 
 Linux only (abstract sockets, ``pidfd_open``); elsewhere, or unset, nothing
 changes.
@@ -52,6 +56,8 @@ import socket
 import sys
 
 ENV = "EOSKIT_PREFORK"
+#: Set by :func:`start_early`: the zygote the driver started with its JVM.
+ADDRESS_ENV = "EOSKIT_PREFORK_ADDRESS"
 #: The modules a launcher hands over; any other process runs as it is.
 TAKEN_OVER = ("pyspark.daemon", "eoskit.runtime.worker_daemon",
               "pyspark.sql.streaming.python_streaming_source_runner")
@@ -71,6 +77,8 @@ PRELOAD = (
 )
 #: The longest a launcher waits for a zygote to answer (it imports first).
 READY_TIMEOUT_S = 120.0
+#: The longest a launcher waits for a starting zygote to bind its socket.
+BIND_WITHIN_S = 5.0
 _MAX_REQUEST = 1 << 20
 
 
@@ -79,12 +87,24 @@ def _cmdline() -> list[str]:
         return [a.decode(errors="surrogateescape") for a in f.read().split(b"\0") if a]
 
 
+def _key() -> str:
+    """What a zygote's imports depend on; a child is forked only for a
+    launcher with the same: the interpreter, the working directory, the
+    module path (less Spark's zip and jar entries, which the ``.pth`` file
+    makes moot) and eoskit's own settings."""
+    # The working directory ``python -m`` puts first is not there yet when
+    # the .pth file runs: it is in the key on its own.
+    here = os.getcwd()
+    path = [p for p in sys.path if p not in ("", here) and not p.endswith((".zip", ".jar"))]
+    settings = sorted((k, v) for k, v in os.environ.items()
+                      if k.startswith("EOSKIT_") and k != ADDRESS_ENV)
+    key = json.dumps([sys.executable, here, path, settings])
+    return hashlib.sha256(key.encode(errors="surrogateescape")).hexdigest()[:16]
+
+
 def _address(jvm_pid: int) -> str:
     """The zygote's abstract socket for this JVM and what its imports depend on."""
-    key = json.dumps([sys.executable, os.environ.get("PYTHONPATH", ""), os.getcwd(),
-                      sorted((k, v) for k, v in os.environ.items() if k.startswith("EOSKIT_"))])
-    digest = hashlib.sha256(key.encode(errors="surrogateescape")).hexdigest()[:16]
-    return f"eoskit-zygote-{os.getuid()}-{jvm_pid}-{digest}"
+    return f"eoskit-zygote-{os.getuid()}-{jvm_pid}-{_key()}"
 
 
 def _abstract(address: str) -> str:
@@ -106,8 +126,16 @@ def take_over() -> None:
         argv = _cmdline()
         if len(argv) < 3 or argv[1] != "-m" or argv[2] not in TAKEN_OVER:
             return
-        conn = _connect(os.getppid())
-        child = _hand_over(conn, argv[2], argv[3:])
+        child = None
+        early = _early_address()
+        if early:
+            conn = _connect_to(early)
+            child = _hand_over(conn, argv[2], argv[3:]) if conn is not None else None
+        if child is None:
+            if conn is not None:
+                conn.close()
+            conn = _connect(os.getppid())
+            child = _hand_over(conn, argv[2], argv[3:])
     except Exception:  # noqa: BLE001 - any failure before the hand-over: run as usual
         child = None
     if child is None:
@@ -115,6 +143,59 @@ def take_over() -> None:
             conn.close()  # a child forked late finds nobody waiting and ends
         return
     os._exit(_stand_in(conn, child))
+
+
+def start_early() -> None:
+    """Start the zygote beside the driver's JVM, before it: it imports while
+    the JVM boots, and the JVM's first helper finds it ready (the JVM
+    inherits the address). Called by ``get_session`` before a new JVM
+    starts; it lives as long as this process. Launchers whose imports would
+    differ (``_key``) are refused and use a zygote of their JVM's own."""
+    if os.environ.get(ENV) != "1" or ADDRESS_ENV in os.environ or not sys.platform.startswith("linux"):
+        return
+    import uuid
+
+    address = f"eoskit-zygote-{os.getuid()}-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+    pid = _spawn(address, os.getpid())
+    os.environ[ADDRESS_ENV] = f"{address}@{pid}"
+
+
+def _early_address() -> str | None:
+    """The driver's zygote, if it is still there (a launcher waits for a
+    zygote to bind only while its process lives)."""
+    address, _, pid = os.environ.get(ADDRESS_ENV, "").rpartition("@")
+    if not address or not pid.isdigit() or not os.path.exists(f"/proc/{pid}"):
+        return None
+    return address
+
+
+def _spawn(address: str, watched_pid: int) -> int:
+    devnull = os.open(os.devnull, os.O_RDWR)
+    try:
+        # The zygote must not hold the launcher's pipes: stdio to /dev/null.
+        return os.posix_spawn(sys.executable, [sys.executable, "-m", "eoskit.runtime.zygote",
+                                               address, str(watched_pid)], os.environ,
+                              file_actions=[(os.POSIX_SPAWN_DUP2, devnull, fd) for fd in (0, 1, 2)])
+    finally:
+        os.close(devnull)
+
+
+def _connect_to(address: str, within_s: float = BIND_WITHIN_S) -> socket.socket | None:
+    """A connection to the zygote at ``address``, which may still be
+    starting (it binds first thing); None if it does not answer."""
+    import time
+
+    deadline = time.monotonic() + within_s
+    while True:
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            conn.connect(_abstract(address))
+            return conn
+        except OSError:
+            conn.close()
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.01)
 
 
 def _connect(jvm_pid: int) -> socket.socket:
@@ -126,28 +207,19 @@ def _connect(jvm_pid: int) -> socket.socket:
         return conn
     except (ConnectionRefusedError, FileNotFoundError):
         pass
-    devnull = os.open(os.devnull, os.O_RDWR)
-    # The zygote must not hold the launcher's pipes: stdio to /dev/null.
-    os.posix_spawn(sys.executable, [sys.executable, "-m", "eoskit.runtime.zygote",
-                                    address, str(jvm_pid)], os.environ,
-                   file_actions=[(os.POSIX_SPAWN_DUP2, devnull, fd) for fd in (0, 1, 2)])
-    os.close(devnull)
+    conn.close()
+    _spawn(address, jvm_pid)
     # It binds before it imports: the connection is accepted once it is ready.
-    for _ in range(500):
-        try:
-            conn.connect(_abstract(address))
-            return conn
-        except (ConnectionRefusedError, FileNotFoundError):
-            import time
-
-            time.sleep(0.01)
-    raise TimeoutError("the zygote did not bind its socket")
+    started = _connect_to(address)
+    if started is None:
+        raise TimeoutError("the zygote did not bind its socket")
+    return started
 
 
 def _hand_over(conn: socket.socket, module: str, args: list[str]) -> int | None:
     """Steps 2 and 3: send the request and the standard streams; the
     child's pid, or None if no child took them."""
-    request = json.dumps({"module": module, "args": args, "cwd": os.getcwd(),
+    request = json.dumps({"module": module, "args": args, "cwd": os.getcwd(), "key": _key(),
                           "env": dict(os.environ)}).encode(errors="surrogateescape")
     socket.send_fds(conn, [len(request).to_bytes(4, "big") + request], [0, 1, 2])
     conn.settimeout(READY_TIMEOUT_S)
@@ -206,7 +278,8 @@ def _stand_in(conn: socket.socket, child: int) -> int:
 # -- the zygote ----------------------------------------------------------------
 
 def serve(address: str, jvm_pid: int) -> None:
-    """Bind, import everything once, then fork a child per request until the JVM exits."""
+    """Bind, import everything once, then fork a child per request until
+    ``jvm_pid`` (the JVM, or the driver that started it) exits."""
     import select
     import signal
 
@@ -216,6 +289,7 @@ def serve(address: str, jvm_pid: int) -> None:
     except OSError:
         return  # another launcher started this JVM's zygote first
     listener.listen(64)
+    key = _key()
     _preload()
     from eoskit.runtime.spark_daemon import freeze_imports
 
@@ -234,7 +308,7 @@ def serve(address: str, jvm_pid: int) -> None:
         if listener in ready:
             conn, _ = listener.accept()
             try:
-                child = _fork_child(listener, conn)
+                child = _fork_child(listener, conn, key)
             except Exception:  # noqa: BLE001 - a bad request: its launcher runs as usual
                 conn.close()
                 continue
@@ -271,7 +345,7 @@ def _reap(waiting: dict[int, socket.socket]) -> None:
             conn.close()
 
 
-def _fork_child(listener: socket.socket, conn: socket.socket) -> int:
+def _fork_child(listener: socket.socket, conn: socket.socket, key: str) -> int:
     """Step 3: a child with the launcher's streams, environment and directory."""
     conn.settimeout(10)
     header, fds, _, _ = socket.recv_fds(conn, 4, 3)
@@ -286,6 +360,8 @@ def _fork_child(listener: socket.socket, conn: socket.socket) -> int:
                 raise ConnectionError("the launcher went away")
             body += chunk
         request = json.loads(body.decode(errors="surrogateescape"))
+        if request.get("key") != key:
+            raise ValueError("the launcher's imports would differ from this zygote's")
         conn.settimeout(None)
         pid = os.fork()
     except BaseException:

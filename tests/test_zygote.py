@@ -31,7 +31,12 @@ FAKE_JVM = textwrap.dedent('''
             return int(f.read().rsplit(")", 1)[1].split()[1])
 
     report = []
-    for module in sys.argv[1:]:
+    modules = sys.argv[1:]
+    if modules[0] == "--early":  # as get_session does before the JVM starts
+        from eoskit.runtime.zygote import start_early
+        start_early()
+        modules = modules[1:]
+    for module in modules:
         started = time.perf_counter()
         daemon = subprocess.Popen([sys.executable, "-m", "pyspark.daemon", module],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE)
@@ -44,7 +49,9 @@ FAKE_JVM = textwrap.dedent('''
             comm = f.read().strip()
         report.append({"module": module, "ready_ms": ready_ms, "daemon": daemon.pid,
                        "forked_by": forked_by, "forked_by_cmdline": cmdline(forked_by),
-                       "forked_by_comm": comm, "grandparent": parent(forked_by)})
+                       "forked_by_comm": comm, "grandparent": parent(forked_by),
+                       "grandparent_cmdline": cmdline(parent(forked_by)),
+                       "early": os.environ.get("EOSKIT_PREFORK_ADDRESS")})
         conn.close()
         daemon.stdin.close()  # Spark stops a daemon by closing its stdin
         report[-1]["exit"] = daemon.wait(30)
@@ -111,9 +118,10 @@ def test_the_zygote_key_follows_what_imports_depend_on(monkeypatch):
     monkeypatch.setenv("EOSKIT_CRASH_AT", "task_after_prepare@1")
     assert zygote._address(123) != base  # a setting eoskit reads at import
     monkeypatch.delenv("EOSKIT_CRASH_AT")
-    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
-    assert zygote._address(123) != base
-    monkeypatch.delenv("PYTHONPATH")
+    monkeypatch.setattr(sys, "path", [*sys.path, "/elsewhere"])
+    assert zygote._address(123) != base  # other modules could be imported
+    monkeypatch.setattr(sys, "path", [*sys.path[:-1], "/x/pyspark.zip", os.getcwd()])
+    assert zygote._address(123) == base  # Spark's zip (dropped by the .pth file), the cwd
     assert zygote._address(124) != base  # another JVM
 
 
@@ -129,3 +137,14 @@ def test_what_a_forking_process_imported_is_exempt_from_the_collector():
     tracked, frozen, left = map(int, result.stdout.split())
     assert tracked > 50_000 and frozen >= tracked - 1_000, result.stdout
     assert left < 1_000, result.stdout
+
+
+def test_the_driver_starts_the_zygote_before_its_jvm_and_helpers_use_it(tmp_path):
+    before = set(zygotes())
+    report = fake_jvm(tmp_path, ["--early", "pyspark.worker", "pyspark.sql.worker.write_into_data_source"], "1")
+    for daemon in report:
+        assert daemon["early"] and daemon["early"].split("@")[0] in daemon["grandparent_cmdline"], daemon
+    deadline = time.monotonic() + 10
+    while set(zygotes()) - before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not set(zygotes()) - before  # it ended with the driver
