@@ -8,12 +8,10 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from eoskit.connectors.plugins import register_data_source  # noqa: F401 - re-exported
 from eoskit.runtime.zygote import ENV as ZYGOTE_ENV
-from eoskit.runtime.zygote import start_early as start_zygote
 from eoskit.twophase.crash import remember_driver_process_group
 
 #: The module Spark runs as its Python worker daemon (see eoskit.runtime.worker_daemon).
@@ -54,8 +52,6 @@ def get_session(app_name: str, conf: Mapping[str, str] | None = None) -> SparkSe
     # inherits this environment. EOSKIT_PREFORK=0 turns it off.
     os.environ.setdefault(ZYGOTE_ENV, "1")
     remember_driver_process_group()
-    if SparkContext._active_spark_context is None and not os.environ.get("PYSPARK_GATEWAY_PORT"):
-        start_zygote()  # a JVM is about to start: the zygote imports while it boots
     builder = SparkSession.builder.appName(app_name)
     # Under spark-submit (which starts this process with a gateway to its
     # JVM) the master is spark-submit's --master: no default overrides it.

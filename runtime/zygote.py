@@ -18,15 +18,15 @@ ready copy on request. The hand-over, top to bottom:
 1. The process Spark started (``python -m pyspark.daemon <worker module>``,
    ``python -m eoskit.runtime.worker_daemon ...`` or the source runner; the
    *launcher*) is caught by eoskit's ``.pth`` file before its main module
-   runs. It connects to the zygote the driver started beside its JVM
-   (``start_early``, called by ``get_session``: it imports while the JVM
-   boots), or else to one of its JVM's own (an abstract Unix socket named by
-   the user, the JVM's pid and a key of what the imports depend on: the
+   runs. It connects to the zygote of its JVM (an abstract Unix socket named
+   by the user, the JVM's pid and a key of what the imports depend on: the
    interpreter, the working directory, the module path, ``EOSKIT_*``
-   settings), starting it first if there is none. A zygote forks only for a
+   settings), starting it first if there is none; a zygote forks only for a
    launcher of its own key. Nothing has been written to the launcher's
    standard streams, so any failure up to here falls back to running the
-   module itself: never worse than without.
+   module itself: never worse than without. (A zygote started by the driver
+   beside its JVM, to import while the JVM boots, was tried and measured no
+   faster: on two cores it slowed the JVM's start by as much.)
 2. It sends its argv, environment and working directory, and its stdin,
    stdout and stderr themselves (``SCM_RIGHTS``): the pipes the JVM reads
    the daemon's port from and writes its kill requests to.
@@ -39,9 +39,8 @@ ready copy on request. The hand-over, top to bottom:
    exit code, which the zygote reports when it reaps it. Should the launcher
    be SIGKILLed, the JVM closes the pipes and the child sees its stdin end,
    as a daemon would.
-5. The zygote lives in the driver's process group (a kill of the driver's
-   group takes it) and exits when the JVM (or the driver that started it)
-   does.
+5. The zygote lives in the JVM's process group (a kill of the driver's
+   group takes it) and exits when the JVM does.
 
 Linux only (abstract sockets, ``pidfd_open``); elsewhere, or unset, nothing
 changes.
@@ -56,8 +55,6 @@ import socket
 import sys
 
 ENV = "EOSKIT_PREFORK"
-#: Set by :func:`start_early`: the zygote the driver started with its JVM.
-ADDRESS_ENV = "EOSKIT_PREFORK_ADDRESS"
 #: The modules a launcher hands over; any other process runs as it is.
 TAKEN_OVER = ("pyspark.daemon", "eoskit.runtime.worker_daemon",
               "pyspark.sql.streaming.python_streaming_source_runner")
@@ -96,8 +93,7 @@ def _key() -> str:
     # the .pth file runs: it is in the key on its own.
     here = os.getcwd()
     path = [p for p in sys.path if p not in ("", here) and not p.endswith((".zip", ".jar"))]
-    settings = sorted((k, v) for k, v in os.environ.items()
-                      if k.startswith("EOSKIT_") and k != ADDRESS_ENV)
+    settings = sorted((k, v) for k, v in os.environ.items() if k.startswith("EOSKIT_"))
     key = json.dumps([sys.executable, here, path, settings])
     return hashlib.sha256(key.encode(errors="surrogateescape")).hexdigest()[:16]
 
@@ -126,16 +122,8 @@ def take_over() -> None:
         argv = _cmdline()
         if len(argv) < 3 or argv[1] != "-m" or argv[2] not in TAKEN_OVER:
             return
-        child = None
-        early = _early_address()
-        if early:
-            conn = _connect_to(early)
-            child = _hand_over(conn, argv[2], argv[3:]) if conn is not None else None
-        if child is None:
-            if conn is not None:
-                conn.close()
-            conn = _connect(os.getppid())
-            child = _hand_over(conn, argv[2], argv[3:])
+        conn = _connect(os.getppid())
+        child = _hand_over(conn, argv[2], argv[3:])
     except Exception:  # noqa: BLE001 - any failure before the hand-over: run as usual
         child = None
     if child is None:
@@ -143,30 +131,6 @@ def take_over() -> None:
             conn.close()  # a child forked late finds nobody waiting and ends
         return
     os._exit(_stand_in(conn, child))
-
-
-def start_early() -> None:
-    """Start the zygote beside the driver's JVM, before it: it imports while
-    the JVM boots, and the JVM's first helper finds it ready (the JVM
-    inherits the address). Called by ``get_session`` before a new JVM
-    starts; it lives as long as this process. Launchers whose imports would
-    differ (``_key``) are refused and use a zygote of their JVM's own."""
-    if os.environ.get(ENV) != "1" or ADDRESS_ENV in os.environ or not sys.platform.startswith("linux"):
-        return
-    import uuid
-
-    address = f"eoskit-zygote-{os.getuid()}-{os.getpid()}-{uuid.uuid4().hex[:12]}"
-    pid = _spawn(address, os.getpid())
-    os.environ[ADDRESS_ENV] = f"{address}@{pid}"
-
-
-def _early_address() -> str | None:
-    """The driver's zygote, if it is still there (a launcher waits for a
-    zygote to bind only while its process lives)."""
-    address, _, pid = os.environ.get(ADDRESS_ENV, "").rpartition("@")
-    if not address or not pid.isdigit() or not os.path.exists(f"/proc/{pid}"):
-        return None
-    return address
 
 
 def _spawn(address: str, watched_pid: int) -> int:
@@ -278,8 +242,7 @@ def _stand_in(conn: socket.socket, child: int) -> int:
 # -- the zygote ----------------------------------------------------------------
 
 def serve(address: str, jvm_pid: int) -> None:
-    """Bind, import everything once, then fork a child per request until
-    ``jvm_pid`` (the JVM, or the driver that started it) exits."""
+    """Bind, import everything once, then fork a child per request until the JVM exits."""
     import select
     import signal
 

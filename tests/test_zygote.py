@@ -31,12 +31,7 @@ FAKE_JVM = textwrap.dedent('''
             return int(f.read().rsplit(")", 1)[1].split()[1])
 
     report = []
-    modules = sys.argv[1:]
-    if modules[0] == "--early":  # as get_session does before the JVM starts
-        from eoskit.runtime.zygote import start_early
-        start_early()
-        modules = modules[1:]
-    for module in modules:
+    for module in sys.argv[1:]:
         started = time.perf_counter()
         daemon = subprocess.Popen([sys.executable, "-m", "pyspark.daemon", module],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE)
@@ -49,9 +44,7 @@ FAKE_JVM = textwrap.dedent('''
             comm = f.read().strip()
         report.append({"module": module, "ready_ms": ready_ms, "daemon": daemon.pid,
                        "forked_by": forked_by, "forked_by_cmdline": cmdline(forked_by),
-                       "forked_by_comm": comm, "grandparent": parent(forked_by),
-                       "grandparent_cmdline": cmdline(parent(forked_by)),
-                       "early": os.environ.get("EOSKIT_PREFORK_ADDRESS")})
+                       "forked_by_comm": comm, "grandparent": parent(forked_by)})
         conn.close()
         daemon.stdin.close()  # Spark stops a daemon by closing its stdin
         report[-1]["exit"] = daemon.wait(30)
@@ -138,13 +131,3 @@ def test_what_a_forking_process_imported_is_exempt_from_the_collector():
     assert tracked > 50_000 and frozen >= tracked - 1_000, result.stdout
     assert left < 1_000, result.stdout
 
-
-def test_the_driver_starts_the_zygote_before_its_jvm_and_helpers_use_it(tmp_path):
-    before = set(zygotes())
-    report = fake_jvm(tmp_path, ["--early", "pyspark.worker", "pyspark.sql.worker.write_into_data_source"], "1")
-    for daemon in report:
-        assert daemon["early"] and daemon["early"].split("@")[0] in daemon["grandparent_cmdline"], daemon
-    deadline = time.monotonic() + 10
-    while set(zygotes()) - before and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not set(zygotes()) - before  # it ended with the driver
