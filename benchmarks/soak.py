@@ -120,7 +120,7 @@ class Proc:
     ppid: int
     pgid: int
     cmdline: str
-    rss_kib: int
+    rss_kib: int  # memory: PSS (see _memory_kib)
     comm: str = ""
 
 
@@ -139,12 +139,26 @@ def processes_of_group(pgid: int) -> list[Proc]:
                 continue
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             comm = stat[stat.index("(") + 1:stat.rindex(")")]
-            rss = next((int(line.split()[1]) for line in (entry / "status").read_text().splitlines()
-                        if line.startswith("VmRSS:")), 0)
+            rss = _memory_kib(entry)
         except (OSError, ValueError):
             continue  # gone meanwhile
         found.append(Proc(int(entry.name), int(fields[1]), int(fields[2]), cmdline, rss, comm))
     return found
+
+
+def _memory_kib(entry: Path) -> int:
+    """The process's proportional set size (PSS): pages it shares with others
+    (Python workers forked from one daemon or zygote share most of theirs)
+    count once across them, where summed RSS would count them in each.
+    RSS where the kernel has no ``smaps_rollup``."""
+    for name, field in (("smaps_rollup", "Pss:"), ("status", "VmRSS:")):
+        try:
+            for line in (entry / name).read_text().splitlines():
+                if line.startswith(field):
+                    return int(line.split()[1])
+        except OSError:
+            continue
+    return 0
 
 
 def python_workers(pgid: int) -> list[Proc]:
@@ -339,9 +353,9 @@ def report(soak: Soak, facts_before: list[tuple[str, str]], total: int,
     for line in soak.events:
         print(f"  {line.splitlines()[0]}")
     picks = [("first", samples[0]), ("middle", samples[len(samples) // 2]), ("last", samples[-1])]
-    header = ("", "t (s)", "RSS MiB", "JVM MiB", "Python MiB", "prepared", "ckpt MiB", "ckpt files",
+    header = ("", "t (s)", "PSS MiB", "JVM MiB", "Python MiB", "prepared", "ckpt MiB", "ckpt files",
               "produced")
-    print(f"\nsamples ({len(samples)}, every {args.sample_every:.0f} s; RSS '-' while the job restarts):")
+    print(f"\nsamples ({len(samples)}, every {args.sample_every:.0f} s; memory is PSS, '-' while the job restarts):")
     print("  " + " ".join(f"{h:>11}" for h in header))
     for label, s in picks:
         print("  " + " ".join(f"{x:>11}" for x in (
