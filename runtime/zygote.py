@@ -7,7 +7,7 @@ commit), a daemon for the task workers, and the streaming source's runner.
 Each imports PySpark, pyarrow and the connector's client libraries before it
 does any work, and they start one after another as a query reaches them: on
 two cores, about 0.5 to 1 s each, most of a job's first micro-batch and of
-a restart (``benchmarks/README.md``, "The first batch").
+a restart (``benchmarks/README.md``, "What changed today").
 
 With ``EOSKIT_PREFORK=1`` in the environment Spark gives them (eoskit's
 ``get_session`` sets it before the JVM starts; local mode, where the
