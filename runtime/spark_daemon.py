@@ -19,7 +19,9 @@ Spark runs it as ``eoskit.runtime.worker_daemon``, not as this module: the
 from __future__ import annotations
 
 import importlib
+import os
 import re
+import signal
 import sys
 import zipfile
 from pathlib import Path
@@ -87,14 +89,66 @@ def freeze_imports() -> None:
     gc.freeze()
 
 
+class _TermLeavesWorkers:
+    """``pyspark.daemon``'s view of the ``signal`` module: the SIGTERM
+    handler its manager installs is replaced by :func:`_exit_alone`; every
+    other call goes to ``signal`` itself (its workers restore SIGTERM's
+    default, which is kept)."""
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(signal, name)
+
+    @staticmethod
+    def signal(signum: int, handler: object) -> object:
+        if signum == signal.SIGTERM and callable(handler):
+            handler = _exit_alone
+        return signal.signal(signum, handler)
+
+
+def _exit_alone(_signum: int, frame: object) -> None:
+    """The daemon's SIGTERM: remove its Unix socket if it made one (as
+    PySpark's shutdown does) and exit, sending its workers nothing."""
+    try:
+        while frame is not None and frame.f_code.co_name != "manager":
+            frame = frame.f_back
+        path = frame.f_locals.get("socket_path") if frame is not None else None
+        if path and os.path.exists(path):
+            os.remove(path)
+    finally:
+        os._exit(1)  # PySpark's daemon exits 1 on SIGTERM too
+
+
+def run_manager() -> None:
+    """PySpark's daemon (``pyspark.daemon.manager``, ``sys.argv`` as Spark
+    gave it), with one change: a SIGTERM ends the daemon alone, and the
+    workers it forked go on with their tasks.
+
+    Spark SIGTERMs a daemon to stop it, and to restart it when asking it for
+    a worker seems to time out. A task killed while it asks looks just like
+    that (a query that stopped or failed has its tasks interrupted; the
+    interrupted wait returns at once as "Timed out while waiting for the
+    Python worker to connect back after 60000 ms"), and PySpark's daemon
+    then SIGHUPs its process group: every worker it forked, so the running
+    tasks of the session's other queries (a query restarted after a failure,
+    beside its predecessor's cancelled tasks) fail with "Broken pipe" or
+    EOFException. Those workers need no daemon: the JVM holds their sockets
+    and kills any of them by pid through the new daemon; at Spark's shutdown
+    it has closed the idle ones' sockets first, and a worker whose JVM is
+    gone reads the end of its socket and exits. The daemon's other way to
+    stop, its standard input closed (the JVM is gone), still takes every
+    worker down with it."""
+    from pyspark import daemon
+
+    daemon.signal = _TermLeavesWorkers()  # type: ignore[assignment]
+    daemon.manager()
+
+
 def main() -> None:
     prefer_installed_pyspark()
     worker_module = sys.argv[1] if len(sys.argv) > 1 and sys.argv[1].startswith("pyspark") else "pyspark.worker"
     preload(worker_module)
     freeze_imports()
-    from pyspark import daemon
-
-    daemon.manager()
+    run_manager()
 
 
 if __name__ == "__main__":

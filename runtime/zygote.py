@@ -33,7 +33,9 @@ ready copy on request. The hand-over, top to bottom:
 3. The zygote forks a *child* that takes those descriptors, that
    environment and directory, and runs the module as ``__main__``: to the
    JVM it is the daemon (its port arrives on the pipe, its stdin's end is
-   its shutdown). The child sends its pid to the launcher.
+   its shutdown). The child sends its pid to the launcher. PySpark's daemon
+   runs as eoskit's worker daemon runs it, leaving its workers' tasks
+   running when Spark restarts it (``spark_daemon.run_manager``).
 4. The launcher stays as what the JVM holds: it forwards SIGTERM, SIGINT and
    SIGHUP (``Process.destroy``) to the child and exits with the child's
    exit code, which the zygote reports when it reaps it. Should the launcher
@@ -382,11 +384,18 @@ def _run_module(module: str, args: list[str]) -> int:
         signal.signal(signum, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.argv = [module, *args]
-    # Run afresh as __main__, not from the zygote's imported copy (runpy
-    # warns about a module imported before it runs).
-    sys.modules.pop(module, None)
     try:
-        runpy.run_module(module, run_name="__main__", alter_sys=True)
+        if module == "pyspark.daemon":
+            # PySpark's daemon, as eoskit's own worker daemon runs it: a
+            # restart by Spark leaves the workers' tasks running.
+            from eoskit.runtime.spark_daemon import run_manager
+
+            run_manager()
+        else:
+            # Run afresh as __main__, not from the zygote's imported copy
+            # (runpy warns about a module imported before it runs).
+            sys.modules.pop(module, None)
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     sys.stdout.flush()

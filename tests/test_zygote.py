@@ -131,3 +131,70 @@ def test_what_a_forking_process_imported_is_exempt_from_the_collector():
     assert tracked > 50_000 and frozen >= tracked - 1_000, result.stdout
     assert left < 1_000, result.stdout
 
+
+
+STOPPING_JVM = textwrap.dedent('''
+    import json, os, signal, socket, struct, subprocess, sys, time
+
+    def alive(pid):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+        except FileNotFoundError:
+            return False
+
+    def ignored(pid):
+        with open(f"/proc/{pid}/status") as f:
+            return next(line.split()[1] for line in f if line.startswith("SigIgn:"))
+
+    def until(done, within=30):
+        deadline = time.monotonic() + within
+        while not done() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return done()
+
+    module, worker_module = sys.argv[1:]
+    report = {}
+    for stop in ("sigterm", "stdin closed"):
+        daemon = subprocess.Popen([sys.executable, "-m", module, worker_module],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        port = struct.unpack(">i", daemon.stdout.read(4))[0]
+        conn = socket.create_connection(("127.0.0.1", port))
+        worker = struct.unpack(">i", conn.makefile("rb").read(4))[0]
+        # Started as a task's worker: no longer ignoring SIGHUP (as the daemon does).
+        until(lambda: not int(ignored(worker), 16) & 1)
+        if stop == "sigterm":
+            daemon.terminate()  # Process.destroy: how Spark stops and restarts a daemon
+        else:
+            daemon.stdin.close()  # the JVM is gone
+        daemon.wait(30)
+        time.sleep(0.5)
+        report[stop] = {"worker_alive": alive(worker)}
+        conn.close()  # the JVM lets go of the worker: it reads the end and exits
+        report[stop]["worker_ended"] = until(lambda: not alive(worker))
+    print(json.dumps(report))
+''')
+
+
+@pytest.mark.parametrize("module,worker_module,prefork", [
+    ("eoskit.runtime.worker_daemon", "pyspark.worker", None),
+    ("eoskit.runtime.worker_daemon", "pyspark.worker", "1"),
+    ("pyspark.daemon", "pyspark.sql.worker.commit_data_source_write", "1"),
+])
+def test_a_daemon_stopped_by_sigterm_leaves_its_workers_and_one_whose_jvm_is_gone_takes_them(
+        tmp_path, module, worker_module, prefork):
+    """Spark SIGTERMs a daemon to restart it, under tasks that still run in
+    its workers (integration_tests/test_python_workers.py says when): they
+    live on until the JVM lets go of them. A daemon whose standard input
+    closes (its JVM is gone) still ends its workers at once."""
+    script = tmp_path / "stopping_jvm.py"
+    script.write_text(STOPPING_JVM)
+    env = {k: v for k, v in os.environ.items() if k != "EOSKIT_PREFORK"}
+    if prefork is not None:
+        env["EOSKIT_PREFORK"] = prefork
+    result = subprocess.run([sys.executable, str(script), module, worker_module], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["sigterm"] == {"worker_alive": True, "worker_ended": True}, report
+    assert report["stdin closed"] == {"worker_alive": False, "worker_ended": True}, report
