@@ -40,19 +40,24 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _daemons_started_by(jvm: int) -> list[int]:
-    """The processes the JVM started as its task workers' daemon."""
-    found = []
+def _started_by_spark(jvm: int, daemon: int) -> int | None:
+    """The process the JVM started as ``daemon``, the process that forked the
+    task workers: the daemon itself, or under the zygote the launcher that
+    handed it its pipes (they share stderr). Other daemons of the JVM (one per
+    Python environment of its tasks) share neither."""
+    stderr = os.readlink(f"/proc/{daemon}/fd/2")
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
+        pid = int(entry.name)
         try:
             if (b"eoskit.runtime.worker_daemon" in (entry / "cmdline").read_bytes()
-                    and _parent(int(entry.name)) == jvm):
-                found.append(int(entry.name))
+                    and _parent(pid) == jvm
+                    and (pid == daemon or os.readlink(entry / "fd" / "2") == stderr)):
+                return pid
         except (OSError, IndexError):
             pass
-    return found
+    return None
 
 
 def test_a_restarted_daemon_leaves_the_running_tasks_to_finish(spark, tmp_path):
@@ -90,14 +95,16 @@ def test_a_restarted_daemon_leaves_the_running_tasks_to_finish(spark, tmp_path):
         workers = {int(name.split("-")[0]) for name in os.listdir(started)}
         assert len(workers) == 2, f"two tasks did not start their Python workers: {sorted(os.listdir(started))}"
         jvm = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
-        daemons = _daemons_started_by(jvm)
-        assert len(daemons) == 1, f"the JVM ({jvm}) started {daemons} as its workers' daemon"
         forked_by = {_parent(w) for w in workers}
-        os.kill(daemons[0], signal.SIGTERM)  # what Spark's restart of it does
+        assert len(forked_by) == 1, f"the two workers came from {forked_by}"
+        (daemon,) = forked_by
+        started = _started_by_spark(jvm, daemon)
+        assert started is not None, f"no process the JVM ({jvm}) started is the daemon {daemon}"
+        os.kill(started, signal.SIGTERM)  # what Spark's restart of it does
         deadline = time.monotonic() + 30
-        while any(_alive(d) for d in forked_by | set(daemons)) and time.monotonic() < deadline:
+        while (_alive(daemon) or _alive(started)) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not any(_alive(d) for d in forked_by | set(daemons)), "the daemon did not stop"
+        assert not (_alive(daemon) or _alive(started)), "the daemon did not stop"
         time.sleep(0.5)
         assert all(_alive(w) for w in workers), "the daemon took its running workers with it"
     finally:

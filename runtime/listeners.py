@@ -50,6 +50,7 @@ class Listeners(RunListener):
     def __init__(self, *parts: RunListener) -> None:
         self.parts = list(parts)
         self._lock = threading.Lock()
+        self._seen: set[tuple[Any, Any]] = set()  # (runId, batchId) passed on
 
     def _each(self, method: str, *args: Any) -> None:
         with self._lock:
@@ -65,6 +66,14 @@ class Listeners(RunListener):
         self._each("on_start", job, checkpoint)
 
     def on_progress(self, progress: dict[str, Any]) -> None:
+        """Each batch of each run of the query once: Spark's listener and the
+        runner's read of ``recentProgress`` at the end (for events still
+        queued when the query ended) may both bring it."""
+        key = (progress.get("runId"), progress.get("batchId"))
+        with self._lock:
+            if key in self._seen:
+                return
+            self._seen.add(key)
         self._each("on_progress", progress)
 
     def on_restart(self, count: int, cause: str, delay: float) -> None:

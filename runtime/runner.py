@@ -28,6 +28,7 @@ One run, step by step:
 
 from __future__ import annotations
 
+import json
 import time
 from typing import TYPE_CHECKING, TextIO
 
@@ -265,8 +266,11 @@ class Runner:
             query.awaitTermination()
         except StreamingQueryException:
             pass  # read below, from query.exception()
-        for progress in query.recentProgress:  # Spark's listener events may still be queued
-            self.printer.observe(progress)
+        # Spark's listener events may still be queued: every listener (the
+        # status file, the metrics) gets each batch, once.
+        for progress in query.recentProgress:
+            self.listeners.on_progress(json.loads(progress.json) if hasattr(progress, "json")
+                                       else dict(progress))
         self._report_settled()
         error = query.exception()
         if error is not None and not self.stop.requested:

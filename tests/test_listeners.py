@@ -40,3 +40,26 @@ def test_in_doubt_transactions_settled_reach_every_view(tmp_path):
     assert "recovery settled 4 in-doubt transaction(s): 3 committed, 1 rolled back" in printer.out.getvalue()
     assert "in-doubt transactions settled 6 (3 committed, 3 rolled back)" in printer.summary.render("orders")
     assert seam.parts == [printer, status, metrics]  # none failed
+
+
+def test_each_batch_reaches_every_view_once_whichever_way_it_came(tmp_path):
+    """Spark's listener and the runner's read of recentProgress at the end
+    (events still queued when a short run ended) may both bring a batch: the
+    status file counts it once, and one that came only the second way is
+    there (a resumed run once finished with no lag in its status file)."""
+    status = StatusFile(str(tmp_path / "status.json"))
+    printer = ProgressPrinter("orders", StringIO())
+    seam = Listeners(printer, status)
+    seam.on_start("orders", str(tmp_path / "ck"))
+
+    def batch(run: str, n: int, lag: int) -> dict:
+        return {"runId": run, "batchId": n, "numInputRows": 10, "sources": [{
+            "endOffset": json.dumps({"t": {"0": 100 - lag}}), "latestOffset": json.dumps({"t": {"0": 100}})}]}
+
+    seam.on_progress(batch("r1", 0, 50))
+    seam.on_progress(batch("r1", 0, 50))  # again, from recentProgress
+    seam.on_progress(batch("r1", 1, 0))  # only from recentProgress
+    seam.on_progress(batch("r2", 1, 0))  # the same batch replayed by a restarted run
+    state = json.loads((tmp_path / "status.json").read_text())
+    assert state["batches"] == 3 and state["last_batch"] == 1
+    assert state["total_lag"] == 0
