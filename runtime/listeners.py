@@ -50,7 +50,7 @@ class Listeners(RunListener):
     def __init__(self, *parts: RunListener) -> None:
         self.parts = list(parts)
         self._lock = threading.Lock()
-        self._seen: set[tuple[Any, Any]] = set()  # (runId, batchId) passed on
+        self._last_batch: dict[Any, int] = {}  # runId -> the last batchId passed on
 
     def _each(self, method: str, *args: Any) -> None:
         with self._lock:
@@ -68,12 +68,15 @@ class Listeners(RunListener):
     def on_progress(self, progress: dict[str, Any]) -> None:
         """Each batch of each run of the query once: Spark's listener and the
         runner's read of ``recentProgress`` at the end (for events still
-        queued when the query ended) may both bring it."""
-        key = (progress.get("runId"), progress.get("batchId"))
-        with self._lock:
-            if key in self._seen:
-                return
-            self._seen.add(key)
+        queued when the query ended) may both bring it. Both bring a run's
+        batches in order, so the last batch id per run is all it keeps (a
+        run a restart, not a batch: a job of months keeps a few)."""
+        run, batch = progress.get("runId"), progress.get("batchId")
+        if isinstance(batch, int):
+            with self._lock:
+                if batch <= self._last_batch.get(run, -1):
+                    return
+                self._last_batch[run] = batch
         self._each("on_progress", progress)
 
     def on_restart(self, count: int, cause: str, delay: float) -> None:
