@@ -473,6 +473,8 @@ def test_min_offsets_per_trigger_waits_for_enough_offsets_or_the_delay(
         assert _memory_count(spark, "min_sink") == 3
         produce_to(topic, numbered_records(1, 2, start=20))
         _wait_for(lambda: _memory_count(spark, "min_sink") == 8, what="enough offsets")
+        # The sink's rows show before Spark records the batch's progress.
+        _wait_for(lambda: sum(_batch_sizes(query)) >= 8, what="the batch's progress")
         assert _batch_sizes(query) == [3, 5]
     finally:
         query.stop()
