@@ -426,7 +426,7 @@ EOSKIT_PHASES = (
     ("commit.decide", "  decision log write"),
     ("commit.commit_prepared", "  COMMIT PREPARED"),
     ("commit.roll_back_others", "  roll back others"),
-    ("commit.batch_committed", "  sink's batch hook"),
+    ("commit.decision_applied", "  sink's batch hook"),
     ("commit.mark_done", "  decision log: done"),
 )
 

@@ -111,7 +111,7 @@ def test_the_protocol_records_its_task_and_commit_phases(recording, tmp_path):
     assert set(table) == {4}
     assert {"task", "task.input", "task.read_decision", "task.write", "task.prepare",
             "commit.read_decision", "commit.list_prepared", "commit.decide",
-            "commit.commit_prepared", "commit.roll_back_others", "commit.batch_committed",
+            "commit.commit_prepared", "commit.roll_back_others", "commit.decision_applied",
             "commit.mark_done"} <= set(table[4])
     partitions = {s.partition for s in timings.load(str(recording)) if s.phase == "task.prepare"}
     assert partitions == {0, 1}

@@ -32,6 +32,9 @@ class FakeDatabase:
         self.committed: list[tuple[str, list[int]]] = []  # (txn, values)
         self.prepared: dict[str, list[int]] = {}
         self.markers: dict[tuple[str, int, int], int] = {}  # -> rows
+        self.applied: list[tuple[str, int, tuple[str, ...]]] = []  # decision_applied calls
+        self.tasks_committed: list[tuple[str, int, int]] = []  # (sink id, batch, acks)
+        self.forgotten: list[tuple[str, int]] = []  # forget_markers calls
 
 
 class FakeTransaction(PreparingWriter, MarkedWriter):
@@ -94,6 +97,18 @@ class FakeSink(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
 
     def list_prepared(self, prefix: str) -> list[str]:
         return sorted(t for t in self.db.prepared if t.startswith(prefix))
+
+    # Every optional hook a real sink has, recorded so that tests see each call.
+    def decision_applied(self, sink_id: str, batch: int, txn_ids) -> None:
+        self.db.applied.append((sink_id, batch, tuple(txn_ids)))
+
+    def tasks_committed(self, decisions, batch: int, acks) -> None:
+        self.db.tasks_committed.append((decisions.sink_id, batch, len(acks)))
+
+    def forget_markers(self, sink_id: str, below_batch: int) -> None:
+        self.db.forgotten.append((sink_id, below_batch))
+        self.db.markers = {k: v for k, v in self.db.markers.items()
+                           if not (k[0] == sink_id and k[1] < below_batch)}
 
 
 def batches(*values: int) -> list[pa.RecordBatch]:
@@ -441,3 +456,58 @@ def test_a_checkpoint_from_before_the_identity_record_keeps_its_derived_sink_id(
     DecisionLog("relative/ck", legacy).create()
     identity._cache.clear()
     assert identity.default_sink_id("relative/ck") == legacy
+
+
+def test_no_two_capabilities_share_a_method_name():
+    """A sink has several capabilities at once; a method name two of them
+    declared would resolve to one definition for both callers (how the
+    two-phase coordinator once called the marked hook with a string and
+    failed at batch 1,100)."""
+    from eoskit.twophase.contract import Sink
+
+    capabilities = (TwoPhaseCommitting, MarkedCommitting, DirectCommitting)
+    own = {c: {n for n in vars(c) if not n.startswith("_")} - set(dir(Sink)) for c in capabilities}
+    for i, first in enumerate(capabilities):
+        for second in capabilities[i + 1:]:
+            assert not own[first] & own[second], (first.__name__, second.__name__)
+
+
+def _writer(sink, decisions, mode):
+    from eoskit.twophase.adapter import TransactionalStreamWriter
+
+    return TransactionalStreamWriter(sink, decisions, mode)
+
+
+@pytest.mark.parametrize("mode", [TWOPHASE, IDEMPOTENT, AT_LEAST_ONCE])
+def test_every_mode_commits_past_batch_1100_and_keeps_its_metadata_flat(env, tmp_path, mode):
+    """Each mode's driver path (Spark's commit call, as the adapter makes
+    it), batch after batch as Spark runs them, with Spark's offset log
+    retaining its last 100 batches: the hooks get their own arguments, and
+    what the protocol keeps (decisions, markers) stays bounded across many
+    prune periods."""
+    db, sink, decisions, _ = env
+    offsets = tmp_path / "checkpoint" / "offsets"
+    offsets.mkdir(parents=True)
+    writer = _writer(sink, decisions, mode)
+    for batch in range(1305):
+        (offsets / str(batch)).write_text("v1")
+        if batch >= 100:
+            (offsets / str(batch - 100)).unlink()  # Spark's minBatchesToRetain
+        acks = [task(sink, decisions, batch, p, [batch * 10 + p], mode=mode) for p in range(2)]
+        writer.commit(acks, batch)
+    assert committed_values(db) == sorted(b * 10 + p for b in range(1305) for p in range(2))
+    assert not db.prepared
+    if mode is TWOPHASE:
+        assert [a[1] for a in db.applied] == list(range(1305))
+        assert all(sink_id == "s1" and len(ids) == 2 for sink_id, _, ids in db.applied)
+        # Pruned at batch 1300 below Spark's oldest batch then (1201).
+        assert decisions.batches() == list(range(1201, 1305))
+    else:
+        assert not db.applied and decisions.batches() == []
+    if mode is IDEMPOTENT:
+        assert [t[1] for t in db.tasks_committed] == list(range(1305))
+        assert db.forgotten[:2] == [("s1", 0), ("s1", 0)]  # batches 0 and 10
+        assert db.forgotten[-1] == ("s1", 1201) and len(db.forgotten) == 131
+        assert sorted({k[1] for k in db.markers}) == list(range(1201, 1305))
+    else:
+        assert not db.tasks_committed and not db.forgotten

@@ -39,7 +39,7 @@ from eoskit.twophase.contract import (
     TwoPhaseCommitting,
     resolve_commit_mode,
 )
-from eoskit.twophase import timings
+from eoskit.twophase import marked, timings
 from eoskit.twophase.coordinator import Coordinator
 from eoskit.twophase.decision_log import DecisionLog, latest_planned_batch
 from eoskit.twophase.messages import TaskAck, dead_letters
@@ -80,8 +80,8 @@ class TransactionalStreamWriter(DataSourceStreamArrowWriter):
             if isinstance(self.sink, TwoPhaseCommitting) and self.commit_mode is CommitMode.TWOPHASE:
                 Coordinator(self.sink, self.decisions).commit(messages, batchId)  # type: ignore[arg-type]
             elif isinstance(self.sink, MarkedCommitting) and self.commit_mode is CommitMode.IDEMPOTENT:
-                self.sink.batch_committed(self.decisions, batchId,
-                                          [m for m in messages if m is not None])
+                marked.commit(self.sink, self.decisions, batchId,
+                              [m for m in messages if m is not None])
         count = dead_letters(messages)
         if count:
             log.warning("batch %d: %d record(s) dead-lettered to %s", batchId, count,

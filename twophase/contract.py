@@ -15,7 +15,9 @@ A sink is one ``Sink`` (checked on the driver) plus the capabilities it has:
 
 A sink implements the capabilities of the modes it supports and nothing
 else; ``commit_modes`` derives the allowed ``commitMode`` values from them.
-There is no method that raises NotImplementedError.
+There is no method that raises NotImplementedError. No two capabilities
+share a method name: a sink has several of them at once, and a shared name
+with different arguments would resolve to one of them for both callers.
 
 Where things run: eoskit pickles the sink to executors (the ``begin_*``
 methods and the writers they return run there, once per task attempt) and to
@@ -208,7 +210,7 @@ class TwoPhaseCommitting(Sink):
     def list_prepared(self, prefix: str) -> list[str]:
         """Ids of every prepared transaction whose id starts with ``prefix``."""
 
-    def batch_committed(self, sink_id: str, batch: int, txn_ids: Sequence[str]) -> None:
+    def decision_applied(self, sink_id: str, batch: int, txn_ids: Sequence[str]) -> None:
         """On the driver, after every id of ``batch``'s decision (``txn_ids``,
         possibly none) is committed and every other prepared id of the batch
         rolled back, before the decision is marked done. Optional: for work
@@ -225,12 +227,21 @@ class MarkedCommitting(Sink):
     def begin_marked(self, marker: Marker, attempt: int) -> MarkedWriter:
         """On an executor: open the transaction of ``marker``'s task."""
 
-    def batch_committed(self, decisions: "DecisionLog", batch: int, acks: Sequence["TaskAck"]) -> None:
+    def tasks_committed(self, decisions: "DecisionLog", batch: int, acks: Sequence["TaskAck"]) -> None:
         """On the driver, once every task of ``batch`` committed (Spark's
-        commit call; it may be repeated after a crash): forget markers Spark
-        will never replay, record what a restart needs in the sink's metadata
-        beside the checkpoint (``decisions.write_meta``). Optional; raising
-        fails the query, although the batch's rows are committed."""
+        commit call; it may be repeated after a crash): record what a restart
+        needs in the sink's metadata beside the checkpoint
+        (``decisions.write_meta``). Optional; idempotent; raising fails the
+        query, although the batch's rows are committed."""
+
+    def forget_markers(self, sink_id: str, below_batch: int) -> None:
+        """On the driver, now and then (``eoskit.twophase.marked``): delete
+        the markers of ``sink_id``'s batches below ``below_batch``. Spark can
+        no longer replay those batches, so no task will ask for their
+        markers. Optional: a sink whose markers do not grow with batches
+        (the Kafka sink keeps one per task partition) has nothing to forget.
+        Raising fails the batch's commit call, although its rows are
+        committed; the next due call forgets them instead."""
 
 
 class DirectCommitting(Sink):

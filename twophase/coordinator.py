@@ -13,9 +13,11 @@ The commit of batch n, on the driver (``commit``):
    the decision, a missing id is an error, never silently skipped.
 3. Roll back every other prepared id of batch n: losing and speculative
    attempts, attempts of a crashed run. Safe: the decision excludes them.
-   Then the sink's ``batch_committed`` hook (e.g. the files sink's batch
+   Then the sink's ``decision_applied`` hook (e.g. the files sink's batch
    manifest): idempotent, since a crash before step 4 runs it again.
-4. Mark the decision done (pruning old ones now and then).
+4. Mark the decision done. Every ``PRUNE_EVERY`` batches, forget the done
+   decisions of batches Spark can no longer replay (older than its offset
+   log's first entry): no commit, abort or sweep will ever ask for them.
 
 ``abort`` rolls back every prepared id of an undecided batch; a decided batch
 is rolled forward instead, since its decision may already be half applied.
@@ -36,7 +38,7 @@ from collections.abc import Sequence
 
 from eoskit.twophase import crash, timings
 from eoskit.twophase.contract import TwoPhaseCommitting
-from eoskit.twophase.decision_log import PRUNE_EVERY, Decision, DecisionLog
+from eoskit.twophase.decision_log import Decision, DecisionLog, prune_due
 from eoskit.twophase.messages import TaskAck, prepared_ids
 from eoskit.twophase.txn_id import TxnId, batch_prefix, sink_prefix
 
@@ -122,12 +124,12 @@ class Coordinator:
                     log.info("batch %d: rolling back %s (not in the decision)", batch, txn)
                     self.sink.rollback_prepared(txn)
         # Step 3b: the sink's per-batch work (idempotent: a crash before step 4 repeats it).
-        with timings.span("commit.batch_committed", batch):
-            self.sink.batch_committed(self.sink_id, batch, decision.commit)
+        with timings.span("commit.decision_applied", batch):
+            self.sink.decision_applied(self.sink_id, batch, decision.commit)
         # Step 4: done.
         with timings.span("commit.mark_done", batch):
             self.decisions.mark_done(decision)
-            if batch % PRUNE_EVERY == 0:
+            if prune_due(batch):
                 self.decisions.prune(batch)
 
     def abort(self, batch: int) -> None:

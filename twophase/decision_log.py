@@ -44,7 +44,7 @@ _SCHEMES = {"s3a://": "s3://", "s3n://": "s3://", "gs://": "gs://", "abfss://": 
 #: Spark keeps its batch (``minBatchesToRetain``, eoskit's
 #: ``retained_checkpoints``), so the checkpoint stays flat.
 RETAIN_BATCHES = 1000
-#: The coordinator prunes every this many batches.
+#: Decisions and progress markers are pruned at every this many batches.
 PRUNE_EVERY = 10
 
 
@@ -208,13 +208,27 @@ class DecisionLog:
         """Forget done decisions of batches Spark no longer keeps in its
         offset log: it can never replay them, list them or restore them."""
         fs = self.fs
-        oldest = spark_batches(self.checkpoint_location, "offsets")
-        keep_from = min(oldest[0], newest) if oldest else newest - RETAIN_BATCHES
+        keep_from = oldest_replayable(self.checkpoint_location, newest)
         for batch in self.batches():
             if batch < keep_from:
                 decision = self.get(batch)
                 if decision is not None and decision.done:
                     fs.rm(self._path(f"decisions/{batch}.json"))
+
+
+def prune_due(batch: int) -> bool:
+    """Whether the commit of ``batch`` also forgets what Spark can no longer
+    replay (decisions, progress markers): every ``PRUNE_EVERY`` batches."""
+    return batch % PRUNE_EVERY == 0
+
+
+def oldest_replayable(checkpoint_location: str, newest: int) -> int:
+    """The oldest batch Spark may still replay or restore: the first one of
+    its offset log (Spark deletes older entries, keeping
+    ``minBatchesToRetain``), never above ``newest``. Without a readable
+    offset log, ``newest - RETAIN_BATCHES``."""
+    oldest = spark_batches(checkpoint_location, "offsets")
+    return min(oldest[0], newest) if oldest else newest - RETAIN_BATCHES
 
 
 def spark_batches(checkpoint_location: str, log: str) -> list[int]:
@@ -299,12 +313,3 @@ def last_commit_time(checkpoint_location: str) -> float | None:
         return None
     newest = max(committed, key=lambda e: int(e["name"].rstrip("/").rsplit("/", 1)[-1]))
     return file_mtime(newest)
-
-
-def prune_due(batch: int) -> int | None:
-    """Markers below the returned batch may be forgotten now (every 100
-    batches, keeping ``RETAIN_BATCHES``), or None."""
-    if batch % 100 == 0 and batch > RETAIN_BATCHES:
-        return batch - RETAIN_BATCHES
-    return None
-

@@ -13,7 +13,7 @@ The transaction of a task is its staging directory plus a manifest
   remove the ``.prepared`` one and the empty staging directory.
 - ``rollback_prepared``: delete the staged files, then the manifest (the
   order keeps a half-done rollback listed, so it is done again).
-- ``batch_committed`` (after every id of the batch is committed): write the
+- ``decision_applied`` (after every id of the batch is committed): write the
   batch's manifest under ``_eoskit/batches/`` from the ``.committed``
   manifests, remove them, and delete staging directories of this batch and
   older that never got a manifest (tasks killed mid-write).
@@ -207,7 +207,7 @@ class FilesTransactions(TwoPhaseCommitting, DirectCommitting):
         self.storage.remove_tree(layout.staging_dir(txn_id))
         self.storage.remove(layout.prepared_manifest(txn_id))
 
-    def batch_committed(self, sink_id: str, batch: int, txn_ids: Sequence[str]) -> None:
+    def decision_applied(self, sink_id: str, batch: int, txn_ids: Sequence[str]) -> None:
         if self.settings.commit_mode is not CommitMode.TWOPHASE:
             return
         target = layout.batch_manifest(sink_id, batch)

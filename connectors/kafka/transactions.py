@@ -149,7 +149,7 @@ class KafkaTransactions(MarkedCommitting, DirectCommitting):
             close_producer(producer(self.settings,
                                     sink_markers.transactional_id(sink_id, partition)))
 
-    def batch_committed(self, decisions: DecisionLog, batch: int, acks: Sequence[TaskAck]) -> None:
+    def tasks_committed(self, decisions: DecisionLog, batch: int, acks: Sequence[TaskAck]) -> None:
         partitions = max((a.partition for a in acks), default=-1) + 1
         known = (decisions.read_meta(TASKS_META) or {}).get("partitions", 0)
         if partitions > known:

@@ -81,8 +81,6 @@ from eoskit.twophase.contract import (
     SinkError,
     TwoPhaseCommitting,
 )
-from eoskit.twophase.decision_log import DecisionLog, prune_due
-from eoskit.twophase.messages import TaskAck
 from eoskit.twophase.txn_id import TxnId
 
 log = logging.getLogger(__name__)
@@ -605,12 +603,7 @@ class MySQLTransactions(deadletter.SqlTargetMixin, TwoPhaseCommitting, MarkedCom
         return MySQLTransaction(self, str(TxnId.new(marker.sink_id, marker.batch, marker.partition,
                                                     attempt)), xa=False)
 
-    def batch_committed(self, decisions: DecisionLog, batch: int, acks: Sequence[TaskAck]) -> None:
-        below = prune_due(batch)
-        if below is not None:
-            self._prune_markers(decisions.sink_id, below)
-
-    def _prune_markers(self, sink_id: str, below_batch: int) -> None:
+    def forget_markers(self, sink_id: str, below_batch: int) -> None:
         with cached_connection(self.url).cursor() as cursor:
             cursor.execute(f"DELETE FROM {self.marker_table_sql} WHERE sink_id = %s AND batch < %s",
                            (sink_id, below_batch))

@@ -61,8 +61,6 @@ from eoskit.twophase.contract import (
     SinkError,
     TwoPhaseCommitting,
 )
-from eoskit.twophase.decision_log import DecisionLog, prune_due
-from eoskit.twophase.messages import TaskAck
 from eoskit.twophase.txn_id import TxnId
 
 #: How long a task waits for a row lock before failing: a wait longer than
@@ -613,12 +611,7 @@ class PostgresTransactions(deadletter.SqlTargetMixin, TwoPhaseCommitting, Marked
     def begin_direct(self, marker: Marker, attempt: int) -> PostgresTransaction:
         return PostgresTransaction(self, str(TxnId.new(marker.sink_id, marker.batch, marker.partition, attempt)))
 
-    def batch_committed(self, decisions: DecisionLog, batch: int, acks: Sequence[TaskAck]) -> None:
-        below = prune_due(batch)
-        if below is not None:
-            self._prune_markers(decisions.sink_id, below)
-
-    def _prune_markers(self, sink_id: str, below_batch: int) -> None:
+    def forget_markers(self, sink_id: str, below_batch: int) -> None:
         conn = cached_connection(self.url)
         conn.execute(sql.SQL("DELETE FROM {} WHERE sink_id = %s AND batch < %s").format(
             _in_schema(self.target, self.settings.marker_table)), (sink_id, below_batch))
