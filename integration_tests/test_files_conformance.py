@@ -23,7 +23,7 @@ import pyarrow.fs as pafs
 import pytest
 from botocore.config import Config
 
-from eoskit.twophase.conformance import ConformanceTarget, Workload, run_scenario, scenarios_for
+from eoskit.twophase.conformance import ENDURANCE, ConformanceTarget, Workload, run_scenario, scenarios_for
 
 STAGING = "_eoskit/staging/"
 
@@ -68,6 +68,13 @@ class LocalFilesTarget(ConformanceTarget):
     def leftovers(self, table: str) -> list[str]:
         staging = self.root / table / STAGING
         return sorted(str(p) for p in staging.rglob("*")) if staging.exists() else []
+
+    def kept(self, table: str, sink_id: str) -> dict[str, int]:
+        """The sink's own files besides the batch manifests (which index the
+        output, one per batch, as the data files grow with it)."""
+        root = self.root / table / "_eoskit"
+        files = [p for p in root.rglob("*") if p.is_file() and "batches" not in p.parts]
+        return {"_eoskit files": len(files)}
 
     def rollback(self, txn_id: str) -> None:
         name = txn_id.replace(":", ".")
@@ -192,3 +199,16 @@ def test_files_s3(spark, s3, s3_bucket, workload, scenario, tmp_path):
 
 def test_the_s3_scenarios_are_in_the_kit():
     assert len(ON_S3) == 3, f"a scenario was renamed: {[s.name for s in TWOPHASE]}"
+
+
+#: The endurance tier (see test_postgres_conformance.py); 650 batches cross
+#: Spark's log retention six times and the decision pruning 65 times.
+ENDURANCE_BATCHES = 650
+
+
+@pytest.mark.crash
+@pytest.mark.endurance
+def test_files_endurance(spark, kafka, tmp_path):
+    workload = Workload.produce(kafka, records=2 * ENDURANCE_BATCHES, partitions=1,
+                                batches=ENDURANCE_BATCHES)
+    run_scenario(LocalFilesTarget(tmp_path / "out", spark), workload, ENDURANCE, tmp_path / "work", spark)

@@ -13,7 +13,7 @@ import time
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from eoskit.twophase.conformance import ConformanceTarget, TotalsTarget, Workload, run_scenario, scenarios_for
+from eoskit.twophase.conformance import ENDURANCE, ConformanceTarget, TotalsTarget, Workload, run_scenario, scenarios_for
 from eoskit.twophase.conformance.broker_gaps import (
     defers_transactional_offsets,
     explained_by_deferred_offsets,
@@ -97,6 +97,11 @@ class KafkaTarget(ConformanceTarget, TotalsTarget):
             last[value["customer"]] = (value["total"], value["orders"])
         return last
 
+    def kept(self, table: str, sink_id: str) -> dict[str, int]:
+        """The progress markers: one consumer group per task partition."""
+        groups = self.admin.list_consumer_groups().result(30).valid
+        return {"marker groups": sum(g.group_id.startswith(f"eoskit-{sink_id}-") for g in groups)}
+
     def prepared(self, prefix: str) -> list[str]:
         """Kafka has no prepared transactions (a task commits its own)."""
         return []
@@ -160,3 +165,17 @@ def test_the_broker_probe_finds_what_was_measured_of_each_broker(kafka):
     defers a committed transaction's offsets, Apache Kafka does not."""
     apache_kafka = os.environ.get("EOSKIT_SERVICES", "").strip().lower() == "docker"
     assert defers_transactional_offsets(kafka) is not apache_kafka
+
+
+#: The endurance tier (see test_postgres_conformance.py); fewer batches than
+#: the SQL sinks': the Kafka sink keeps no per-batch state, and 650 batches
+#: cross Spark's log retention six times.
+ENDURANCE_BATCHES = 650
+
+
+@pytest.mark.crash
+@pytest.mark.endurance
+def test_kafka_endurance(spark, young_broker, tmp_path):
+    workload = Workload.produce(young_broker, records=2 * ENDURANCE_BATCHES, partitions=1,
+                                batches=ENDURANCE_BATCHES)
+    run_against_broker(young_broker, workload, ENDURANCE, tmp_path, spark)

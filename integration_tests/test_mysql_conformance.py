@@ -11,7 +11,7 @@ import subprocess
 import pytest
 from sqlalchemy.engine import make_url
 
-from eoskit.twophase.conformance import ConformanceTarget, TotalsTarget, Workload, run_scenario, scenarios_for
+from eoskit.twophase.conformance import ENDURANCE, ConformanceTarget, TotalsTarget, Workload, run_scenario, scenarios_for
 
 CLIENT = shutil.which("mariadb") or shutil.which("mysql")
 
@@ -141,4 +141,18 @@ def test_mysql_idempotent(spark, mysql_target, workload, scenario, tmp_path):
 def test_mysql_stateful(spark, mysql_target, stateful_workload, scenario, tmp_path):
     target = MySQLTarget(mysql_target)
     run_scenario(target, stateful_workload, scenario, tmp_path, spark, stateful=True)
+    _nothing_left_prepared(target)
+
+
+#: The endurance tier (see test_postgres_conformance.py): past batch 1,100.
+ENDURANCE_BATCHES = 1300
+
+
+@pytest.mark.crash
+@pytest.mark.endurance
+def test_mysql_endurance(spark, mysql_target, kafka, tmp_path):
+    workload = Workload.produce(kafka, records=2 * ENDURANCE_BATCHES, partitions=1,
+                                batches=ENDURANCE_BATCHES)
+    target = MySQLTarget(mysql_target)
+    run_scenario(target, workload, ENDURANCE, tmp_path, spark)
     _nothing_left_prepared(target)

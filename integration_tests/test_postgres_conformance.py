@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from eoskit.twophase.conformance import Workload, run_scenario, scenarios_for
+from eoskit.twophase.conformance import ENDURANCE, Workload, run_scenario, scenarios_for
 
 
 @pytest.fixture(scope="module")
@@ -45,3 +45,22 @@ def test_postgres_idempotent(spark, postgres_target, workload, scenario, tmp_pat
 @pytest.mark.parametrize("scenario", STATEFUL, ids=[s.name for s in STATEFUL])
 def test_postgres_stateful(spark, postgres_target, stateful_workload, scenario, tmp_path):
     run_scenario(postgres_target(), stateful_workload, scenario, tmp_path, spark, stateful=True)
+
+
+#: The endurance tier: 1,300 micro-batches of two records each crosses batch
+#: 1,100 (where pruning once stopped the two-phase SQL sinks for good), the
+#: 10-batch prune period 130 times and Spark's 100-batch log retention 13 times.
+ENDURANCE_BATCHES = 1300
+
+
+@pytest.fixture(scope="module")
+def endurance_workload(kafka: str) -> Workload:
+    return Workload.produce(kafka, records=2 * ENDURANCE_BATCHES, partitions=1,
+                            batches=ENDURANCE_BATCHES)
+
+
+@pytest.mark.crash
+@pytest.mark.endurance
+@pytest.mark.parametrize("mode", ["twophase", "idempotent"])
+def test_postgres_endurance(spark, postgres_target, endurance_workload, mode, tmp_path):
+    run_scenario(postgres_target(mode), endurance_workload, ENDURANCE, tmp_path, spark)

@@ -35,7 +35,7 @@ from eoskit.twophase.conformance import ConformanceTarget, Workload
 from eoskit.twophase.conformance.faults import ForwardedBroker
 from eoskit.twophase.conformance.kafka_log import read_topic
 from eoskit.twophase.conformance.postgres import PostgresTarget
-from eoskit.twophase.conformance.scenarios import Run
+from eoskit.twophase.conformance.scenarios import Paused, Run
 from eoskit.twophase.txn_id import sink_prefix
 
 RECORDS, PARTITIONS, BATCHES = 20_000, 4, 4
@@ -219,50 +219,6 @@ def fault_run(tmp_path: Path) -> Iterator[Callable[[ConformanceTarget, Workload]
 
 
 # -- a job paused at a point while the fault happens -------------------------
-
-class Paused:
-    """A job started with a pause point armed."""
-
-    def __init__(self, run: Run, point: str, batch: int = 1) -> None:
-        self.run = run
-        self.dir = run.workdir / "pause"
-        self.process = run.start(**{crash.PAUSE_ENV: f"{point}@{batch}",
-                                    crash.PAUSE_DIR_ENV: str(self.dir)})
-
-    def wait_reached(self, timeout: float = 180.0) -> str:
-        reached = self.dir / crash.REACHED_FILE
-        deadline = time.monotonic() + timeout
-        while not reached.exists():
-            if self.process.poll() is not None:
-                pytest.fail(f"the job ended (exit {self.process.returncode}) before its pause "
-                            f"point:\n{self.run.last_log()[-3000:]}")
-            if time.monotonic() > deadline:
-                self.kill()
-                pytest.fail(f"the job did not reach its pause point within {timeout:.0f} s")
-            time.sleep(0.1)
-        return reached.read_text()
-
-    def go(self) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        (self.dir / crash.GO_FILE).touch()
-
-    def finish(self, timeout: float = 300.0) -> tuple[int, str]:
-        self.go()
-        try:
-            code = self.process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            pytest.fail(f"the job did not end within {timeout:.0f} s:\n{self.run.last_log()[-3000:]}")
-        self.kill()  # what is left of its process group (a JVM outliving the driver)
-        return code, self.run.last_log()
-
-    def kill(self) -> None:
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.process.wait()
-
 
 def _rode_it_out(paused: Paused) -> str:
     code, log = paused.finish()

@@ -10,11 +10,14 @@ relative checkpoint directory) run on a Spark cluster:
 integration_tests/test_cluster.py. The stateful job (running totals per
 customer in update mode) runs the same scenarios against a target that is
 also a ``TotalsTarget``: ``run_scenario(..., stateful=True)``, as in
-integration_tests/test_stateful_crash.py.
+integration_tests/test_stateful_crash.py. ``ENDURANCE`` runs a job through
+thousands of tiny batches with a driver kill in the middle (the endurance
+tier, ``pytest -m endurance``).
 """
 
 from eoskit.twophase.conformance.scenarios import (
     CLUSTER_SCENARIOS,
+    ENDURANCE,
     SCENARIOS,
     Scenario,
     Workload,
@@ -23,4 +26,4 @@ from eoskit.twophase.conformance.scenarios import (
 )
 from eoskit.twophase.conformance.target import ConformanceTarget, TotalsTarget
 
-__all__ = ["CLUSTER_SCENARIOS", "SCENARIOS", "ConformanceTarget", "Scenario", "TotalsTarget", "Workload", "run_scenario", "scenarios_for"]
+__all__ = ["CLUSTER_SCENARIOS", "ENDURANCE", "SCENARIOS", "ConformanceTarget", "Scenario", "TotalsTarget", "Workload", "run_scenario", "scenarios_for"]

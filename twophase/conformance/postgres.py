@@ -71,3 +71,9 @@ class PostgresTarget(ConformanceTarget, TotalsTarget):
 
     def resolve_command(self) -> list[str]:
         return ["--url", self.url]
+
+    def kept(self, table: str, sink_id: str) -> dict[str, int]:
+        if self.commit_mode != "idempotent":
+            return {}
+        out = self.psql(f"SELECT count(*) FROM eoskit_markers WHERE sink_id = '{sink_id}'")
+        return {"marker rows": int(out.strip())}

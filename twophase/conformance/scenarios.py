@@ -27,6 +27,7 @@ from eoskit.twophase import crash
 from eoskit.twophase.conformance.cluster import EventLog, kill_executor
 from eoskit.twophase.conformance.job_template import JOB
 from eoskit.twophase.conformance.target import ConformanceTarget, TotalsTarget
+from eoskit.twophase.decision_log import PRUNE_EVERY
 from eoskit.twophase.txn_id import sink_prefix
 
 
@@ -285,6 +286,51 @@ class Run:
         return subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=self.workdir)
 
 
+class Paused:
+    """A job started with a pause point armed (``crash.PAUSE_ENV``): a task or
+    the driver waits at the point until ``go``, while a test makes a fault."""
+
+    def __init__(self, run: Run, point: str, batch: int = 1) -> None:
+        self.run = run
+        self.dir = run.workdir / "pause"
+        self.process = run.start(**{crash.PAUSE_ENV: f"{point}@{batch}",
+                                    crash.PAUSE_DIR_ENV: str(self.dir)})
+
+    def wait_reached(self, timeout: float = 180.0) -> str:
+        reached = self.dir / crash.REACHED_FILE
+        deadline = time.monotonic() + timeout
+        while not reached.exists():
+            if self.process.poll() is not None:
+                raise AssertionError(f"the job ended (exit {self.process.returncode}) before its pause "
+                            f"point:\n{self.run.last_log()[-3000:]}")
+            if time.monotonic() > deadline:
+                self.kill()
+                raise AssertionError(f"the job did not reach its pause point within {timeout:.0f} s")
+            time.sleep(0.1)
+        return reached.read_text()
+
+    def go(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        (self.dir / crash.GO_FILE).touch()
+
+    def finish(self, timeout: float = 300.0) -> tuple[int, str]:
+        self.go()
+        try:
+            code = self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"the job did not end within {timeout:.0f} s:\n{self.run.last_log()[-3000:]}")
+        self.kill()  # what is left of its process group (a JVM outliving the driver)
+        return code, self.run.last_log()
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.process.wait()
+
+
 def _ranges(ids: list[int], most: int = 6) -> str:
     """Sorted ids as ranges, ``0-4999, 20000-24999``: which batches they are."""
     spans: list[list[int]] = []
@@ -534,6 +580,59 @@ CLUSTER_SCENARIOS = [
     Scenario("driver_killed_relative_checkpoint", _driver_killed_relative_checkpoint,
              modes=TWOPHASE_ONLY),
 ]
+
+
+# -- a job that runs for weeks ---------------------------------------------
+
+#: How much the kept counts may differ between the middle and the end of an
+#: endurance run: decisions and markers are pruned every ``PRUNE_EVERY``
+#: batches, Spark's logs at every batch, so a count may stand up to one
+#: period (and a batch in flight) apart at two moments.
+ENDURANCE_SLACK = {"decision files": 2 * PRUNE_EVERY, "checkpoint files": 8 * PRUNE_EVERY}
+
+
+def kept(run: Run) -> dict[str, int]:
+    """What the job keeps that must not grow with its batches: the
+    checkpoint's files (Spark's logs, eoskit's decision log and metadata),
+    the decision files alone, and the sink's own (``ConformanceTarget.kept``)."""
+    files = [p for p in run.checkpoint.rglob("*") if p.is_file()]
+    decisions = [p for p in files if p.parent.name == "decisions"]
+    return {"checkpoint files": len(files), "decision files": len(decisions),
+            **run.target.kept(run.table, run.sink_id)}
+
+
+def _endurance(run: Run) -> None:
+    """The job through every batch of its workload (as many as the workload
+    has: 1,300 in the endurance tier), its driver SIGKILLed after the commit
+    of the middle batch, then restarted: every record once, and what the job
+    keeps (``kept``) no larger at the end than in the middle, so that a week
+    of batches keeps no more than a day's."""
+    batches = -(-run.workload.records // run.workload.batch_offsets)
+    middle = batches // 2
+    process = run.start()
+    _wait_for(run.checkpoint / f"commits/{middle}", process, run, timeout=max(300, batches))
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    _reap_group(process.pid)
+    at_middle = kept(run)
+    run.recover()
+    at_end = kept(run)
+    print(f"kept after batch {middle}: {at_middle}; after batch {batches - 1}: {at_end}")
+    run.verify_exactly_once()
+    committed = sorted(int(p.name) for p in (run.checkpoint / "commits").iterdir() if p.name.isdigit())
+    assert committed[-1] == batches - 1, f"the last committed batch is {committed[-1]}, not {batches - 1}"
+    for name, count in at_end.items():
+        slack = ENDURANCE_SLACK.get(name, 2 * PRUNE_EVERY * run.workload.partitions)
+        assert count <= at_middle[name] + slack, (
+            f"{name} grew from {at_middle[name]} after batch {middle} to {count} after batch "
+            f"{batches - 1}: something is kept per batch and never pruned")
+
+
+#: Not one of ``SCENARIOS``: thousands of tiny batches, for the endurance tier
+#: (``Workload.produce(records=2 * batches, partitions=1, batches=batches)``).
+ENDURANCE = Scenario("endurance", _endurance,
+                     "a job through thousands of batches, its driver killed in the middle: "
+                     "exact, and what it keeps flat", stateful=False)
 
 
 def scenarios_for(commit_mode: str, target: type[ConformanceTarget] | None = None,

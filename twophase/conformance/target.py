@@ -53,6 +53,12 @@ class ConformanceTarget(ABC):
         files sink is named by its directory); ``resolve_command()`` by default."""
         return self.resolve_command()
 
+    def kept(self, table: str, sink_id: str) -> dict[str, int]:
+        """Counts of what the sink keeps beside the rows that a long job must
+        not let grow with its batches (e.g. marker rows), read independently;
+        the endurance scenario holds them flat. None by default."""
+        return {}
+
     def leftovers(self, table: str) -> list[str]:
         """Anything the sink's transactions left behind besides prepared ids
         (e.g. a files sink's staged files), read independently; checked
