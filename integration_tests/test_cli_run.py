@@ -8,8 +8,11 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
+
+import pytest
 
 JOB = '''
 import os
@@ -195,3 +198,51 @@ def test_an_option_error_raised_inside_spark_is_bad_input(
     assert result.returncode == 2, result.stderr[-3000:]
     line = assert_one_line_failure(result, postgres)
     assert line.startswith("eoskit run: pipeline cli_fail failed: unknown option 'bogusoption' for "), line
+
+
+@pytest.fixture(scope="module")
+def stop_workload(kafka: str):
+    from eoskit.twophase.conformance import Workload
+
+    return Workload.produce(kafka, records=6_000, partitions=2, batches=6)
+
+
+@pytest.mark.crash
+@pytest.mark.parametrize("how", ["ctrl_c_to_the_process_group", "sigterm_to_the_driver"])
+def test_a_stop_signal_lets_the_batch_in_flight_commit(postgres, stop_workload, tmp_path, how):
+    """As documented (docs/runtime.md): SIGINT or SIGTERM while batch 2's
+    offsets are logged and its tasks hold prepared transactions lets batch 2
+    finish and commit, then the run exits 0 without starting batch 3. Ctrl-C
+    in a terminal signals the whole foreground process group (the JVM and
+    the Python workers too); a container runtime signals the driver alone."""
+    from eoskit.twophase import crash
+    from eoskit.twophase.conformance.postgres import PostgresTarget
+    from eoskit.twophase.conformance.scenarios import Paused, Run
+    from eoskit.twophase.txn_id import sink_prefix
+
+    target = PostgresTarget(postgres)
+    run = Run(target, stop_workload, tmp_path)
+    target.create_table(run.table)
+    try:
+        paused = Paused(run, crash.TASK_AFTER_PREPARE, batch=2)
+        paused.wait_reached()
+        if how == "ctrl_c_to_the_process_group":
+            os.killpg(paused.process.pid, signal.SIGINT)
+        else:
+            paused.process.send_signal(signal.SIGTERM)
+        time.sleep(3)
+        assert paused.process.poll() is None, (
+            f"the run ended (exit {paused.process.returncode}) with batch 2 in flight:\n"
+            f"{run.last_log()[-3000:]}")
+        code, log = paused.finish()
+        assert code == 0, log[-3000:]
+        committed = sorted(int(p.name) for p in (run.checkpoint / "commits").iterdir() if p.name.isdigit())
+        assert committed == [0, 1, 2], f"committed batches {committed}:\n{log[-3000:]}"
+        assert len(target.rows(run.table)) == 3 * stop_workload.batch_offsets
+        run.assert_nothing_prepared()
+        run.recover()
+        run.verify_exactly_once()
+    finally:
+        for txn in target.prepared(sink_prefix(run.sink_id)):
+            target.rollback(txn)
+        target.drop_table(run.table)

@@ -89,11 +89,19 @@ def freeze_imports() -> None:
     gc.freeze()
 
 
-class _TermLeavesWorkers:
-    """``pyspark.daemon``'s view of the ``signal`` module: the SIGTERM
-    handler its manager installs is replaced by :func:`_exit_alone`; every
-    other call goes to ``signal`` itself (its workers restore SIGTERM's
-    default, which is kept)."""
+class _DaemonSignals:
+    """``pyspark.daemon``'s view of the ``signal`` module, with two changes:
+
+    - the SIGTERM handler its manager installs is replaced by
+      :func:`_exit_alone` (its workers restore SIGTERM's default, which is
+      kept);
+    - its workers keep SIGINT ignored, as the JVM that started the daemon
+      does, instead of restoring Python's KeyboardInterrupt: Ctrl-C in a
+      terminal signals the whole foreground process group, and it asks the
+      driver (``eoskit run``) to stop at a batch boundary, which needs the
+      batch in flight's tasks to finish, not to die of it.
+
+    Every other call goes to ``signal`` itself."""
 
     def __getattr__(self, name: str) -> object:
         return getattr(signal, name)
@@ -102,6 +110,8 @@ class _TermLeavesWorkers:
     def signal(signum: int, handler: object) -> object:
         if signum == signal.SIGTERM and callable(handler):
             handler = _exit_alone
+        elif signum == signal.SIGINT:
+            handler = signal.SIG_IGN
         return signal.signal(signum, handler)
 
 
@@ -120,8 +130,9 @@ def _exit_alone(_signum: int, frame: object) -> None:
 
 def run_manager() -> None:
     """PySpark's daemon (``pyspark.daemon.manager``, ``sys.argv`` as Spark
-    gave it), with one change: a SIGTERM ends the daemon alone, and the
-    workers it forked go on with their tasks.
+    gave it), with two changes: a SIGTERM ends the daemon alone, and the
+    workers it forked go on with their tasks; its workers ignore SIGINT
+    (``_DaemonSignals``).
 
     Spark SIGTERMs a daemon to stop it, and to restart it when asking it for
     a worker seems to time out. A task killed while it asks looks just like
@@ -139,7 +150,7 @@ def run_manager() -> None:
     worker down with it."""
     from pyspark import daemon
 
-    daemon.signal = _TermLeavesWorkers()  # type: ignore[assignment]
+    daemon.signal = _DaemonSignals()  # type: ignore[assignment]
     daemon.manager()
 
 

@@ -36,8 +36,9 @@ ready copy on request. The hand-over, top to bottom:
    its shutdown). The child sends its pid to the launcher. PySpark's daemon
    runs as eoskit's worker daemon runs it, leaving its workers' tasks
    running when Spark restarts it (``spark_daemon.run_manager``).
-4. The launcher stays as what the JVM holds: it forwards SIGTERM, SIGINT and
-   SIGHUP (``Process.destroy``) to the child and exits with the child's
+4. The launcher stays as what the JVM holds: it forwards SIGTERM and
+   SIGHUP (``Process.destroy``) to the child, and ignores SIGINT as the
+   child does (see ``_run_module``) and exits with the child's
    exit code, which the zygote reports when it reaps it. Should the launcher
    be SIGKILLed, the JVM closes the pipes and the child sees its stdin end,
    as a daemon would.
@@ -215,8 +216,9 @@ def _stand_in(conn: socket.socket, child: int) -> int:
         except ProcessLookupError:
             pass
 
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, forward)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     # The child holds the streams now; the launcher lets go of its copies.
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1):
@@ -380,9 +382,12 @@ def _run_module(module: str, args: list[str]) -> int:
     import runpy
     import signal
 
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
+    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
         signal.signal(signum, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    # As a helper started by PySpark's JVM (launched with SIGINT ignored)
+    # starts: Ctrl-C in the terminal is the driver's to act on (a stop at a
+    # batch boundary), and must not kill the batch's planners or its commit.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     sys.argv = [module, *args]
     try:
         if module == "pyspark.daemon":
