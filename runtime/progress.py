@@ -11,10 +11,14 @@ import json
 import statistics
 import sys
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from eoskit.runtime.listeners import RunListener
+
+#: The summary's batch-duration percentiles are over this many last batches.
+DURATIONS_KEPT = 10_000
 
 
 def _offsets(value: Any) -> dict[str, dict[str, int]]:
@@ -61,7 +65,8 @@ class RunSummary:
     failed_batches: int = 0
     restarts: int = 0
     last_restore: str | None = None
-    batch_ms: list[int] = field(default_factory=list)
+    #: Durations of the last ``DURATIONS_KEPT`` batches: a job runs for weeks.
+    batch_ms: deque[int] = field(default_factory=lambda: deque(maxlen=DURATIONS_KEPT))
     #: In-doubt transactions the sinks' recovery settled during the run.
     in_doubt_committed: int = 0
     in_doubt_rolled_back: int = 0
@@ -80,10 +85,14 @@ class RunSummary:
             f"last commit {self.last_commit or 'none'}\n"
             f"[{name}] checkpoints: {self.batches} completed, {self.failed_batches} failed, "
             f"{self.restarts} restart(s), last restore {self.last_restore or 'none'}, "
-            f"batch duration {self.percentiles()}, in-doubt transactions settled "
+            f"batch duration {self.percentiles()}{self._of_last()}, in-doubt transactions settled "
             f"{self.in_doubt_committed + self.in_doubt_rolled_back} ({self.in_doubt_committed} "
             f"committed, {self.in_doubt_rolled_back} rolled back)"
         )
+
+    def _of_last(self) -> str:
+        kept = len(self.batch_ms)
+        return f" (last {kept} batches)" if kept == self.batch_ms.maxlen and kept < self.batches else ""
 
     def percentiles(self) -> str:
         if not self.batch_ms:
@@ -104,15 +113,15 @@ class ProgressPrinter(RunListener):
         self.bar = bar
         self.out = out or sys.stderr
         self.summary = RunSummary()
-        self._seen: set[int] = set()
+        self._last_batch: int | None = None  # batch ids only grow: nothing per batch is kept
 
     def observe(self, progress: dict[str, Any] | None) -> None:
         if not progress:
             return
         batch = progress.get("batchId")
-        if not isinstance(batch, int) or batch in self._seen:
+        if not isinstance(batch, int) or (self._last_batch is not None and batch <= self._last_batch):
             return
-        self._seen.add(batch)
+        self._last_batch = batch
         rows = int(progress.get("numInputRows") or 0)
         rate = float(progress.get("processedRowsPerSecond") or 0.0)
         lag = lag_per_partition(progress)

@@ -96,6 +96,7 @@ class Runner:
         self.stop_savepoint: Request | None = None
         self.started_at = time.time()
         self._settled_seen: set[str] = set()
+        self._stops_seen: set[str] = set()  # each counts once, however long it stays pending
 
     @property
     def summary(self) -> RunSummary:
@@ -193,6 +194,9 @@ class Runner:
         savepoints = []
         for request in self.control.pending():
             if request.kind == "stop":
+                if request.id in self._stops_seen:
+                    continue  # a stop with a savepoint is answered when the savepoint is taken
+                self._stops_seen.add(request.id)
                 self.stop.count += 1
                 self.stop_savepoint = request
                 if not request.target:
@@ -232,7 +236,11 @@ class Runner:
     def _watch(self, query: StreamingQuery, record) -> Failure | _Finished:
         in_flight_after: int | None = None
         reported: int | None = None
+        # When the batch in flight started (as seen by this loop), and after
+        # which completed batch: the timeout is per batch, however many run
+        # back to back.
         trigger_since: float | None = None
+        timed_after: int | None = None
         timeout = self.settings.checkpoint_timeout
         while query.isActive:
             record.beat(force=False)
@@ -253,7 +261,8 @@ class Runner:
                     break
             if timeout is not None:
                 if query.status["isTriggerActive"]:
-                    trigger_since = trigger_since or time.monotonic()
+                    if trigger_since is None or timed_after != last_done:
+                        trigger_since, timed_after = time.monotonic(), last_done
                     if time.monotonic() - trigger_since > timeout:
                         query.stop()
                         batch = 0 if last_done is None else last_done + 1

@@ -55,18 +55,36 @@ def _positive_duration(text: Any) -> float:
     return seconds
 
 
+def _whole(text: Any) -> int:
+    """A whole number from text or a number; 1.5, True or "2.0" are refused,
+    not rounded."""
+    if isinstance(text, bool) or (isinstance(text, float) and not text.is_integer()):
+        raise ValueError("expected a whole number")
+    try:
+        return int(text if not isinstance(text, str) else text.strip())
+    except ValueError:
+        raise ValueError("expected a whole number") from None
+
+
 def _non_negative_int(text: Any) -> int:
-    value = int(text)
+    value = _whole(text)
     if value < 0:
         raise ValueError("expected a whole number, 0 or more")
     return value
 
 
-def _positive_int(text: Any) -> int:
-    value = int(text)
-    if value <= 0:
-        raise ValueError("expected a whole number greater than zero")
+def _retained(text: Any) -> int:
+    value = _whole(text)
+    if value < MIN_RETAINED:
+        raise ValueError(
+            f"the smallest value that works is {MIN_RETAINED}: a restart replays the last "
+            "planned batch from Spark's offset log, and a savepoint of batch b copies batch "
+            "b-1's entries too")
     return value
+
+
+#: Spark's logs must keep the batch being planned and the one before it.
+MIN_RETAINED = 2
 
 
 def _mode(text: Any) -> str:
@@ -142,7 +160,7 @@ SETTINGS: tuple[Setting, ...] = (
             "Consecutive failed batches tolerated before the job fails; each is retried "
             "by a restart from the checkpoint, without counting against the restart strategy.",
             "execution.checkpointing.tolerable-failed-checkpoints"),
-    Setting("retained_checkpoints", _positive_int, 100,
+    Setting("retained_checkpoints", _retained, 100,
             "Batches kept in the checkpoint's logs (Spark's minBatchesToRetain): how far back "
             "`eoskit checkpoint list` and savepoints can reach.",
             "state.checkpoints.num-retained"),

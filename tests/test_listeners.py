@@ -63,3 +63,19 @@ def test_each_batch_reaches_every_view_once_whichever_way_it_came(tmp_path):
     state = json.loads((tmp_path / "status.json").read_text())
     assert state["batches"] == 3 and state["last_batch"] == 1
     assert state["total_lag"] == 0
+
+
+def test_a_run_of_weeks_keeps_the_printer_flat():
+    """30,000 batches (8 hours at a 1 s trigger): the printer keeps the last
+    batch id, not every one, and the last DURATIONS_KEPT batch durations."""
+    from eoskit.runtime.progress import DURATIONS_KEPT
+
+    printer = ProgressPrinter("orders", StringIO())
+    for n in range(30_000):
+        printer.observe({"batchId": n, "numInputRows": 1, "durationMs": {"triggerExecution": n % 7}})
+    printer.observe({"batchId": 29_999, "numInputRows": 1})  # a repeat is not counted
+    summary = printer.summary
+    assert summary.batches == 30_000 and summary.last_batch == 29_999
+    assert len(summary.batch_ms) == DURATIONS_KEPT
+    assert f"(last {DURATIONS_KEPT} batches)" in summary.render("orders")
+    assert vars(printer).keys() == {"name", "bar", "out", "summary", "_last_batch"}

@@ -28,6 +28,12 @@ def test_durations_read_the_way_spark_triggers_are_written():
     ({"restart_strategy": "fixed_delay(attempts=0, delay=1s)"}, "attempts = 0: must be at least 1"),
     ({"restart_strategy": "sometimes"}, "unknown restart strategy 'sometimes'"),
     ({"retention": 3}, "unknown setting(s) retention"),
+    ({"retained_checkpoints": 0}, "retained_checkpoints (--retained-checkpoints) = 0: the smallest value that works is 2"),
+    ({"retained_checkpoints": 1}, "the smallest value that works is 2"),
+    ({"retained_checkpoints": -5}, "the smallest value that works is 2"),
+    ({"retained_checkpoints": 2.5}, "retained_checkpoints (--retained-checkpoints) = 2.5: expected a whole number"),
+    ({"retained_checkpoints": True}, "expected a whole number"),
+    ({"tolerable_failures": "1.5"}, "tolerable_failures (--tolerable-failures) = '1.5': expected a whole number"),
 ])
 def test_nonsense_settings_are_refused_naming_the_setting(values, message):
     with pytest.raises(SettingError) as err:
@@ -100,3 +106,8 @@ def test_a_restart_is_not_tried_for_what_it_cannot_fix():
             "eoskit.twophase.contract.ServiceUnavailable: cannot connect to PostgreSQL\n")
     assert not classify(down).permanent
     assert not classify("[USER_RAISED_EXCEPTION] poison record").permanent
+
+
+def test_the_smallest_retention_that_works_is_accepted():
+    assert JobSettings.of(retained_checkpoints="2").retained_checkpoints == 2
+    assert JobSettings.of(retained_checkpoints=100.0).retained_checkpoints == 100

@@ -511,3 +511,17 @@ def test_every_mode_commits_past_batch_1100_and_keeps_its_metadata_flat(env, tmp
         assert sorted({k[1] for k in db.markers}) == list(range(1201, 1305))
     else:
         assert not db.tasks_committed and not db.forgotten
+
+
+def test_only_the_newest_settled_notes_are_kept(tmp_path):
+    """One note per sweep that settled something, i.e. per restart after a
+    crash: a job restarted a thousand times keeps SETTLED_KEPT of them."""
+    from eoskit.twophase.decision_log import SETTLED_KEPT
+
+    log = DecisionLog(str(tmp_path), "s1")
+    log.create()
+    for n in range(SETTLED_KEPT + 5):
+        log.record_settled([f"c{n}"], [])
+    notes = settlements(str(tmp_path))
+    assert len(notes) == SETTLED_KEPT
+    assert len(list((tmp_path / "eoskit" / "sinks" / "s1" / "settled").iterdir())) == SETTLED_KEPT

@@ -46,6 +46,8 @@ _SCHEMES = {"s3a://": "s3://", "s3n://": "s3://", "gs://": "gs://", "abfss://": 
 RETAIN_BATCHES = 1000
 #: Decisions and progress markers are pruned at every this many batches.
 PRUNE_EVERY = 10
+#: Notes of settled in-doubt transactions kept (one per sweep that settled any).
+SETTLED_KEPT = 100
 
 
 class DecisionLogError(RuntimeError):
@@ -186,10 +188,16 @@ class DecisionLog:
     # -- in-doubt transactions settled by a sweep ---------------------------
 
     def record_settled(self, committed: list[str], rolled_back: list[str]) -> None:
-        """Note what a start-up sweep settled, for the runtime's metrics."""
+        """Note what a start-up sweep settled, for the runtime's metrics; only
+        the newest ``SETTLED_KEPT`` notes are kept (the runtime reads each
+        one within a batch of its writing)."""
         now = time.time()
         self._write_atomic(f"settled/{time.time_ns()}-{uuid.uuid4().hex[:8]}.json", {
             "at": now, "committed": sorted(committed), "rolledBack": sorted(rolled_back)})
+        fs = self.fs
+        notes = sorted(fs.ls(self._path("settled"), detail=False))
+        for old in notes[:-SETTLED_KEPT]:
+            fs.rm(old)
 
     def batches(self) -> list[int]:
         fs, path = self.fs, self._path("decisions")
