@@ -146,10 +146,18 @@ def test_s3_endpoint_without_a_scheme_is_refused_without_echoing_it():
 def test_state_round_trip(tmp_path: Path):
     state = DevState()
     state.service("kafka").port = 1234
+    state.service("kafka").ports = {"broker": 1234, "controller": 1235}
     state.services["postgres"] = ServiceState(port=5, pid=42, start_time=99, extra={"data_dir": "/x"})
     save_state(tmp_path, state)
     assert load_state(tmp_path) == state
     assert sorted(p.name for p in tmp_path.iterdir()) == ["state.json"]  # no temp file left
+    assert state.services["kafka"].all_ports() == {1234, 1235}
+    assert state.services["postgres"].all_ports() == {5}
+
+
+def test_state_file_from_before_extra_ports_reads_as_none():
+    text = '{"version": 1, "services": {"kafka": {"port": 7, "pid": null, "start_time": null, "extra": {}}}}'
+    assert DevState.from_json(text).services["kafka"] == ServiceState(port=7, ports={})
 
 
 def test_missing_state_is_empty(tmp_path: Path):
