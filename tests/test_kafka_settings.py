@@ -233,3 +233,20 @@ def test_missing_assigned_topic_or_partition_is_named():
     assert "partitions that do not exist at kafka.bootstrap.servers='b:9092': here-7 (here has partitions 0-2)" in str(err.value)
     # once running, a partition that disappears is data loss, not a planning error
     assert parse(assign='{"here": [1, 7]}').subscription.select(broker) == [("here", 1)]
+
+
+def test_the_sink_producer_batches_fit_the_smallest_topic_limit():
+    """Kafka compares a whole record batch with a topic's max.message.bytes,
+    and librdkafka does not split a batch the broker refuses: batch.size
+    stays under the smallest limit of the sink's topics; a smaller one given
+    as an option is kept."""
+    from eoskit.connectors.kafka.sink_settings import BATCH_HEADER_BYTES, KafkaSinkSettings
+
+    settings = KafkaSinkSettings.parse({"kafka.bootstrap.servers": "b:9092", "topic": "t"})
+    assert settings.with_batches_under([]) is settings
+    assert settings.with_batches_under([2_000_000]) is settings  # librdkafka's 1 MB fits
+    fitted = settings.with_batches_under([1500, 2000])
+    assert fitted.producer_config()["batch.size"] == str(1500 - BATCH_HEADER_BYTES)
+    small = KafkaSinkSettings.parse({"kafka.bootstrap.servers": "b:9092", "topic": "t",
+                                     "kafka.batch.size": "500"})
+    assert small.with_batches_under([1500]).producer_config()["batch.size"] == "500"

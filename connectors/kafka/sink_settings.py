@@ -8,7 +8,8 @@ a change of format string; plus eoskit's ``commitMode``, ``sinkId``,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from eoskit.connectors.options import Option, OptionError, OptionSet, parse_bool, parse_str
@@ -47,6 +48,11 @@ OWNED = {
 
 #: librdkafka's default ``message.max.bytes``.
 PRODUCER_MAX_MESSAGE_BYTES = 1_000_000
+#: librdkafka's default ``batch.size``: the most bytes of one record batch.
+PRODUCER_BATCH_SIZE = 1_000_000
+#: A record batch's own header, which the broker counts against the topic's
+#: ``max.message.bytes`` with the records.
+BATCH_HEADER_BYTES = 61
 
 #: Producer defaults, overridable with ``kafka.*``: batches of a few ms, the
 #: Java client's partitioner (so keys land where Spark's Kafka sink puts them),
@@ -78,6 +84,20 @@ class KafkaSinkSettings:
 
     def producer_config(self) -> dict[str, str]:
         return {**DEFAULTS, **self.kafka}
+
+    def with_batches_under(self, topic_limits: Sequence[int]) -> "KafkaSinkSettings":
+        """These settings with the producer's ``batch.size`` under the
+        smallest of the topics' ``max.message.bytes``: the broker compares a
+        whole record batch with it, and librdkafka does not split a batch the
+        broker refuses (the transaction would fail). A smaller ``batch.size``
+        given as an option is kept."""
+        if not topic_limits:
+            return self
+        room = min(topic_limits) - BATCH_HEADER_BYTES
+        given = int(self.kafka.get("batch.size", PRODUCER_BATCH_SIZE))
+        if given <= room:
+            return self
+        return dataclasses.replace(self, kafka={**self.kafka, "batch.size": str(max(1, room))})
 
     @property
     def max_message_bytes(self) -> int:

@@ -49,6 +49,7 @@ import base64
 import json
 import logging
 import threading
+import time
 from typing import Any
 
 import pyarrow as pa
@@ -59,7 +60,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 from eoskit.connectors.dead_letters import dumps, source_columns, source_json
 from eoskit.connectors.kafka import sink_markers
 from eoskit.connectors.kafka.client import admin_config
-from eoskit.connectors.kafka.sink_settings import KafkaSinkSettings
+from eoskit.connectors.kafka.sink_settings import BATCH_HEADER_BYTES, KafkaSinkSettings
 from eoskit.connectors.sink_options import DEAD_LETTER_TOPIC
 from eoskit.twophase.contract import (
     CommittingWriter,
@@ -85,9 +86,6 @@ _admins: dict[str, AdminClient] = {}
 #: and headers (librdkafka's RD_KAFKAP_MESSAGE_V2_MAX_OVERHEAD): what the
 #: producer adds before comparing with ``message.max.bytes``.
 RECORD_OVERHEAD = 36
-#: A record batch's own header: the broker compares the batch, header
-#: included, with the topic's ``max.message.bytes``.
-BATCH_OVERHEAD = 61
 #: Per header, its two length varints at most.
 HEADER_OVERHEAD = 10
 
@@ -168,14 +166,28 @@ def marker_consumer(settings: KafkaSinkSettings, group: str) -> Consumer:
     return cached
 
 
+#: Group coordinator errors that pass: the coordinator moved or is loading
+#: (as when the broker creates ``__consumer_offsets`` at its first group).
+_COORDINATOR_MOVING = (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
+                       KafkaError.COORDINATOR_LOAD_IN_PROGRESS)
+
+
 def read_marker(settings: KafkaSinkSettings, group: str) -> sink_markers.CommittedMarker | None:
     consumer = marker_consumer(settings, group)
-    try:
-        [committed] = consumer.committed([TopicPartition(settings.marker_topic, 0)], TIMEOUT_S)
-    except KafkaException as exc:
-        raise ServiceUnavailable(f"cannot read the progress marker of group {group!r} on "
-                                 f"{settings.marker_topic}-0 at kafka.bootstrap.servers="
-                                 f"{settings.bootstrap_servers!r}: {_error_text(exc)}") from None
+    deadline = time.monotonic() + TIMEOUT_S
+    while True:
+        try:
+            [committed] = consumer.committed([TopicPartition(settings.marker_topic, 0)], TIMEOUT_S)
+            break
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if (isinstance(error, KafkaError) and error.code() in _COORDINATOR_MOVING
+                    and time.monotonic() < deadline):
+                time.sleep(0.2)
+                continue
+            raise ServiceUnavailable(f"cannot read the progress marker of group {group!r} on "
+                                     f"{settings.marker_topic}-0 at kafka.bootstrap.servers="
+                                     f"{settings.bootstrap_servers!r}: {_error_text(exc)}") from None
     if committed.error is not None:
         raise SinkError(f"cannot read the progress marker of group {group!r}: "
                         f"{committed.error.str()}")
@@ -217,7 +229,7 @@ class _Topics:
             limit = self.settings.max_message_bytes
             found = topic_max_message_bytes(self.settings, [topic]).get(topic)
             if found is not None:
-                limit = min(limit, found - BATCH_OVERHEAD)
+                limit = min(limit, found - BATCH_HEADER_BYTES)
             self.limits[topic] = limit
         return self.limits[topic]
 
@@ -479,6 +491,7 @@ class KafkaMarkedWriter(MarkedWriter):
         self._dead: DeadLetters | None = None
         self._open = False
         self._broken = False
+        self._began = 0.0  # when the transaction began (monotonic)
 
     def claim(self) -> bool:
         txn_id = sink_markers.transactional_id(self.marker.sink_id, self.marker.partition)
@@ -498,6 +511,7 @@ class KafkaMarkedWriter(MarkedWriter):
             return False
         # Step 3: the transaction that carries the rows and the marker.
         self._producer.begin_transaction()
+        self._began = time.monotonic()
         self._open = True
         self._topics = _Topics(self.settings, self._producer)
         return True
@@ -528,10 +542,22 @@ class KafkaMarkedWriter(MarkedWriter):
             raise
         except KafkaException as exc:
             self._broken = _fatal(exc)
-            raise SinkError(f"committing {what} failed: {_error_text(exc)}") from None
+            raise SinkError(f"committing {what} failed: {_error_text(exc)}"
+                            f"{self._timed_out_hint()}") from None
         self._open = False
         self._producer = None
         close_producer(made)
+
+    def _timed_out_hint(self) -> str:
+        """Why, when the transaction outlived its timeout: the broker aborted it."""
+        limit_ms = int(self.settings.producer_config()["transaction.timeout.ms"])
+        open_s = time.monotonic() - self._began
+        if open_s * 1000 <= limit_ms:
+            return ""
+        return (f"; the transaction was open {open_s:.0f} s, longer than "
+                f"kafka.transaction.timeout.ms ({limit_ms} ms), so the broker aborted it: raise "
+                "kafka.transaction.timeout.ms (up to the broker's transaction.max.timeout.ms) "
+                "or lower maxOffsetsPerTrigger so that one task's batch takes less time")
 
     def abort(self) -> None:
         """Abort the open transaction, if any, and close the producer. A

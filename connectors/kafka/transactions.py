@@ -128,7 +128,8 @@ class KafkaTransactions(MarkedCommitting, DirectCommitting):
         if dead not in topics:
             raise SinkError(f"option '{DEAD_LETTER_TOPIC.name}': {missing_topic_message(dead)}")
         source_columns(self.settings.dead_letter_source_columns, schema.fieldNames(), ())
-        topic_max_message_bytes(self.settings, [t for t in (self.settings.topic, dead) if t])
+        limits = topic_max_message_bytes(self.settings, [t for t in (self.settings.topic, dead) if t])
+        self.settings = self.settings.with_batches_under([v for v in limits.values() if v])
 
     def _refuse_foreign_markers(self, sink_id: str, decisions: DecisionLog) -> None:
         committed = read_marker(self.settings, sink_markers.marker_group(sink_id, 0))
