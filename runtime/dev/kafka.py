@@ -25,7 +25,6 @@ import logging
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -38,7 +37,7 @@ from urllib.parse import urlsplit
 from .base import LaunchSpec, LocalService
 from .endpoints import HOST
 from .errors import DevServicesError, MissingBinaryError, ServiceStartError
-from .ports import accepts_connections, pick_free_port
+from .ports import accepts_connections, is_port_free, pick_free_port
 from .processes import run_logged, tail
 from .state import ServiceState, load_state
 
@@ -398,6 +397,9 @@ def server_properties(port: int, controller_port: int, data_dir: Path) -> dict[s
         # sink's users expect (tests create theirs explicitly anyway).
         "auto.create.topics.enable": "true",
         "group.initial.rebalance.delay.ms": "0",
+        # A transaction past its producer's transaction.timeout.ms is aborted
+        # within a second, not ten: tests of a stalled task wait less.
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
         # A broker killed without a clean shutdown may register again only once
         # its old registration's session has expired (9 s by default).
         "broker.session.timeout.ms": "4000",
@@ -424,18 +426,6 @@ def new_cluster_id() -> str:
         text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
         if not text.startswith("-"):
             return text
-
-
-def can_listen(port: int, host: str = HOST) -> bool:
-    """Could a server listen on ``host:port`` now? Binds as servers (and Kafka) do,
-    with SO_REUSEADDR, so the TIME_WAIT sockets a stopped server leaves do not count."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-    return True
 
 
 def list_topics(bootstrap: str, timeout: float = 5.0) -> None:
@@ -505,28 +495,20 @@ class KafkaService(LocalService):
         return str(fetch_kafka() / "*")  # Java expands a trailing '*' to every jar
 
     def _settle_ports(self, state: ServiceState) -> None:
-        """The broker port (``state.port``, chosen by the orchestrator) and the
-        controller port, both the ones of the last start when possible.
-
-        The orchestrator keeps a remembered port only if a plain bind to it
-        succeeds, which the TIME_WAIT sockets of a broker that was stopped or
-        killed with clients connected prevent for a minute; Kafka binds with
-        SO_REUSEADDR and can take it back, so it does.
-        """
+        """The broker port (``state.port``, chosen by the orchestrator, the
+        last start's where it is free) and the controller port, the last
+        start's when possible."""
         assert state.port is not None
         others: set[int] = set()
         for name, entry in load_state(self.root).services.items():
             if name != self.name:
                 others |= entry.all_ports()
-        last = state.ports.get("broker")
-        if last and last != state.port and last not in others and can_listen(last):
-            state.port = last
-        if not can_listen(state.port):
+        if not is_port_free(state.port):
             raise ServiceStartError(f"kafka: port {state.port} on {HOST} is taken by another program; "
                                     f"stop that program, or run `eoskit dev up` again to pick a free port")
         controller = state.ports.get("controller")
         taken = others | {state.port}
-        if not controller or controller in taken or not can_listen(controller):
+        if not controller or controller in taken or not is_port_free(controller):
             controller = pick_free_port(exclude=taken)
         state.ports["broker"] = state.port
         state.ports["controller"] = controller

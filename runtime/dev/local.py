@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
+import signal
 import time
 from collections.abc import Callable, Collection
 from pathlib import Path
@@ -19,7 +19,7 @@ from .endpoints import HOST, ServiceEndpoints, make_endpoints
 from .errors import ServiceStartError
 from .kafka import KafkaService
 from .mariadb import MariaDBService
-from .ports import choose_port
+from .ports import choose_port, is_port_free
 from .postgres import PostgresService, fallback_data_dir
 from .processes import ProcessRef, is_alive, start_process, stop_process, tail
 from .s3 import S3Service
@@ -88,7 +88,7 @@ class LocalServices:
         """Stop the running service ``name`` the way ``down`` does and start
         it again on the same port, data kept: what a client sees of a server
         restart, for fault tests. ``while_down`` runs while it is stopped.
-        Kafka and S3 keep their data in memory, so they come back empty.
+        S3 (moto) keeps its data in memory, so it comes back empty.
         Raises ``ServiceStartError`` if the service is not running or its
         port was taken meanwhile (its URL would change)."""
         service = next((s for s in self.services if s.name == name), None)
@@ -110,12 +110,24 @@ class LocalServices:
                 # TIME_WAIT sockets for a minute: free for a server (which
                 # binds with SO_REUSEADDR), not for a plain bind.
                 deadline = time.monotonic() + self.timeout
-                while not _can_listen(port) and time.monotonic() < deadline:
+                while not is_port_free(port) and time.monotonic() < deadline:
                     time.sleep(0.1)
-                if not _can_listen(port):
+                if not is_port_free(port):
                     raise ServiceStartError(f"{name}: port {port} is taken by another program; "
                                             f"start it again with `eoskit dev up --dir {self.root}`")
                 self._ensure_running(service, state, keep_port=True)
+
+    def kill(self, name: str) -> None:
+        """SIGKILL the running service ``name`` and its process group: a
+        crash, no clean shutdown, its data as the crash leaves it. ``up``
+        starts it again on the same port. For fault tests and chaos runs."""
+        if name not in {s.name for s in self.services}:
+            raise ValueError(f"no such dev service: {name}")
+        with locked(self.root):
+            entry = load_state(self.root).services.get(name)
+            if entry is None or not self._alive(entry):
+                raise ServiceStartError(f"{name}: not running under {self.root}; nothing to kill")
+            stop_process(ProcessRef(entry.pid, entry.start_time), sig=signal.SIGKILL)
 
     def purge(self) -> None:
         """Stop everything and delete the folder, data included."""
@@ -234,15 +246,3 @@ class LocalServices:
         stop_process(ProcessRef(entry.pid, entry.start_time), sig=service.stop_signal)
         entry.pid = None
         entry.start_time = None
-
-
-def _can_listen(port: int) -> bool:
-    """Could a server listen on ``HOST:port`` now (binding as servers do,
-    with SO_REUSEADDR, so that TIME_WAIT sockets do not count)?"""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((HOST, port))
-        except OSError:
-            return False
-    return True

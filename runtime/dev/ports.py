@@ -14,8 +14,12 @@ from .endpoints import HOST
 
 
 def is_port_free(port: int, host: str = HOST) -> bool:
-    """True if nothing is bound to ``host:port`` right now."""
+    """True if a server could listen on ``host:port`` now. Binds as servers
+    do, with SO_REUSEADDR, so that the TIME_WAIT sockets a stopped or killed
+    server leaves behind (its clients were connected) do not count: the
+    server takes its port back on its next start."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError:
