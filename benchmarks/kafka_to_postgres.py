@@ -161,10 +161,7 @@ def verify(name: str, stats: TableStats, expected: OrderTotals) -> list[str]:
 def produce(bootstrap: str, topic: str, records: int, partitions: int) -> tuple[OrderTotals, float]:
     """A fresh topic with the demo's orders; returns their totals and the seconds it took.
 
-    The demo's producer already works around the local broker's quirks:
-    the topic is created explicitly (auto-created ones are invisible) and
-    each partition's last record goes in a batch of its own (ListOffsets
-    ignores the tail of the last batch).
+    The topic is created explicitly, with the partitions asked for.
     """
     started = time.perf_counter()
     recreate_topic(bootstrap, topic, partitions)

@@ -5,9 +5,9 @@ Not a CI test: a benchmark-style script the lead runs for 30 minutes. It
 reuses the conformance kit (its ``Workload`` record format, its ``Run``,
 which starts the conformance job as a real ``eoskit run`` process and checks
 the table with an independent client), ``LocalServices.restart`` for
-PostgreSQL restarts that keep the data, and ``ForwardedBroker`` for broker
-"restarts" (the local broker keeps topics in memory, so a restart is a cut of
-every connection). See docs/soak.md and the "Soak run" section of
+PostgreSQL restarts that keep the data, and ``LocalServices.kill`` then
+``up`` for broker crashes (Apache Kafka, SIGKILLed, back with its log
+directory). See docs/soak.md and the "Soak run" section of
 benchmarks/README.md.
 
     .venv/bin/python benchmarks/soak.py [--minutes 30] [--seed 1] [--rate 2000]
@@ -33,9 +33,7 @@ from confluent_kafka import Producer
 
 from eoskit.runtime.demo.orders import recreate_topic
 from eoskit.runtime.dev import LocalServices
-from eoskit.runtime.dev.produce import produce_records
 from eoskit.twophase.conformance import Workload
-from eoskit.twophase.conformance.faults import ForwardedBroker
 from eoskit.twophase.conformance.postgres import PostgresTarget
 from eoskit.twophase.conformance.scenarios import Run
 from eoskit.twophase.txn_id import sink_prefix
@@ -45,7 +43,7 @@ from kafka_to_postgres import fail, machine_facts, print_table, say
 #: The job rides out service faults by itself; only a driver kill ends it.
 RESTART_STRATEGY = "exponential_delay(initial=1s, max=10s)"
 FAULTS = ("driver", "worker", "postgres", "broker")
-#: A fault's downtime (PostgreSQL stopped, broker cut), seconds.
+#: A fault's downtime (PostgreSQL stopped, broker killed), seconds.
 DOWNTIME_S = (3.0, 8.0)
 #: Flat: the last quarter's mean is within this factor of the second
 #: quarter's, or within the metric's absolute slack (small numbers are noise).
@@ -58,12 +56,12 @@ SLACK = {"rss_mib": 64.0, "prepared": 4.0, "ckpt_mib": 1.0, "ckpt_files": 50.0}
 class SteadyProducer(threading.Thread):
     """Produces the conformance workload's records (id i -> partition i mod
     partitions) at ``rate`` per second until stopped. Idempotent, so that its
-    own retries across a broker cut cannot duplicate an input record."""
+    own retries across a broker crash cannot duplicate an input record."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int, rate: int, log: Path) -> None:
         super().__init__(name="soak-producer", daemon=True)
         self.bootstrap, self.topic, self.partitions, self.rate = bootstrap, topic, partitions, rate
-        # librdkafka's complaints during a broker cut go to a file, not the report.
+        # librdkafka's complaints while the broker is down go to a file, not the report.
         self.logger = logging.getLogger("soak.producer")
         self.logger.propagate = False
         self.logger.addHandler(logging.FileHandler(log))
@@ -91,7 +89,7 @@ class SteadyProducer(threading.Thread):
                 try:
                     producer.produce(self.topic, key=key, value=value, partition=partition,
                                      on_delivery=self._delivered)
-                except BufferError:  # the queue is full (the broker is cut): wait for it
+                except BufferError:  # the queue is full (the broker is down): wait for it
                     producer.poll(0.1)
                     continue
                 self.produced += 1
@@ -101,14 +99,9 @@ class SteadyProducer(threading.Thread):
             self.errors.append(f"{left} record(s) not delivered at the end")
 
     def finish(self) -> int:
-        """Stop, flush, and send one last record per partition in a batch of
-        its own (the local broker's offset queries ignore a batch's tail).
-        Returns how many records the topic holds: ids 0 .. n-1."""
+        """Stop and flush. Returns how many records the topic holds: ids 0 .. n-1."""
         self._halt.set()
         self.join()
-        tail = [self.record(self.produced + p) for p in range(self.partitions)]
-        produce_records(self.bootstrap, self.topic, tail)
-        self.produced += len(tail)
         return self.produced
 
 
@@ -206,8 +199,8 @@ class Sample:
 
 class Soak:
     def __init__(self, args: argparse.Namespace, run: Run, services: LocalServices,
-                 broker: ForwardedBroker, producer: SteadyProducer) -> None:
-        self.args, self.run, self.services, self.broker, self.producer = args, run, services, broker, producer
+                 producer: SteadyProducer) -> None:
+        self.args, self.run, self.services, self.producer = args, run, services, producer
         self.rng = random.Random(args.seed)
         self.started = time.monotonic()
         self.samples: list[Sample] = []
@@ -274,11 +267,11 @@ class Soak:
             self.services.restart("postgres", while_down=lambda: time.sleep(down))
             self.note("PostgreSQL back")
         elif fault == "broker":
-            cut = self.broker.cut()
-            self.note(f"broker cut ({cut} connections), refusing for {down:.1f} s")
+            self.services.kill("kafka")
+            self.note(f"broker SIGKILLed, down for {down:.1f} s")
             time.sleep(down)
-            self.broker.restore()
-            self.note("broker back")
+            self.services.up()
+            self.note("broker back (eoskit dev up)")
 
     def loop(self) -> None:
         args = self.args
@@ -346,7 +339,7 @@ def report(soak: Soak, facts_before: list[tuple[str, str]], total: int,
     kinds = {f: sum(1 for e in soak.events if key in e) for f, key in (
         ("driver SIGKILL", "SIGKILL of the driver"), ("worker SIGKILL", "SIGKILL of Python worker"),
         ("worker skipped", "no Python worker running"), ("PostgreSQL restart", "PostgreSQL restarting"),
-        ("broker cut", "broker cut"))}
+        ("broker SIGKILL", "broker SIGKILLed"))}
     print_table("faults", [(k, str(v)) for k, v in kinds.items()]
                 + [("job exits not caused by the soak", str(soak.unexpected_exits))])
     print("\nevents:")
@@ -414,16 +407,15 @@ def main(argv: list[str] | None = None) -> int:
     services = LocalServices(args.dev_dir or workdir / "dev")
     say(f"local services under {services.root}")
     endpoints = services.up()
-    broker = ForwardedBroker(workdir / "broker").start()
     target = PostgresTarget(endpoints.postgres_url)
     topic = f"soak-{stamp}"
-    recreate_topic(broker.bootstrap, topic, args.partitions)
-    workload = Workload(broker.bootstrap, topic, 0, args.partitions, args.max_offsets_per_trigger)
+    recreate_topic(endpoints.kafka_bootstrap, topic, args.partitions)
+    workload = Workload(endpoints.kafka_bootstrap, topic, 0, args.partitions, args.max_offsets_per_trigger)
     run = Run(target, workload, workdir)
     target.create_table(run.table)
-    producer = SteadyProducer(broker.bootstrap, topic, args.partitions, args.rate,
+    producer = SteadyProducer(endpoints.kafka_bootstrap, topic, args.partitions, args.rate,
                               workdir / "producer.log")
-    soak = Soak(args, run, services, broker, producer)
+    soak = Soak(args, run, services, producer)
     problems: list[str] = []
     try:
         say(f"soak: {args.minutes:g} min, {args.rate:,} records/s into {topic}, job -> {run.table}, "
@@ -454,7 +446,6 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if soak.job is not None:
             kill_group(soak.job.pid)
-        broker.stop()
         if fresh_dev:
             services.down()
     if problems:

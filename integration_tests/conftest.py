@@ -62,8 +62,7 @@ def produce(
     records: Mapping[int, Sequence[tuple[bytes | None, bytes]]],
     headers: list[tuple[str, bytes]] | None = None,
 ) -> None:
-    """Produce ``partition -> [(key, value)]``, every record visible to offset
-    queries on the local broker (see eoskit.runtime.dev.produce)."""
+    """Produce ``partition -> [(key, value)]`` (see eoskit.runtime.dev.produce)."""
     produce_records(bootstrap, topic,
                     ((p, key, value) for p, rows in records.items() for key, value in rows), headers)
 
@@ -174,25 +173,3 @@ def json_files_type() -> type[JsonFiles]:
 def json_files(tmp_path) -> Callable[..., JsonFiles]:
     names = iter(range(1000))
     return lambda schema: JsonFiles(tmp_path / f"in{next(names)}", schema)
-
-
-# -- a young local broker for the Kafka-heavy modules ------------------------
-
-@pytest.fixture(scope="module")
-def young_broker(request: pytest.FixtureRequest, kafka: str) -> str:
-    """The local broker, restarted empty before a module that runs many Kafka
-    transactions: Tansu keeps every transaction it has seen in one state
-    document, rewritten at each step of each transaction, and its race that
-    leaves a committed transaction's group offsets pending for good (the Kafka
-    sink's progress markers; docs/development.md, the local broker's known
-    gaps) gets likelier as that document grows. Only the local broker this
-    session started is restarted; any other is used as it is."""
-    from eoskit.runtime.dev import LocalServices
-    from eoskit.runtime.dev.endpoints import endpoints_from_env
-    from eoskit.runtime.pytest_plugin import DEFAULT_TEST_DIR
-
-    if endpoints_from_env(os.environ) is None and \
-            os.environ.get("EOSKIT_SERVICES", "").strip().lower() != "docker":
-        root = os.environ.get("EOSKIT_DEV_DIR") or request.config.rootpath / DEFAULT_TEST_DIR
-        LocalServices(root).restart("kafka")
-    return kafka

@@ -21,7 +21,7 @@ from eoskit.twophase import crash
 from eoskit.twophase.conformance import ConformanceTarget, Workload
 from eoskit.twophase.conformance.scenarios import Run
 from eoskit.twophase.contract import CommitMode, Marker, SinkContext, SinkError
-from eoskit.twophase.conformance.kafka_log import read_topic
+from eoskit.twophase.conformance.kafka_topic import read_topic
 from eoskit.twophase.txn_id import TxnId
 
 TABLE = ("(id bigint PRIMARY KEY, name varchar(5), "

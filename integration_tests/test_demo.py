@@ -3,7 +3,7 @@
 from eoskit.runtime.demo import run
 
 
-def test_demo_survives_kill_and_verifies_exactly_once(young_broker, service_endpoints, tmp_path, capsys):
+def test_demo_survives_kill_and_verifies_exactly_once(kafka, service_endpoints, tmp_path, capsys):
     assert run.main(work_dir=str(tmp_path / "demo"), endpoints=service_endpoints) == 0
     out = capsys.readouterr().out
     assert out.count("killed the job with SIGKILL mid-stream") == 3

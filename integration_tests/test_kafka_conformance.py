@@ -1,25 +1,18 @@
 """The conformance crash scenarios against the Kafka sink (task commit with
-progress markers), Kafka to Kafka, verified from the topic's raw log by a
-reader that applies read_committed itself (the local broker does not drop
-aborted transactions' records): every input record's output exactly once,
-in order per input partition, and no transaction left open."""
+progress markers), Kafka to Kafka, verified by a plain read_committed
+consumer: every input record's output exactly once, in order per input
+partition, and no transaction left open."""
 
 from __future__ import annotations
 
 import json
-import os
 import time
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from eoskit.twophase.conformance import ENDURANCE, ConformanceTarget, TotalsTarget, Workload, run_scenario, scenarios_for
-from eoskit.twophase.conformance.broker_gaps import (
-    defers_transactional_offsets,
-    explained_by_deferred_offsets,
-    held_pending,
-)
-from eoskit.twophase.conformance.kafka_log import read_topic
+from eoskit.twophase.conformance.kafka_topic import read_topic
 
 INPUT_PARTITIONS = 4
 OUTPUT_PARTITIONS = 3
@@ -49,8 +42,6 @@ class KafkaTarget(ConformanceTarget, TotalsTarget):
             time.sleep(0.2)
 
     def drop_table(self, table: str) -> None:
-        #: What the broker still held pending when the scenario ended.
-        self.held_pending = held_pending(self.bootstrap, table, range(OUTPUT_PARTITIONS))
         for future in self.admin.delete_topics([table]).values():
             future.result(30)
 
@@ -110,13 +101,13 @@ class KafkaTarget(ConformanceTarget, TotalsTarget):
         """Transactions left open in the output topic: read_committed readers
         would stall on them."""
         log = read_topic(self.bootstrap, table)
-        return sorted(f"partition {p} producer {pid}" for p, pids in log.open_transactions.items()
-                      for pid in pids)
+        return sorted(f"partition {p}: {n} offsets past the last stable one"
+                      for p, n in log.open_transactions.items())
 
 
 @pytest.fixture(scope="module")
-def workload(young_broker: str) -> Workload:
-    return Workload.produce(young_broker, records=100_000, partitions=INPUT_PARTITIONS, batches=5)
+def workload(kafka: str) -> Workload:
+    return Workload.produce(kafka, records=100_000, partitions=INPUT_PARTITIONS, batches=5)
 
 
 SCENARIOS = scenarios_for("idempotent", KafkaTarget)
@@ -127,44 +118,21 @@ STATEFUL = [s for s in scenarios_for("idempotent", KafkaTarget, stateful=True) i
 
 
 @pytest.fixture(scope="module")
-def stateful_workload(young_broker: str) -> Workload:
+def stateful_workload(kafka: str) -> Workload:
     """Smaller batches: a random kill lands in a run of ten of them."""
-    return Workload.produce(young_broker, records=20_000, partitions=INPUT_PARTITIONS, batches=10)
-
-
-def run_against_broker(kafka: str, workload: Workload, scenario, tmp_path, spark, **kw) -> None:
-    """``run_scenario``; a failure that a stale progress marker explains, on a
-    broker that defers transactional offsets (the local broker's gap, see
-    ``broker_gaps``), is reported as an expected failure with both reasons."""
-    target = KafkaTarget(kafka)
-    try:
-        run_scenario(target, workload, scenario, tmp_path, spark, **kw)
-    except AssertionError as exc:
-        reason = explained_by_deferred_offsets(kafka, str(exc).strip().splitlines()[0][:400])
-        if reason:
-            held = (f"; at the end the broker still held partitions {target.held_pending} of the "
-                    "output topic pending" if target.held_pending else "")
-            pytest.xfail(reason + held)
-        raise
+    return Workload.produce(kafka, records=20_000, partitions=INPUT_PARTITIONS, batches=10)
 
 
 @pytest.mark.crash
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
 def test_kafka_exactly_once(spark, kafka, workload, scenario, tmp_path):
-    run_against_broker(kafka, workload, scenario, tmp_path, spark)
+    run_scenario(KafkaTarget(kafka), workload, scenario, tmp_path, spark)
 
 
 @pytest.mark.crash
 @pytest.mark.parametrize("scenario", STATEFUL, ids=[s.name for s in STATEFUL])
 def test_kafka_stateful(spark, kafka, stateful_workload, scenario, tmp_path):
-    run_against_broker(kafka, stateful_workload, scenario, tmp_path, spark, stateful=True)
-
-
-def test_the_broker_probe_finds_what_was_measured_of_each_broker(kafka):
-    """The probe behind the expected failures above: the local broker (Tansu)
-    defers a committed transaction's offsets, Apache Kafka does not."""
-    apache_kafka = os.environ.get("EOSKIT_SERVICES", "").strip().lower() == "docker"
-    assert defers_transactional_offsets(kafka) is not apache_kafka
+    run_scenario(KafkaTarget(kafka), stateful_workload, scenario, tmp_path, spark, stateful=True)
 
 
 #: The endurance tier (see test_postgres_conformance.py); fewer batches than
@@ -175,7 +143,7 @@ ENDURANCE_BATCHES = 650
 
 @pytest.mark.crash
 @pytest.mark.endurance
-def test_kafka_endurance(spark, young_broker, tmp_path):
-    workload = Workload.produce(young_broker, records=2 * ENDURANCE_BATCHES, partitions=1,
+def test_kafka_endurance(spark, kafka, tmp_path):
+    workload = Workload.produce(kafka, records=2 * ENDURANCE_BATCHES, partitions=1,
                                 batches=ENDURANCE_BATCHES)
-    run_against_broker(young_broker, workload, ENDURANCE, tmp_path, spark)
+    run_scenario(KafkaTarget(kafka), workload, ENDURANCE, tmp_path, spark)

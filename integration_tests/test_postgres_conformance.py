@@ -61,6 +61,7 @@ def endurance_workload(kafka: str) -> Workload:
 
 @pytest.mark.crash
 @pytest.mark.endurance
-@pytest.mark.parametrize("mode", ["twophase", "idempotent"])
-def test_postgres_endurance(spark, postgres_target, endurance_workload, mode, tmp_path):
-    run_scenario(postgres_target(mode), endurance_workload, ENDURANCE, tmp_path, spark)
+def test_postgres_endurance(spark, postgres_target, endurance_workload, tmp_path):
+    """The default (two-phase) mode; the idempotent mode's marker pruning
+    crosses batch 1,300 in test_endurance_protocol.py, against the same server."""
+    run_scenario(postgres_target(), endurance_workload, ENDURANCE, tmp_path, spark)

@@ -1,11 +1,12 @@
 """Service faults under a running job, against the real local services:
 the database restarted between the decision and its commits and during the
 tasks' writes, a session killed while transactions are prepared, the broker
-cut off mid-batch. Each job is a real ``eoskit run`` process paused at a
+SIGKILLed mid-batch and brought back by `eoskit dev up`. Each job is a real ``eoskit run`` process paused at a
 named point (``EOSKIT_PAUSE_AT``, twophase/crash.py) while the fault
 happens. What is built, and asserted: the job rides each fault out (exit 0)
 and the sink holds every record exactly once, checked with an independent
-client (psql, the mariadb client, the raw Kafka log), nothing left prepared.
+client (psql, the mariadb client, a read_committed consumer), nothing left
+prepared or open.
 
 Restarting a database needs the folder of the local services the session
 uses (the pytest plugin's, or ``EOSKIT_DEV_DIR`` naming the folder behind
@@ -32,18 +33,17 @@ from eoskit.runtime.dev.endpoints import endpoints_from_env
 from eoskit.runtime.pytest_plugin import DEFAULT_TEST_DIR
 from eoskit.twophase import crash
 from eoskit.twophase.conformance import ConformanceTarget, Workload
-from eoskit.twophase.conformance.faults import ForwardedBroker
-from eoskit.twophase.conformance.kafka_log import read_topic
+from eoskit.twophase.conformance.kafka_topic import read_topic
 from eoskit.twophase.conformance.postgres import PostgresTarget
-from eoskit.twophase.conformance.scenarios import Paused, Run
+from eoskit.twophase.conformance.scenarios import Paused, Run, wait_for_file
 from eoskit.twophase.txn_id import sink_prefix
 
 RECORDS, PARTITIONS, BATCHES = 20_000, 4, 4
 #: How long a database stays down while the job goes on against it; well
 #: inside the sinks' reconnect bound (RECONNECT_WITHIN_S, 60 s).
 DOWNTIME_S = 3.0
-#: How long the broker's connections stay cut.
-BROKER_CUT_S = 6.0
+#: How long the broker stays down (SIGKILLed) before `eoskit dev up`.
+BROKER_DOWN_S = 6.0
 MARIADB_CLIENT = shutil.which("mariadb") or shutil.which("mysql")
 #: What the sinks log when a lost connection is being ridden out (retry.py).
 RECONNECTING = "reconnecting for up to"
@@ -139,7 +139,7 @@ class MySQLTarget(ConformanceTarget):
 
 
 class KafkaTarget(ConformanceTarget):
-    """The eoskit-kafka sink, checked from the raw log (kafka_log.read_topic)."""
+    """The eoskit-kafka sink, checked by a plain read_committed consumer."""
 
     format = "eoskit-kafka"
     select = ("CAST(id AS STRING) AS key",
@@ -165,8 +165,8 @@ class KafkaTarget(ConformanceTarget):
 
     def in_doubt(self, prefix: str, table: str) -> list[str]:
         log = read_topic(self.bootstrap, table)
-        return sorted(f"partition {p} producer {pid}" for p, pids in log.open_transactions.items()
-                      for pid in pids)
+        return sorted(f"partition {p}: {n} offsets past the last stable one"
+                      for p, n in log.open_transactions.items())
 
 
 # -- fixtures ---------------------------------------------------------------
@@ -359,48 +359,92 @@ def test_mariadb_sessions_killed_after_decision(mysql, workload, fault_run):
     _rode_it_out(paused)
 
 
-# -- the broker cut off --------------------------------------------------------
+# -- the broker killed ----------------------------------------------------------
 
-def _cut_broker_mid_batch(broker: ForwardedBroker, paused: Paused) -> int:
-    """Tasks of batch 1 are writing: cut every connection to the broker,
-    let the job go on against no broker for BROKER_CUT_S, then accept
-    connections again on the same address, data intact. Returns how many
-    connections the forwarder had accepted before the restore."""
-    assert broker.cut() > 0, "the job had no connection to the broker to cut"
+def _kill_broker_mid_batch(services: LocalServices, paused: Paused) -> None:
+    """Tasks of batch 1 are writing: SIGKILL the broker, let the job go on
+    against no broker for BROKER_DOWN_S, then bring the broker back as a user
+    would, with `eoskit dev up` (same port, its data kept)."""
+    services.kill("kafka")
     paused.go()
-    time.sleep(BROKER_CUT_S)
-    before = broker.forwarder.accepted
-    broker.restore()
-    return before
+    time.sleep(BROKER_DOWN_S)
+    services.up()
 
 
 @pytest.mark.crash
-def test_broker_cut_mid_batch_kafka_to_postgres(postgres, fault_run, tmp_path):
-    """A broker of its own, behind a forwarder on its advertised address:
-    every connection of the job (the tasks' consumers, the driver's offset
-    queries) is cut while batch 1 is being written, and new ones refused
-    for BROKER_CUT_S. The clients reconnect once it is back."""
-    with ForwardedBroker(tmp_path / "broker") as broker:
-        workload = Workload.produce(broker.bootstrap, records=RECORDS, partitions=PARTITIONS,
-                                    batches=BATCHES)
-        run = fault_run(PostgresTarget(postgres), workload)
-        paused = Paused(run, crash.TASK_DURING_WRITE)
-        paused.wait_reached()
-        before_restore = _cut_broker_mid_batch(broker, paused)
-        _rode_it_out(paused)
-        assert broker.forwarder.accepted > before_restore, "no client came back after the cut"
+def test_broker_killed_mid_batch_kafka_to_postgres(postgres, local_services, workload, fault_run):
+    """Every connection of the job (the tasks' consumers, the driver's offset
+    queries) dies with the broker while batch 1 is being written; the
+    clients reconnect once `eoskit dev up` has brought it back."""
+    run = fault_run(PostgresTarget(postgres), workload)
+    paused = Paused(run, crash.TASK_DURING_WRITE)
+    paused.wait_reached()
+    _kill_broker_mid_batch(local_services, paused)
+    _rode_it_out(paused)
 
 
 @pytest.mark.crash
-def test_broker_cut_mid_batch_kafka_to_kafka(fault_run, tmp_path):
-    """The eoskit-kafka sink writes to the same broker it reads from: the
-    cut hits the tasks' transactional producers too."""
-    with ForwardedBroker(tmp_path / "broker") as broker:
-        workload = Workload.produce(broker.bootstrap, records=RECORDS, partitions=PARTITIONS,
-                                    batches=BATCHES)
-        run = fault_run(KafkaTarget(broker.bootstrap), workload)
-        run.ordered = False  # checked by the Kafka conformance suite; here: exactly once
-        paused = Paused(run, crash.TASK_DURING_WRITE)
-        paused.wait_reached()
-        _cut_broker_mid_batch(broker, paused)
-        _rode_it_out(paused)
+def test_broker_killed_mid_batch_kafka_to_kafka(kafka, local_services, workload, fault_run):
+    """The eoskit-kafka sink writes to the broker it reads from: the kill
+    hits the tasks' open transactions too, which the restarted broker's
+    transaction coordinator aborts or the tasks' retries fence."""
+    run = fault_run(KafkaTarget(kafka), workload)
+    run.ordered = False  # checked by the Kafka conformance suite; here: exactly once
+    paused = Paused(run, crash.TASK_DURING_WRITE)
+    paused.wait_reached()
+    _kill_broker_mid_batch(local_services, paused)
+    _rode_it_out(paused)
+
+
+@pytest.mark.crash
+def test_kafka_to_kafka_through_driver_and_broker_kills(kafka, local_services, fault_run):
+    """Kafka to Kafka with eoskit's sink over 20 batches: the job SIGKILLed
+    after batch 3's commit, restarted; SIGKILLed again after batch 8's
+    together with the broker, which `eoskit dev up` brings back; restarted
+    to the end. A plain read_committed consumer reads every id once, and no
+    transaction is left open."""
+    workload = Workload.produce(kafka, records=8_000, partitions=PARTITIONS, batches=20)
+    run = fault_run(KafkaTarget(kafka), workload)
+    run.ordered = False
+    for after, broker_too in ((3, False), (8, True)):
+        process = run.start()
+        wait_for_file(run.checkpoint / "commits" / str(after), process, run)
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        if broker_too:
+            local_services.kill("kafka")
+            time.sleep(BROKER_DOWN_S)
+            local_services.up()
+    code, log = run.run_job()
+    assert code == 0, f"the last run failed (exit {code}):\n{log[-4000:]}"
+    run.verify_exactly_once()
+
+
+# -- a task longer than the Kafka transaction's timeout ------------------------
+
+class ShortTimeoutKafkaTarget(KafkaTarget):
+    """The Kafka sink with a 5-second ``transaction.timeout.ms``."""
+
+    TIMEOUT_MS = 5000
+
+    def options(self, table: str) -> dict[str, str]:
+        return {**super().options(table), "kafka.transaction.timeout.ms": str(self.TIMEOUT_MS)}
+
+
+@pytest.mark.crash
+def test_a_kafka_task_longer_than_its_transaction_timeout_is_retried(kafka, workload, fault_run):
+    """A task of batch 1 stalls mid-write past its transaction's timeout:
+    the broker aborts the transaction, the task's commit fails with a line
+    naming the timeout and how to raise it, Spark retries the task in a new
+    transaction, and the job ends with every record once."""
+    target = ShortTimeoutKafkaTarget(kafka)
+    run = fault_run(target, workload)
+    run.ordered = False
+    run.base_env = {"EOSKIT_VERBOSE": "1"}  # Spark's log of the failed attempt, with its cause
+    paused = Paused(run, crash.TASK_DURING_WRITE)
+    paused.wait_reached()
+    time.sleep(target.TIMEOUT_MS / 1000 + 4)  # past the timeout and the broker's abort sweep
+    code, log = paused.finish()
+    assert code == 0, f"the job did not recover from the timed-out transaction:\n{log[-4000:]}"
+    assert "kafka.transaction.timeout.ms" in log, log[-4000:]
+    run.verify_exactly_once()

@@ -387,7 +387,7 @@ def _random_driver_kill(run: Run) -> None:
     delay = draw.uniform(0.0, RANDOM_KILL_WITHIN_S)
     waypoint = run.checkpoint / ("offsets/0" if after < 0 else f"commits/{after}")
     process = run.start()
-    _wait_for(waypoint, process, run)
+    wait_for_file(waypoint, process, run)
     time.sleep(delay)
     where = f"{delay:.2f}s after {waypoint.relative_to(run.checkpoint)} (EOSKIT_TEST_SEED={seed})"
     assert process.poll() is None, f"the job ended before the kill {where}"
@@ -497,7 +497,8 @@ SCENARIOS = [
 # directories, on (here: as if on) other nodes.
 
 
-def _wait_for(path: Path, process: subprocess.Popen, run: Run, timeout: float = 300) -> str:
+def wait_for_file(path: Path, process: subprocess.Popen, run: Run, timeout: float = 300) -> str:
+    """Wait until the job ``process`` writes ``path`` (e.g. ``commits/3``); fail if it ends first."""
     deadline = time.monotonic() + timeout
     while not path.exists():
         if process.poll() is not None:
@@ -517,7 +518,7 @@ def _executor_killed(point: str, batch: int = 1) -> Callable[[Run], None]:
     def scenario(run: Run) -> None:
         pause = run.workdir / "pause"
         process = run.start(**{crash.PAUSE_ENV: f"{point}@{batch}", crash.PAUSE_DIR_ENV: str(pause)})
-        reached = _wait_for(pause / crash.REACHED_FILE, process, run)
+        reached = wait_for_file(pause / crash.REACHED_FILE, process, run)
         killed = kill_executor(int(reached.split(" pid ")[1]))
         (pause / crash.GO_FILE).touch()  # tasks paused on the other executor go on
         code, log = run.wait(process)
@@ -610,7 +611,7 @@ def _endurance(run: Run) -> None:
     batches = -(-run.workload.records // run.workload.batch_offsets)
     middle = batches // 2
     process = run.start()
-    _wait_for(run.checkpoint / f"commits/{middle}", process, run, timeout=max(300, batches))
+    wait_for_file(run.checkpoint / f"commits/{middle}", process, run, timeout=max(300, batches))
     os.killpg(process.pid, signal.SIGKILL)
     process.wait()
     _reap_group(process.pid)
