@@ -39,7 +39,8 @@ OWNED_SETTINGS = {
 }
 
 #: Keys whose values never appear in logs or errors.
-SECRET_KEYS = ("password", "secret", "sasl.oauthbearer.config", "ssl.key.pem")
+SECRET_KEYS = ("password", "secret", "sasl.oauthbearer.config", "ssl.key.pem", "jaas",
+               "ssl.keystore.key")
 
 DEFAULT_GROUP_ID = "eoskit-kafka-source"
 #: ``client.id`` of the source's clients unless ``kafka.client.id`` is given,
