@@ -197,3 +197,13 @@ def test_security_options_are_declared_for_the_docs():
         for name in ("kafka.security.protocol", "kafka.sasl.jaas.config", "kafka.ssl.truststore.location",
                      "kafka.ssl.keystore.location", "kafka.ssl.endpoint.identification.algorithm"):
             assert f"`{name}`" in rows
+
+
+def test_cli_redaction_hides_a_jaas_password_that_reaches_an_error():
+    from eoskit.runtime.cli_errors import redact
+
+    text = f"failed with options {{'kafka.sasl.jaas.config': '{SCRAM_MODULE} required username=\"u\" " \
+           f"password=\"{SECRET}\\\\\"x\";'}}"
+    shown = redact(text)
+    assert SECRET not in shown and 'password="***"' in shown and 'username="u"' in shown
+    assert redact("password='a b' and password = \"c\"") == "password=\"***\" and password = \"***\""
