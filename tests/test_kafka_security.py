@@ -207,3 +207,14 @@ def test_cli_redaction_hides_a_jaas_password_that_reaches_an_error():
     shown = redact(text)
     assert SECRET not in shown and 'password="***"' in shown and 'username="u"' in shown
     assert redact("password='a b' and password = \"c\"") == "password=\"***\" and password = \"***\""
+
+
+def test_refused_credentials_end_a_job_instead_of_restarting_it():
+    from eoskit.runtime.failures import classify
+
+    # As Spark hands it over: the Python traceback as the text of a JVM error.
+    failure = classify("[PYTHON_DATA_SOURCE_ERROR] Failed ...\nTraceback (most recent call last):\n"
+                       '  File "client.py", line 207, in topics\n'
+                       "eoskit.connectors.kafka.client.AuthenticationFailed: Kafka at "
+                       "kafka.bootstrap.servers='b:1' refused the SASL credentials\n")
+    assert failure.permanent and failure.message.startswith("Kafka at kafka.bootstrap.servers='b:1' refused")
