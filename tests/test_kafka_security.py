@@ -141,6 +141,7 @@ def test_other_login_modules_are_refused_naming_what_to_use(parse, module):
     ({"kafka.sasl.password": SECRET}, "use kafka.sasl.jaas.config"),
     ({"kafka.ssl.ca.location": "/ca.pem"}, "use kafka.ssl.truststore.location"),
     # Java-only settings
+    ({**SASL_SSL, "kafka.ssl.cipher.suites": "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"}, "OpenSSL's names"),
     ({**SASL_SSL, "kafka.sasl.login.refresh.window.factor": "0.8"}, "login refresh"),
     ({**SASL_SSL, "kafka.sasl.oauthbearer.token.endpoint.url": "https://x"}, "OAUTHBEARER"),
 ])
@@ -187,6 +188,8 @@ def test_inline_pem_truststore(parse):
 def test_plaintext_and_other_kafka_settings_still_pass_through(parse):
     kafka = parse(**{"kafka.security.protocol": "PLAINTEXT", "kafka.client.id": "me"}).kafka
     assert kafka["security.protocol"] == "PLAINTEXT" and kafka["client.id"] == "me"
+    ciphers = parse(**SASL_SSL, **{"kafka.ssl.cipher.suites": "ECDHE-RSA-AES128-GCM-SHA256"}).kafka
+    assert ciphers["ssl.cipher.suites"] == "ECDHE-RSA-AES128-GCM-SHA256"
 
 
 def test_security_options_are_declared_for_the_docs():

@@ -173,6 +173,15 @@ def translate(kafka: Mapping[str, str]) -> dict[str, str]:
                 f"option 'kafka.{key}' is librdkafka's name; eoskit-kafka takes Spark's Kafka "
                 f"option names: use {LIBRDKAFKA_NAMES[low]}")
 
+    ciphers = get("ssl.cipher.suites")
+    if ciphers is not None and any(c.strip().upper().startswith(("TLS_", "SSL_"))
+                                   for c in ciphers.split(",")):
+        raise OptionError(
+            f"option 'kafka.{given['ssl.cipher.suites']}' names Java cipher suites "
+            f"({ciphers!r}); librdkafka takes OpenSSL's names, colon-separated, e.g. "
+            "ECDHE-RSA-AES128-GCM-SHA256:ECDHE-RSA-AES256-GCM-SHA384 (openssl ciphers -v "
+            "lists them), or remove the option")
+
     protocol = get("security.protocol")
     if protocol is not None:
         protocol = protocol.strip().upper()
