@@ -413,7 +413,9 @@ def test_dev_broker_is_apache_kafka_in_kraft_mode(kafka_alone: str):
     resource = ConfigResource(ConfigResource.Type.BROKER, "1")
     config = admin.describe_configs([resource])[resource].result(30)
     assert config["process.roles"].value == "broker,controller"
-    assert config["advertised.listeners"].value == f"PLAINTEXT://{kafka_alone}"
+    secure = config["advertised.listeners"].value.split(",")[1]
+    assert config["advertised.listeners"].value == f"PLAINTEXT://{kafka_alone},{secure}"
+    assert secure.startswith("SASL_SSL://127.0.0.1:")
     assert config["transaction.state.log.min.isr"].value == "1"
     assert config["transaction.max.timeout.ms"].is_default
 
@@ -478,6 +480,10 @@ def test_committed_records_survive_down_up_and_a_killed_broker_on_the_same_ports
     third = recorded(folder)["kafka"]
     assert (third["port"], third["ports"]) == (before["port"], before["ports"]) and third["pid"] != again["pid"]
     assert sorted(read_all(bootstrap, topic)) == sorted(committed)
+    # The SASL_SSL listener is back on its port too, its certificates and user kept.
+    secure = f"127.0.0.1:{third['ports']['secure']}"
+    kafka_mod.list_topics(secure, 10, **kafka_mod.secure_client_config(
+        secure, folder / "kafka" / "tls" / "ca.pem"))
     # ... and the restarted broker takes new transactions.
     producer = transactional_producer(bootstrap)
     in_transaction(producer, topic, [b"after"], commit=True)

@@ -58,6 +58,8 @@ VERBOSE_ENV = "EOSKIT_VERBOSE"
 
 # scheme://user:password@ -> scheme://user:***@ (SQLAlchemy's own rendering).
 _URL_PASSWORD = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@]*:)[^\s@]+@")
+# A JAAS line's quoted password (kafka.sasl.jaas.config), as Java quotes it.
+_JAAS_PASSWORD = re.compile(r"""(?P<head>\bpassword\s*=\s*)(?:"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')""")
 #: A literal password shorter than this is hidden only inside URLs, so that
 #: replacing it does not garble the rest of a message.
 _MIN_LITERAL_SECRET = 4
@@ -227,8 +229,10 @@ def secrets_in(values: Iterable[Any]) -> set[str]:
 
 
 def redact(text: str, secrets: Iterable[str] = ()) -> str:
-    """``text`` with every URL's password, and each of ``secrets``, shown as ``***``."""
+    """``text`` with every URL's password, every quoted JAAS ``password="..."``,
+    and each of ``secrets``, shown as ``***``."""
     text = _URL_PASSWORD.sub(r"\g<head>***@", text)
+    text = _JAAS_PASSWORD.sub(r'\g<head>"***"', text)
     for secret in sorted(secrets, key=len, reverse=True):
         text = text.replace(secret, "***")
     return text

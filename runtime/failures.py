@@ -20,6 +20,9 @@ PERMANENT = frozenset({
     "OptionError", "SettingError", "JobFileError", "SinkError", "OrphanedTransactions",
     "ReplayMismatch", "InvalidSinkId", "PluginError", "CoordinatorError", "ControlError",
     "SavepointError", "CheckpointError",
+    # Kafka refused the credentials (or the TLS handshake failed): the same
+    # options will be refused again.
+    "AuthenticationFailed",
 })
 #: Subclasses of a permanent one that a restart may fix.
 TRANSIENT = frozenset({"ServiceUnavailable", "LostPreparedTransaction"})

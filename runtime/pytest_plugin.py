@@ -1,5 +1,6 @@
-"""pytest fixtures for the services eoskit's tests need: kafka, postgres, mysql,
-s3, and a Spark standalone cluster (``spark_cluster``).
+"""pytest fixtures for the services eoskit's tests need: kafka (and its SASL_SSL
+listener, ``kafka_secure``), postgres, mysql, s3, and a Spark standalone
+cluster (``spark_cluster``).
 
 Registered as the ``eoskit`` pytest11 entry point. Where the services come
 from, in order:
@@ -74,6 +75,26 @@ def service_endpoints(request: pytest.FixtureRequest) -> Iterator[ServiceEndpoin
 def kafka(service_endpoints: ServiceEndpoints) -> str:
     """Kafka bootstrap servers, ``"127.0.0.1:PORT"``."""
     return service_endpoints.kafka_bootstrap
+
+
+@pytest.fixture
+def kafka_secure(service_endpoints: ServiceEndpoints) -> dict[str, str]:
+    """The ``kafka.*`` options, in Spark's names, of a client of the broker's
+    SASL_SSL listener (SCRAM-SHA-512 over TLS, a PEM truststore):
+    ``kafka.bootstrap.servers``, ``kafka.security.protocol``,
+    ``kafka.sasl.mechanism``, ``kafka.sasl.jaas.config``,
+    ``kafka.ssl.truststore.location`` and ``kafka.ssl.truststore.type``.
+    A new dict per test, so a test may change it."""
+    options = service_endpoints.kafka_secure_options()
+    if options is None:
+        pytest.fail(
+            "this test needs the Kafka broker's SASL_SSL listener, which the local dev services "
+            "offer (not the Docker ones): with EOSKIT_KAFKA_BOOTSTRAP set, also set "
+            "EOSKIT_KAFKA_SECURE_BOOTSTRAP, EOSKIT_KAFKA_CA_LOCATION, EOSKIT_KAFKA_SASL_USERNAME "
+            'and EOSKIT_KAFKA_SASL_PASSWORD (`eval "$(eoskit dev env)"` exports them)',
+            pytrace=False,
+        )
+    return options
 
 
 @pytest.fixture(scope="session")

@@ -405,15 +405,21 @@ def _listening() -> socket.socket:
 def test_kafka_ports_controller_kept_or_moved_broker_taken_back(tmp_path: Path):
     service = kafka_mod.KafkaService(tmp_path)
     broker, controller = pick_free_port(), pick_free_port()
-    state = ServiceState(port=broker, ports={"broker": broker, "controller": controller})
+    secure = pick_free_port(exclude={broker, controller})
+    state = ServiceState(port=broker, ports={"broker": broker, "controller": controller, "secure": secure})
     service._settle_ports(state)
-    assert (state.port, state.ports) == (broker, {"broker": broker, "controller": controller})
+    assert (state.port, state.ports) == (broker, {"broker": broker, "controller": controller, "secure": secure})
+
+    # A state file from before the SASL_SSL listener: a port is picked for it.
+    old = ServiceState(port=broker, ports={"broker": broker, "controller": controller})
+    service._settle_ports(old)
+    assert old.ports["secure"] not in (broker, controller) and old.ports["controller"] == controller
 
     with _listening() as holder:  # someone else took the controller port meanwhile
         taken = holder.getsockname()[1]
         state.ports["controller"] = taken
         service._settle_ports(state)
-        assert state.ports["controller"] not in (taken, broker)
+        assert state.ports["controller"] not in (taken, broker, state.ports["secure"])
 
     # The orchestrator's choice stands (it keeps a remembered port whose
     # only users are TIME_WAIT sockets: see the test below).
@@ -649,3 +655,54 @@ def test_docker_state_from_before_s3_has_no_s3_endpoint(tmp_path: Path):
     assert DockerServices(tmp_path).endpoints().s3_endpoint is None
     (tmp_path / "docker.json").write_text(json.dumps({**old, "s3": ["127.0.0.1", 5000]}))
     assert DockerServices(tmp_path).endpoints().s3_endpoint == "http://127.0.0.1:5000"
+
+
+# -- the broker's SASL_SSL listener -------------------------------------------
+
+
+def test_secure_listener_endpoints_env_and_spark_options():
+    secure = make_endpoints(9092, 5432, 3306, s3_port=5000, kafka_secure_port=9094,
+                            kafka_ca_location="/dev/kafka/tls/ca.pem")
+    env = secure.as_env()
+    assert {k: env[k] for k in env if "SECURE" in k or "SASL" in k or "_CA_" in k} == {
+        "EOSKIT_KAFKA_SECURE_BOOTSTRAP": "127.0.0.1:9094",
+        "EOSKIT_KAFKA_CA_LOCATION": "/dev/kafka/tls/ca.pem",
+        "EOSKIT_KAFKA_SASL_USERNAME": "eoskit",
+        "EOSKIT_KAFKA_SASL_PASSWORD": "eoskit-kafka-scram-secret",
+    }
+    assert endpoints_from_env(env) == secure
+    assert "eoskit-kafka-scram-secret" not in repr(secure)
+    # The secure variables are optional, and all four go together.
+    assert endpoints_from_env({k: v for k, v in env.items() if k != "EOSKIT_KAFKA_CA_LOCATION"}) == \
+        make_endpoints(9092, 5432, 3306, s3_port=5000)
+    from eoskit.connectors.kafka.sink_settings import KafkaSinkSettings
+
+    options = secure.kafka_secure_options()
+    assert options["kafka.ssl.truststore.type"] == "PEM"
+    kafka = KafkaSinkSettings.parse({**options, "topic": "t"}).kafka
+    assert kafka["sasl.username"] == "eoskit" and kafka["sasl.password"] == "eoskit-kafka-scram-secret"
+    assert kafka["ssl.ca.location"] == "/dev/kafka/tls/ca.pem"
+    assert make_endpoints(9092, 5432, 3306).kafka_secure_options() is None
+
+
+def test_broker_properties_with_the_sasl_ssl_listener(tmp_path: Path):
+    props = kafka_mod.server_properties(9092, 9093, tmp_path / "data", 9094, tmp_path / "tls" / "server.p12")
+    assert props["listeners"] == ("PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9094,"
+                                  "CONTROLLER://127.0.0.1:9093")
+    assert props["advertised.listeners"] == "PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9094"
+    assert props["inter.broker.listener.name"] == "PLAINTEXT"
+    assert props["sasl.enabled.mechanisms"] == "SCRAM-SHA-512"
+    assert props["listener.name.sasl_ssl.ssl.keystore.location"] == str(tmp_path / "tls" / "server.p12")
+    assert "ScramLoginModule required;" in props["listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config"]
+
+
+def test_tls_material_is_made_once_and_verifies_for_127_0_0_1(tmp_path: Path):
+    ca, keystore = kafka_mod.ensure_tls(tmp_path / "tls")
+    assert ca.read_text().startswith("-----BEGIN CERTIFICATE-----") and keystore.is_file()
+    before = ca.read_bytes()
+    assert kafka_mod.ensure_tls(tmp_path / "tls") == (ca, keystore) and ca.read_bytes() == before
+    server = tmp_path / "tls" / "server.pem"
+    done = subprocess.run(["openssl", "verify", "-CAfile", str(ca), "-verify_ip", "127.0.0.1", str(server)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["tls"]  # no work folder left behind

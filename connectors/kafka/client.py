@@ -13,6 +13,7 @@ keep the last error line to put in the one clear error the user sees.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -39,7 +40,8 @@ OWNED_SETTINGS = {
 }
 
 #: Keys whose values never appear in logs or errors.
-SECRET_KEYS = ("password", "secret", "sasl.oauthbearer.config", "ssl.key.pem")
+SECRET_KEYS = ("password", "secret", "sasl.oauthbearer.config", "ssl.key.pem", "jaas",
+               "ssl.keystore.key")
 
 DEFAULT_GROUP_ID = "eoskit-kafka-source"
 #: ``client.id`` of the source's clients unless ``kafka.client.id`` is given,
@@ -51,6 +53,17 @@ LIBRDKAFKA_LOG = logging.getLogger("eoskit.connectors.kafka.librdkafka")
 
 class BrokerUnreachable(ConnectionError):
     """The bootstrap servers did not answer a metadata request in time."""
+
+
+class AuthenticationFailed(PermissionError):
+    """The broker refused the client's SASL credentials (or its TLS handshake
+    failed): retrying with the same settings cannot help."""
+
+
+#: What librdkafka logs when the broker refuses the credentials, or the TLS
+#: handshake fails.
+_AUTH_MARKERS = ("SASL authentication error", "Authentication failed", "SSL handshake failed",
+                 "certificate verify failed")
 
 
 class PartitionNotFound(LookupError):
@@ -68,11 +81,15 @@ class ClientLog:
 
     def __init__(self) -> None:
         self.last_error: str | None = None
+        #: The last line saying the broker refused the credentials or the TLS handshake failed.
+        self.auth_error: str | None = None
 
     def log(self, level: int, msg: str, *args: Any) -> None:
         text = msg % args if args else msg
         if level >= logging.ERROR:
             self.last_error = text
+        if any(marker in text for marker in _AUTH_MARKERS):
+            self.auth_error = text
         LIBRDKAFKA_LOG.debug("%s", text)
 
     def reason(self) -> str:
@@ -177,20 +194,46 @@ class KafkaMetadata:
         Always the whole list: a metadata request naming a topic lets a broker
         with auto-creation create it, and a source must never create topics.
         """
-        try:
-            metadata = self._admin.list_topics(timeout=self._timeout_s)
-        except KafkaException as exc:
-            self._drain_log()
-            raise BrokerUnreachable(
-                f"cannot reach Kafka at kafka.bootstrap.servers={self._bootstrap!r} "
-                f"within {self._timeout_s:g} s: {_reason(exc)}{self._log.reason()}"
-            ) from None
+        deadline = time.monotonic() + self._timeout_s
+        while True:
+            # In short steps, so that refused credentials fail at once, not
+            # after the whole timeout.
+            step = max(0.1, min(1.0, deadline - time.monotonic()))
+            try:
+                metadata = self._admin.list_topics(timeout=step)
+                break
+            except KafkaException as exc:
+                self._drain_log()
+                self._check_auth()
+                if time.monotonic() >= deadline:
+                    raise BrokerUnreachable(
+                        f"cannot reach Kafka at kafka.bootstrap.servers={self._bootstrap!r} "
+                        f"within {self._timeout_s:g} s: {_reason(exc)}{self._log.reason()}"
+                    ) from None
         self._drain_log()
         return {
             name: sorted(topic.partitions)
             for name, topic in metadata.topics.items()
             if topic.error is None
         }
+
+    def _check_auth(self) -> None:
+        """Raise :class:`AuthenticationFailed` if the client's log says the
+        broker refused its credentials or the TLS handshake failed."""
+        line = self._log.auth_error
+        if line is None:
+            return
+        reason = line.rsplit("]: ", 1)[-1]
+        if "SSL" in line and "SASL" not in line:
+            raise AuthenticationFailed(
+                f"the TLS handshake with Kafka at kafka.bootstrap.servers={self._bootstrap!r} "
+                f"failed: {reason}; check kafka.ssl.truststore.location (the CA that signed the "
+                "broker's certificate) and kafka.ssl.endpoint.identification.algorithm")
+        user = self._settings.get("sasl.username")
+        raise AuthenticationFailed(
+            f"Kafka at kafka.bootstrap.servers={self._bootstrap!r} refused the SASL credentials "
+            f"of kafka.sasl.jaas.config (user {user!r}, kafka.sasl.mechanism="
+            f"{self._settings.get('sasl.mechanism')}): {reason}; check the username and password")
 
     def _list_offsets(
         self, request: Mapping[KafkaTopicPartition, OffsetSpec]

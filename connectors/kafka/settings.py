@@ -14,7 +14,8 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from eoskit.connectors.kafka.client import OWNED_SETTINGS
+from eoskit.connectors.kafka import security
+from eoskit.connectors.kafka.client import OWNED_SETTINGS, redact
 from eoskit.connectors.kafka.offsets import (
     EARLIEST,
     LATEST,
@@ -171,7 +172,7 @@ OPTIONS = OptionSet(
         ENDING_OFFSETS, ENDING_TIMESTAMP, ENDING_OFFSETS_BY_TIMESTAMP,
         MAX_OFFSETS_PER_TRIGGER, MIN_OFFSETS_PER_TRIGGER, MAX_TRIGGER_DELAY,
         MIN_PAUSE_BETWEEN_BATCHES, CHECKPOINT_LOCATION, MIN_PARTITIONS, MAX_RECORDS_PER_PARTITION, FAIL_ON_DATA_LOSS, INCLUDE_HEADERS,
-        POLL_TIMEOUT_MS, COMMIT_GROUP, GROUP_ID_PREFIX,
+        POLL_TIMEOUT_MS, COMMIT_GROUP, GROUP_ID_PREFIX, *security.OPTIONS,
     ),
     passthrough_prefixes=("kafka.",),
     owner="the eoskit-kafka source",
@@ -359,9 +360,13 @@ def _parse_subscription(raw: Mapping[str, str]) -> Subscription:
     return Subscription(assigned=tuple((t, p) for t, ps in data.items() for p in ps))
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class KafkaSourceSettings:
-    """Every option of one source, parsed; pickled to executors with the source."""
+    """Every option of one source, parsed; pickled to executors with the source.
+
+    ``kafka`` is librdkafka's configuration, Spark's security option names
+    already translated (:mod:`.security`); its repr never shows a secret.
+    """
 
     subscription: Subscription
     kafka: dict[str, str]
@@ -389,6 +394,10 @@ class KafkaSourceSettings:
     @property
     def bootstrap_servers(self) -> str:
         return self.kafka["bootstrap.servers"]
+
+    def __repr__(self) -> str:
+        return (f"KafkaSourceSettings({self.subscription.describe()}, "
+                f"kafka={redact(self.kafka)!r})")
 
     def check_batch(self) -> None:
         """Refuse what a batch read (spark.read) cannot do, naming the option."""
@@ -437,6 +446,7 @@ class KafkaSourceSettings:
                     f"option 'kafka.{key}' is not supported by the eoskit-kafka source; "
                     f"use {OWNED_SETTINGS[key.lower()]} instead"
                 )
+        kafka = security.translate(kafka)
         level = kafka.get("isolation.level", "read_committed")
         if level not in ("read_committed", "read_uncommitted"):
             raise OptionError(

@@ -12,6 +12,8 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from eoskit.connectors.kafka import security
+from eoskit.connectors.kafka.client import redact
 from eoskit.connectors.options import Option, OptionError, OptionSet, parse_bool, parse_str
 from eoskit.connectors.sink_options import (
     COMMON,
@@ -32,7 +34,7 @@ MARKER_TOPIC = Option(
 
 OPTIONS = OptionSet(
     (TOPIC, INCLUDE_HEADERS, MARKER_TOPIC, DEAD_LETTER_TOPIC, DEAD_LETTER_SOURCE_COLUMNS,
-     *COMMON),
+     *COMMON, *security.OPTIONS),
     passthrough_prefixes=("kafka.",),
     owner="the eoskit-kafka sink",
 )
@@ -65,9 +67,13 @@ DEFAULTS = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class KafkaSinkSettings:
-    """Every option of one Kafka sink, parsed; pickled to executors."""
+    """Every option of one Kafka sink, parsed; pickled to executors.
+
+    ``kafka`` is librdkafka's configuration, Spark's security option names
+    already translated (:mod:`.security`); its repr never shows a secret.
+    """
 
     kafka: dict[str, str]
     topic: str | None
@@ -81,6 +87,9 @@ class KafkaSinkSettings:
     @property
     def bootstrap_servers(self) -> str:
         return self.kafka["bootstrap.servers"]
+
+    def __repr__(self) -> str:
+        return f"KafkaSinkSettings(topic={self.topic!r}, kafka={redact(self.kafka)!r})"
 
     def producer_config(self) -> dict[str, str]:
         return {**DEFAULTS, **self.kafka}
@@ -116,6 +125,7 @@ class KafkaSinkSettings:
             if key.lower() in OWNED:
                 raise OptionError(f"option 'kafka.{key}' is not supported by the eoskit-kafka "
                                   f"sink: {OWNED[key.lower()]}")
+        kafka = security.translate(kafka)
         topic = TOPIC.read(raw)
         dead_letter_topic = DEAD_LETTER_TOPIC.read(raw)
         sources = DEAD_LETTER_SOURCE_COLUMNS.read(raw)

@@ -8,7 +8,7 @@ rendered as (and read back from) environment variables.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import DevServicesError
@@ -29,6 +29,18 @@ ENV_KAFKA = "EOSKIT_KAFKA_BOOTSTRAP"
 ENV_POSTGRES = "EOSKIT_POSTGRES_URL"
 ENV_MYSQL = "EOSKIT_MYSQL_URL"
 ENV_S3 = "EOSKIT_S3_ENDPOINT"
+#: The local broker's SASL_SSL listener (SCRAM-SHA-512 over TLS), its CA
+#: (a PEM file) and its SCRAM user; optional, all four together.
+ENV_KAFKA_SECURE = "EOSKIT_KAFKA_SECURE_BOOTSTRAP"
+ENV_KAFKA_CA = "EOSKIT_KAFKA_CA_LOCATION"
+ENV_KAFKA_USER = "EOSKIT_KAFKA_SASL_USERNAME"
+ENV_KAFKA_PASSWORD = "EOSKIT_KAFKA_SASL_PASSWORD"
+SECURE_ENV_NAMES = (ENV_KAFKA_SECURE, ENV_KAFKA_CA, ENV_KAFKA_USER, ENV_KAFKA_PASSWORD)
+#: The SCRAM user of the dev broker's secure listener. The password is long
+#: and unlike anything else, so that tests can check it never shows up.
+KAFKA_SASL_USER = "eoskit"
+KAFKA_SASL_PASSWORD = "eoskit-kafka-scram-secret"
+KAFKA_SASL_MECHANISM = "SCRAM-SHA-512"
 #: Required together; EOSKIT_S3_ENDPOINT is optional (it came later).
 ENV_NAMES = (ENV_KAFKA, ENV_POSTGRES, ENV_MYSQL)
 
@@ -47,6 +59,30 @@ class ServiceEndpoints:
     postgres_url: str
     mysql_url: str
     s3_endpoint: str | None = None
+    #: The broker's SASL_SSL listener (``host:port``), the PEM file of the CA
+    #: that signed its certificate, and its SCRAM-SHA-512 user; None when not
+    #: offered (Docker, or an environment that names none).
+    kafka_secure_bootstrap: str | None = None
+    kafka_ca_location: str | None = None
+    kafka_sasl_username: str | None = None
+    kafka_sasl_password: str | None = field(default=None, repr=False)
+
+    def kafka_secure_options(self) -> dict[str, str] | None:
+        """The ``kafka.*`` options, in Spark's names, of a client of the
+        secure listener; None when there is none."""
+        if self.kafka_secure_bootstrap is None:
+            return None
+        user = (self.kafka_sasl_username or "").replace("\\", "\\\\").replace('"', '\\"')
+        password = (self.kafka_sasl_password or "").replace("\\", "\\\\").replace('"', '\\"')
+        return {
+            "kafka.bootstrap.servers": self.kafka_secure_bootstrap,
+            "kafka.security.protocol": "SASL_SSL",
+            "kafka.sasl.mechanism": KAFKA_SASL_MECHANISM,
+            "kafka.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule "
+                                      f'required username="{user}" password="{password}";',
+            "kafka.ssl.truststore.location": self.kafka_ca_location or "",
+            "kafka.ssl.truststore.type": "PEM",
+        }
 
     def as_env(self) -> dict[str, str]:
         """The variables that the pytest plugin and examples read."""
@@ -57,6 +93,10 @@ class ServiceEndpoints:
         }
         if self.s3_endpoint is not None:
             env[ENV_S3] = self.s3_endpoint
+        secure = (self.kafka_secure_bootstrap, self.kafka_ca_location, self.kafka_sasl_username,
+                  self.kafka_sasl_password)
+        if all(v is not None for v in secure):
+            env.update(zip(SECURE_ENV_NAMES, secure))  # type: ignore[arg-type]
         return env
 
 
@@ -85,14 +125,20 @@ def s3_storage_options(endpoint: str) -> dict[str, Any]:
 
 
 def make_endpoints(
-    kafka_port: int, postgres_port: int, mysql_port: int, host: str = HOST, *, s3_port: int | None = None
+    kafka_port: int, postgres_port: int, mysql_port: int, host: str = HOST, *, s3_port: int | None = None,
+    kafka_secure_port: int | None = None, kafka_ca_location: str | None = None,
 ) -> ServiceEndpoints:
     """Endpoints for services that all listen on ``host``."""
+    secure = kafka_secure_port is not None and kafka_ca_location is not None
     return ServiceEndpoints(
         kafka_bootstrap=f"{host}:{kafka_port}",
         postgres_url=postgres_url(host, postgres_port),
         mysql_url=mysql_url(host, mysql_port),
         s3_endpoint=None if s3_port is None else s3_endpoint_url(host, s3_port),
+        kafka_secure_bootstrap=f"{host}:{kafka_secure_port}" if secure else None,
+        kafka_ca_location=kafka_ca_location if secure else None,
+        kafka_sasl_username=KAFKA_SASL_USER if secure else None,
+        kafka_sasl_password=KAFKA_SASL_PASSWORD if secure else None,
     )
 
 
@@ -121,4 +167,9 @@ def endpoints_from_env(environ: Mapping[str, str]) -> ServiceEndpoints | None:
     if s3 is not None and not s3.startswith(("http://", "https://")):
         # The value itself is not shown: a URL may carry credentials.
         raise DevServicesError(f"{ENV_S3} must be an http:// or https:// URL, such as http://127.0.0.1:5000")
-    return ServiceEndpoints(*values, s3_endpoint=s3)
+    secure = [environ.get(name, "").strip() for name in SECURE_ENV_NAMES]
+    if not all(secure):
+        secure = [None] * len(SECURE_ENV_NAMES)  # type: ignore[list-item]
+    return ServiceEndpoints(*values, s3_endpoint=s3, kafka_secure_bootstrap=secure[0],
+                            kafka_ca_location=secure[1], kafka_sasl_username=secure[2],
+                            kafka_sasl_password=secure[3])

@@ -2,7 +2,11 @@
 
 One node is both broker and controller (``process.roles=broker,controller``)
 and listens on 127.0.0.1 only: clients on the service's port (PLAINTEXT), the
-controller on a second port remembered in the state file. Its log directory
+controller on a second port, and a SASL_SSL listener (SCRAM-SHA-512 over TLS)
+on a third, all three remembered in the state file. The secure listener's CA
+and server certificate are made once by the ``openssl`` command under
+``kafka/tls`` (``ca.pem`` is what clients trust); its SCRAM user is created
+over the PLAINTEXT listener after each start, idempotently. Its log directory
 lives under the service folder, is formatted once, and is kept across
 ``down``/``up`` and across a killed broker: a broker started again on the
 same folder has every committed record, on the same ports.
@@ -35,7 +39,7 @@ from typing import ClassVar
 from urllib.parse import urlsplit
 
 from .base import LaunchSpec, LocalService
-from .endpoints import HOST
+from .endpoints import HOST, KAFKA_SASL_MECHANISM, KAFKA_SASL_PASSWORD, KAFKA_SASL_USER
 from .errors import DevServicesError, MissingBinaryError, ServiceStartError
 from .ports import accepts_connections, is_port_free, pick_free_port
 from .processes import run_logged, tail
@@ -366,9 +370,11 @@ def fetch_main() -> int:
 # -- the broker's configuration ------------------------------------------------------
 
 
-def server_properties(port: int, controller_port: int, data_dir: Path) -> dict[str, str]:
-    """``server.properties`` of the one-node dev broker."""
-    return {
+def server_properties(port: int, controller_port: int, data_dir: Path, secure_port: int | None = None,
+                      keystore: Path | None = None) -> dict[str, str]:
+    """``server.properties`` of the one-node dev broker; with ``secure_port`` and
+    ``keystore`` (PKCS12, :data:`KEYSTORE_PASSWORD`) also a SASL_SSL listener."""
+    properties = {
         "process.roles": "broker,controller",
         "node.id": str(NODE_ID),
         # A static quorum: the controller's address comes from here at every
@@ -407,6 +413,22 @@ def server_properties(port: int, controller_port: int, data_dir: Path) -> dict[s
         # The log cleaner's dedupe buffer is allocated on the heap (128 MB by default).
         "log.cleaner.dedupe.buffer.size": str(32 * 1024 * 1024),
     }
+    if secure_port is not None and keystore is not None:
+        secure = "listener.name.sasl_ssl."
+        properties.update({
+            "listeners": f"PLAINTEXT://{HOST}:{port},SASL_SSL://{HOST}:{secure_port},"
+                         f"CONTROLLER://{HOST}:{controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{HOST}:{port},SASL_SSL://{HOST}:{secure_port}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT",
+            "sasl.enabled.mechanisms": KAFKA_SASL_MECHANISM,
+            f"{secure}{KAFKA_SASL_MECHANISM.lower()}.sasl.jaas.config":
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+            f"{secure}ssl.keystore.type": "PKCS12",
+            f"{secure}ssl.keystore.location": str(keystore),
+            f"{secure}ssl.keystore.password": KEYSTORE_PASSWORD,
+            f"{secure}ssl.client.auth": "none",
+        })
+    return properties
 
 
 def render_properties(properties: Mapping[str, str]) -> str:
@@ -428,11 +450,83 @@ def new_cluster_id() -> str:
             return text
 
 
-def list_topics(bootstrap: str, timeout: float = 5.0) -> None:
+#: The broker's PKCS12 keystore password (loopback dev broker only; clients
+#: never need it: they trust ``ca.pem``).
+KEYSTORE_PASSWORD = "eoskit-dev-keystore"
+CA_FILE = "ca.pem"
+KEYSTORE_FILE = "server.p12"
+#: What ``openssl`` runs to make the dev CA and the broker's certificate.
+_SERVER_EXT = "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n" \
+              "basicConstraints=CA:FALSE\n"
+
+
+def ensure_tls(tls_dir: Path) -> tuple[Path, Path]:
+    """The dev CA (PEM) and the broker's PKCS12 keystore under ``tls_dir``,
+    made once with the ``openssl`` command (a certificate for 127.0.0.1 and
+    localhost, signed by a CA of its own, valid ten years) and kept after."""
+    ca, keystore = tls_dir / CA_FILE, tls_dir / KEYSTORE_FILE
+    if ca.is_file() and keystore.is_file():
+        return ca, keystore
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        raise MissingBinaryError("kafka: the secure listener's certificates are made with the `openssl` "
+                                 "command, and there is none on PATH; install it (Debian: apt-get install "
+                                 "openssl)")
+    tls_dir.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".tls-", dir=tls_dir.parent))
+    try:
+        (work / "server.ext").write_text(_SERVER_EXT)
+        steps = [
+            ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", CA_FILE,
+             "-days", "3650", "-subj", "/CN=eoskit dev CA",
+             "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign"],
+            ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr",
+             "-subj", "/CN=127.0.0.1"],
+            ["x509", "-req", "-in", "server.csr", "-CA", CA_FILE, "-CAkey", "ca.key", "-CAcreateserial",
+             "-out", "server.pem", "-days", "3650", "-extfile", "server.ext"],
+            ["pkcs12", "-export", "-in", "server.pem", "-inkey", "server.key", "-certfile", CA_FILE,
+             "-name", "kafka", "-out", KEYSTORE_FILE, "-passout", f"pass:{KEYSTORE_PASSWORD}"],
+        ]
+        for step in steps:
+            done = subprocess.run([openssl, *step], cwd=work, capture_output=True, text=True, timeout=120,
+                                  check=False)
+            if done.returncode != 0:
+                last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+                raise ServiceStartError(f"kafka: making the secure listener's certificates failed "
+                                        f"(openssl {step[0]}: {last})")
+        shutil.rmtree(tls_dir, ignore_errors=True)  # a half-made folder
+        os.rename(work, tls_dir)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return ca, keystore
+
+
+def ensure_scram_user(bootstrap: str, timeout: float = 30.0) -> None:
+    """Create (or reset) the secure listener's SCRAM-SHA-512 user, over the
+    PLAINTEXT listener at ``bootstrap``; idempotent."""
+    from confluent_kafka.admin import (AdminClient, ScramCredentialInfo, ScramMechanism,
+                                       UserScramCredentialUpsertion)
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": _QUIET})
+    upsert = UserScramCredentialUpsertion(
+        KAFKA_SASL_USER, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), KAFKA_SASL_PASSWORD.encode())
+    for future in admin.alter_user_scram_credentials([upsert], request_timeout=timeout).values():
+        future.result()
+
+
+def secure_client_config(bootstrap: str, ca: Path) -> dict[str, str]:
+    """librdkafka's settings for a client of the secure listener."""
+    return {"bootstrap.servers": bootstrap, "security.protocol": "SASL_SSL",
+            "sasl.mechanism": KAFKA_SASL_MECHANISM, "sasl.username": KAFKA_SASL_USER,
+            "sasl.password": KAFKA_SASL_PASSWORD, "ssl.ca.location": str(ca)}
+
+
+def list_topics(bootstrap: str, timeout: float = 5.0, **config: str) -> None:
     """Fetch cluster metadata: the readiness test that clients care about."""
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": _QUIET, "socket.connection.setup.timeout.ms": 2000})
+    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": _QUIET, "socket.connection.setup.timeout.ms": 2000,
+                         **config})
     admin.list_topics(timeout=timeout)
 
 
@@ -446,6 +540,12 @@ class KafkaService(LocalService):
         self.data_dir = self.dir / "data"
         self.config_path = self.dir / "server.properties"
         self.log4j_path = self.dir / "log4j2.xml"
+        self.tls_dir = self.dir / "tls"
+
+    @property
+    def ca_path(self) -> Path:
+        """The PEM file of the CA that signed the secure listener's certificate."""
+        return self.tls_dir / CA_FILE
 
     def check_installed(self) -> None:
         check_java()
@@ -453,6 +553,7 @@ class KafkaService(LocalService):
 
     def prepare(self, state: ServiceState) -> None:
         self._settle_ports(state)
+        ensure_tls(self.tls_dir)
         self._write_config(state)
         if (self.data_dir / "meta.properties").is_file():
             if "cluster_id" not in state.extra:  # a state file that lost it: the data dir knows
@@ -485,9 +586,30 @@ class KafkaService(LocalService):
             raise ConnectionError(f"nothing listens on {HOST}:{state.port} yet")
         list_topics(f"{HOST}:{state.port}")
 
+    def bootstrap(self, state: ServiceState) -> None:
+        """The SCRAM user of the secure listener, then a metadata request
+        through that listener as it (a credential reaches the listener through
+        the metadata log, a moment after it was accepted)."""
+        import time
+
+        ensure_scram_user(f"{HOST}:{state.port}")
+        secure = f"{HOST}:{state.ports['secure']}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                list_topics(secure, **secure_client_config(secure, self.ca_path))
+                return
+            except Exception as exc:
+                if time.monotonic() > deadline:
+                    raise ServiceStartError(f"kafka: the SASL_SSL listener on {secure} does not accept the "
+                                            f"SCRAM user {KAFKA_SASL_USER} ({exc})") from None
+                time.sleep(0.2)
+
     def describe(self, state: ServiceState) -> str:
         version = state.extra.get("version")
-        return f"{HOST}:{state.port}" + (f" (Apache Kafka {version})" if version else "")
+        secure = state.ports.get("secure")
+        return (f"{HOST}:{state.port}" + (f", SASL_SSL on {HOST}:{secure}" if secure else "")
+                + (f" (Apache Kafka {version})" if version else ""))
 
     # -- internals ----------------------------------------------------------------
 
@@ -496,8 +618,8 @@ class KafkaService(LocalService):
 
     def _settle_ports(self, state: ServiceState) -> None:
         """The broker port (``state.port``, chosen by the orchestrator, the
-        last start's where it is free) and the controller port, the last
-        start's when possible."""
+        last start's where it is free), and the controller's and the secure
+        listener's, the last start's when possible."""
         assert state.port is not None
         others: set[int] = set()
         for name, entry in load_state(self.root).services.items():
@@ -506,12 +628,14 @@ class KafkaService(LocalService):
         if not is_port_free(state.port):
             raise ServiceStartError(f"kafka: port {state.port} on {HOST} is taken by another program; "
                                     f"stop that program, or run `eoskit dev up` again to pick a free port")
-        controller = state.ports.get("controller")
         taken = others | {state.port}
-        if not controller or controller in taken or not is_port_free(controller):
-            controller = pick_free_port(exclude=taken)
+        for role in ("controller", "secure"):
+            port = state.ports.get(role)
+            if not port or port in taken or not is_port_free(port):
+                port = pick_free_port(exclude=taken)
+            state.ports[role] = port
+            taken.add(port)
         state.ports["broker"] = state.port
-        state.ports["controller"] = controller
 
     def _write_config(self, state: ServiceState) -> None:
         assert state.port is not None
@@ -519,5 +643,9 @@ class KafkaService(LocalService):
         if not controller:
             raise ServiceStartError("kafka: no controller port chosen; run `eoskit dev up` again")
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.config_path.write_text(render_properties(server_properties(state.port, controller, self.data_dir)))
+        secure = state.ports.get("secure")
+        if not secure:
+            raise ServiceStartError("kafka: no port chosen for the SASL_SSL listener; run `eoskit dev up` again")
+        self.config_path.write_text(render_properties(server_properties(
+            state.port, controller, self.data_dir, secure, self.tls_dir / KEYSTORE_FILE)))
         self.log4j_path.write_text(LOG4J2_XML)

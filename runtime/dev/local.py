@@ -177,7 +177,11 @@ class LocalServices:
             if entry is None or not entry.port or not self._alive(entry):
                 return None
             ports[service.name] = entry.port
-        return make_endpoints(ports["kafka"], ports["postgres"], ports["mariadb"], HOST, s3_port=ports["s3"])
+        kafka = next(s for s in self.services if isinstance(s, KafkaService))
+        secure = state.services["kafka"].ports.get("secure")
+        return make_endpoints(ports["kafka"], ports["postgres"], ports["mariadb"], HOST, s3_port=ports["s3"],
+                              kafka_secure_port=secure,
+                              kafka_ca_location=str(kafka.ca_path) if secure and kafka.ca_path.is_file() else None)
 
     def _ensure_running(self, service: LocalService, state: DevState, keep_port: bool = False) -> bool:
         """Make ``service`` accept connections; True if it was started now.
