@@ -11,6 +11,7 @@ compgen -G "/usr/lib/postgresql/*/bin/postgres" >/dev/null || missing+=(postgres
 command -v psql >/dev/null 2>&1 || missing+=(postgresql-client)
 [ -x /usr/sbin/mariadbd ] || command -v mariadbd >/dev/null 2>&1 || missing+=(mariadb-server)
 command -v mariadb >/dev/null 2>&1 || missing+=(mariadb-client)
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)  # the dev broker's TLS certificates
 if [ "${#missing[@]}" -gt 0 ]; then
     echo "==> installing Debian packages: ${missing[*]}"
     sudo=""
