@@ -179,6 +179,114 @@ def test_open_transaction_is_not_read_until_it_commits(spark, kafka, new_topic, 
         query.stop()
 
 
+def test_aborted_transactions_are_never_read_and_leave_gaps(spark, kafka, new_topic, tmp_path):
+    """read_committed: an aborted transaction's records and every control
+    record occupy offsets that no batch returns; offsets are positions, not
+    counts. A streaming run and a batch read agree with a plain
+    read_committed consumer."""
+    topic = new_topic(1)
+    tx = Producer({"bootstrap.servers": kafka, "transactional.id": f"tx-{topic}"})
+    tx.init_transactions(30)
+    for name, count, commit in (("aborted", 5, False), ("kept", 3, True), ("aborted2", 2, False),
+                                ("kept2", 4, True)):
+        tx.begin_transaction()
+        for i in range(count):
+            tx.produce(topic, value=f"{name}-{i}".encode(), partition=0)
+        tx.flush(30)
+        (tx.commit_transaction if commit else tx.abort_transaction)(30)
+    # offsets: aborted 0-4, marker 5, kept 6-8, marker 9, aborted2 10-11, marker 12, kept2 13-16, marker 17
+    expected = [(6, "kept-0"), (7, "kept-1"), (8, "kept-2"),
+                (13, "kept2-0"), (14, "kept2-1"), (15, "kept2-2"), (16, "kept2-3")]
+    out = tmp_path / "out"
+    run_available_now(stream(spark, kafka, topic, maxOffsetsPerTrigger=4), out, tmp_path / "ck")
+    streamed = sorted((r.offset, r.v) for r in spark.read.parquet(str(out))
+                      .selectExpr("offset", "cast(value as string) v").collect())
+    batch = sorted((r.offset, r.v) for r in spark.read.format("eoskit-kafka")
+                   .option("kafka.bootstrap.servers", kafka).option("subscribe", topic).load()
+                   .selectExpr("offset", "cast(value as string) v").collect())
+    from eoskit.twophase.conformance.kafka_topic import read_topic
+
+    consumer = [(r.offset, r.value.decode()) for r in read_topic(kafka, topic).records()]
+    assert streamed == batch == consumer == expected
+
+
+@pytest.mark.parametrize("fail_on_data_loss", [True, False])
+def test_truncated_topic_fails_or_skips_by_option(
+    spark, kafka, new_topic, produce_to, numbered_records, tmp_path, fail_on_data_loss
+):
+    """Records deleted from the head of a partition (DeleteRecords, as
+    retention does) before the query read them: failOnDataLoss=true fails
+    naming the lost offsets; false skips them, says so, and reads the rest."""
+    from confluent_kafka.admin import AdminClient
+
+    topic = new_topic(1)
+    produce_to(topic, numbered_records(1, 30))
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    run_available_now(stream(spark, kafka, topic), out, checkpoint)
+    produce_to(topic, numbered_records(1, 20, start=30))  # offsets 30..49
+    admin = AdminClient({"bootstrap.servers": kafka})
+    for f in admin.delete_records([TopicPartition(topic, 0, 40)]).values():
+        f.result(30)
+    query = (
+        stream(spark, kafka, topic, failOnDataLoss=str(fail_on_data_loss).lower())
+        .writeStream.format("parquet").option("path", str(out))
+        .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
+    )
+    if fail_on_data_loss:
+        with pytest.raises(Exception) as err:
+            query.awaitTermination(300)
+        assert "offsets 30 to 39" in str(err.value) and "failOnDataLoss=false" in str(err.value)
+        assert spark.read.parquet(str(out)).count() == 30
+    else:
+        query.awaitTermination(300)
+        assert query.exception() is None
+        values = sorted(int(r.v) for r in spark.read.parquet(str(out)).selectExpr("cast(value as string) v").collect())
+        assert values == list(range(30)) + list(range(40, 50))
+
+
+def test_compacted_topic_is_read_as_a_plain_consumer_reads_it(spark, kafka, tmp_path):
+    """A compacted topic: the log cleaner removed older records of each key,
+    leaving gaps in the offsets. The source reads what is left, in a stream
+    and in a batch read, exactly as a plain consumer does."""
+    from confluent_kafka.admin import NewTopic
+
+    from eoskit.twophase.conformance.kafka_topic import read_topic
+
+    topic = f"compacted-{os.urandom(4).hex()}"
+    admin = AdminClient({"bootstrap.servers": kafka})
+    config = {"cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.001",
+              "min.compaction.lag.ms": "0", "delete.retention.ms": "100"}
+    for f in admin.create_topics([NewTopic(topic, 1, 1, config=config)]).values():
+        f.result(30)
+    producer = Producer({"bootstrap.servers": kafka})
+    for round_ in range(3):
+        for key in range(5):
+            producer.produce(topic, key=f"k{key}".encode(), value=f"{round_}".encode(), partition=0)
+        producer.flush(30)
+        time.sleep(0.3)  # a new segment for each round: only closed segments are compacted
+
+    rolls = iter(range(1000))
+
+    def compacted() -> bool:
+        """Each of k0..k4 down to its last value; nothing else can go then
+        (the records that roll the active segment have keys of their own)."""
+        producer.produce(topic, key=f"roll-{next(rolls)}".encode(), value=b"x", partition=0)
+        producer.flush(30)
+        return len([r for r in read_topic(kafka, topic).records() if r.key.startswith(b"k")]) == 5
+
+    _wait_for(compacted, timeout=90, what="the log cleaner's compaction")
+    expected = sorted((r.offset, r.key, r.value) for r in read_topic(kafka, topic).records())
+    out = tmp_path / "out"
+    run_available_now(stream(spark, kafka, topic, maxOffsetsPerTrigger=3), out, tmp_path / "ck")
+    streamed = sorted((r.offset, bytes(r.key), bytes(r.value))
+                      for r in spark.read.parquet(str(out)).select("offset", "key", "value").collect())
+    batch = sorted((r.offset, bytes(r.key), bytes(r.value)) for r in spark.read.format("eoskit-kafka")
+                   .option("kafka.bootstrap.servers", kafka).option("subscribe", topic).load()
+                   .select("offset", "key", "value").collect())
+    assert streamed == batch == expected
+    assert [o for o, _, _ in expected] != list(range(len(expected))), "no gap: nothing was compacted"
+
+
 def _recreate(kafka, topic, partitions):
     from confluent_kafka.admin import NewTopic
 

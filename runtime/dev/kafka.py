@@ -406,6 +406,9 @@ def server_properties(port: int, controller_port: int, data_dir: Path, secure_po
         # A transaction past its producer's transaction.timeout.ms is aborted
         # within a second, not ten: tests of a stalled task wait less.
         "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
+        # The log cleaner looks for a log to compact every second, not 15 s:
+        # tests of compacted topics wait less.
+        "log.cleaner.backoff.ms": "1000",
         # A broker killed without a clean shutdown may register again only once
         # its old registration's session has expired (9 s by default).
         "broker.session.timeout.ms": "4000",
