@@ -143,3 +143,30 @@ def test_files_commit_past_batch_1100_with_flat_metadata(tmp_path, mode):
     staged = [p for p in out.rglob("*") if p.is_file() and "_eoskit" in p.parts
               and "staging" in str(p)]
     assert staged == []
+
+
+def test_decision_pruning_on_s3_sees_what_spark_writes_meanwhile(s3, s3_storage_options, s3_bucket,
+                                                                  monkeypatch):
+    """On an object store, Spark's JVM writes and deletes the offset log's
+    objects, not this process's file system object, whose listings s3fs
+    caches for good: pruning must list afresh each time, or it prunes by
+    the first listing forever and the decisions grow by one per batch."""
+    import boto3
+    import fsspec
+
+    from eoskit.twophase.decision_log import DecisionLog, prune_due
+
+    monkeypatch.setitem(fsspec.config.conf, "s3", {"endpoint_url": s3, "key": s3_storage_options["key"],
+                                                   "secret": s3_storage_options["secret"]})
+    spark_side = boto3.client("s3", endpoint_url=s3, aws_access_key_id=s3_storage_options["key"],
+                              aws_secret_access_key=s3_storage_options["secret"], region_name="us-east-1")
+    log = DecisionLog(f"s3a://{s3_bucket}/ck", "s1")
+    log.create()
+    for batch in range(35):
+        spark_side.put_object(Bucket=s3_bucket, Key=f"ck/offsets/{batch}", Body=b"v1")
+        if batch >= 10:  # Spark keeps its last 10 batches here
+            spark_side.delete_object(Bucket=s3_bucket, Key=f"ck/offsets/{batch - 10}")
+        log.mark_done(log.decide(batch, [f"t{batch}"], 1))
+        if prune_due(batch):
+            log.prune(batch)
+    assert log.batches() == list(range(21, 35))  # pruned at batch 30, below its oldest offset 21

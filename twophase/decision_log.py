@@ -242,6 +242,7 @@ def oldest_replayable(checkpoint_location: str, newest: int) -> int:
 def spark_batches(checkpoint_location: str, log: str) -> list[int]:
     """The batch ids in one of Spark's logs (``offsets``, ``commits``), sorted."""
     fs, path = fsspec.core.url_to_fs(fs_path(checkpoint_location).rstrip("/") + "/" + log)
+    fs.invalidate_cache(path)  # Spark's JVM writes these logs: a cached listing would be stale
     try:
         names = fs.ls(path, detail=False)
     except FileNotFoundError:
@@ -312,6 +313,7 @@ def last_commit_time(checkpoint_location: str) -> float | None:
     modification time of ``commits/<n>``, which Spark writes whole at the
     end of batch n. None for a query with no committed batch."""
     fs, path = fsspec.core.url_to_fs(fs_path(checkpoint_location).rstrip("/") + "/commits")
+    fs.invalidate_cache(path)  # written by Spark's JVM, not through this file system object
     try:
         entries = fs.ls(path, detail=True)
     except FileNotFoundError:
