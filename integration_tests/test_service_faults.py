@@ -448,3 +448,74 @@ def test_a_kafka_task_longer_than_its_transaction_timeout_is_retried(kafka, work
     assert code == 0, f"the job did not recover from the timed-out transaction:\n{log[-4000:]}"
     assert "kafka.transaction.timeout.ms" in log, log[-4000:]
     run.verify_exactly_once()
+
+
+# -- the SQL servers' own session time limits ---------------------------------
+
+class LimitedPostgresTarget(FaultPostgresTarget):
+    """The job's sessions carry the server's time limits a DBA sets: 2 s
+    idle inside a transaction, 3 s for one statement."""
+
+    def options(self, table: str) -> dict[str, str]:
+        options = super().options(table)
+        url = make_url(options["url"]).update_query_dict({"options": (
+            "-c idle_in_transaction_session_timeout=2000 -c statement_timeout=3000")})
+        return {**options, "url": url.render_as_string(hide_password=False)}
+
+
+@pytest.mark.crash
+def test_postgres_session_time_limits_spare_prepared_transactions(postgres, workload, fault_run):
+    """Batch 1 is decided and its transactions prepared; the coordinator
+    stalls 6 s before committing them, past the sessions' idle and statement
+    limits. A prepared transaction belongs to no session, so neither limit
+    touches it: every one is still there, and the batch commits."""
+    target = LimitedPostgresTarget(postgres)
+    run = fault_run(target, workload)
+    paused = Paused(run, crash.DRIVER_AFTER_DECISION)
+    paused.wait_reached()
+    prepared = target.prepared(sink_prefix(run.sink_id))
+    assert prepared, "batch 1 was decided with nothing prepared"
+    time.sleep(6)
+    assert target.prepared(sink_prefix(run.sink_id)) == prepared
+    _rode_it_out(paused)
+
+
+@pytest.mark.crash
+def test_postgres_statement_timeout_ends_a_stalled_copy(postgres, workload, fault_run):
+    """Tasks of batch 1 stall mid-COPY for 6 s. A COPY in progress is one
+    running statement, not an idle transaction: statement_timeout (3 s) is
+    the limit that ends it. The tasks fail naming it, Spark retries them,
+    and the job ends with every record once."""
+    target = LimitedPostgresTarget(postgres)
+    run = fault_run(target, workload)
+    run.base_env = {"EOSKIT_VERBOSE": "1"}  # Spark's log of the failed attempts, with their cause
+    paused = Paused(run, crash.TASK_DURING_WRITE)
+    paused.wait_reached()
+    assert target.open_transactions() > 0, "no task was inside its transaction at the pause"
+    time.sleep(6)
+    log = _rode_it_out(paused)
+    assert "statement timeout" in log, log[-4000:]
+
+
+@pytest.mark.crash
+def test_mariadb_wait_timeout_ends_a_stalled_task_and_the_idle_coordinator_session(
+        mysql, workload, fault_run):
+    """With the server's wait_timeout at 3 s, tasks of batch 1 stall mid-write
+    for 8 s: the server closes their sessions (their XA transactions, not
+    prepared, roll back) and the coordinator's idle one. The tasks fail and
+    are retried, the coordinator reconnects, and the job ends exact."""
+    if MARIADB_CLIENT is None:
+        pytest.skip("the mariadb (or mysql) command-line client is not installed")
+    target = MySQLTarget(mysql)
+    run = fault_run(target, workload)
+    before = target.sql("SELECT @@GLOBAL.wait_timeout", database=target.base.database)[0][0]
+    target.sql("SET GLOBAL wait_timeout = 3", database=target.base.database)
+    try:
+        paused = Paused(run, crash.TASK_DURING_WRITE)
+        paused.wait_reached()
+        assert target.open_transactions() > 0, "no task was inside its transaction at the pause"
+        time.sleep(8)
+        assert target.open_transactions() == 0, "the server did not close the idle sessions"
+        _rode_it_out(paused)
+    finally:
+        target.sql(f"SET GLOBAL wait_timeout = {int(before)}", database=target.base.database)
