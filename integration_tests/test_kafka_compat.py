@@ -450,8 +450,9 @@ def write_stream(spark, kafka, fmt, source, transform, out, options, checkpoint)
     writer = (transform(df, out).writeStream.format(fmt).option("kafka.bootstrap.servers", kafka)
               .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True))
     for key, value in options.items():
-        writer = writer.option(key, out if value is True else value)
-    if fmt == EOSKIT and "topic" not in options:
+        if value is not None:
+            writer = writer.option(key, out if value is True else value)
+    if fmt == EOSKIT and "topic" not in options and "markerTopic" not in options:
         writer = writer.option("markerTopic", out)  # eoskit's own: where its markers go
     query = writer.start()
     query.awaitTermination(120)
@@ -507,3 +508,14 @@ def test_difference_batch_write(spark, kafka, topic, new_topic):
         results[fmt] = results[fmt][0], consume(kafka, out, 3)
     assert results[SPARK][0] == "ok" and len(results[SPARK][1]) == 2 * PER_PARTITION
     assert results[EOSKIT] == ("error", [])
+
+
+def test_difference_topic_column_needs_a_marker_topic(spark, kafka, topic, new_topic, tmp_path):
+    """Rows that carry their topic: Spark's sink needs nothing more; eoskit's
+    needs markerTopic, the topic under which its progress markers live."""
+    transform = SINK_CASES["topic-column"][0]
+    out = new_topic(3, "cmpout")
+    kind, text = outcome(lambda: write_stream(spark, kafka, EOSKIT, topic, transform, out,
+                                              {"markerTopic": None}, tmp_path / "e"))
+    assert kind == "error" and "markerTopic" in text, text
+    assert consume(kafka, out, 3) == []
