@@ -110,8 +110,10 @@ ENDING_OFFSETS_BY_TIMESTAMP = Option(
 )
 MAX_OFFSETS_PER_TRIGGER = Option(
     "maxOffsetsPerTrigger", parse_positive_int, None,
-    "At most this many offsets per micro-batch, shared across partitions in "
-    "proportion to their backlog. Also respected by availableNow triggers.",
+    "About this many offsets per micro-batch, shared across partitions in "
+    "proportion to their backlog, as Spark's: a share below one offset is "
+    "rounded up to one, so a batch can exceed it by up to one offset per partition. "
+    "Also respected by availableNow triggers.",
 )
 MIN_OFFSETS_PER_TRIGGER = Option(
     "minOffsetsPerTrigger", parse_positive_int, None,
