@@ -64,6 +64,15 @@ def spark() -> Iterator[SparkSession]:
         # Small test batches: the JVM's quick compiler starts sooner and is fast enough.
         "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
     }
+    # A session some code started earlier in this process (a CLI verb run
+    # in-process by a unit test, say) would be handed back by getOrCreate
+    # without this conf, Spark's Kafka connector included: stop it first.
+    from pyspark import SparkContext
+
+    if SparkContext._active_spark_context is not None:
+        print(f"\nstopping a Spark session started before the shared one "
+              f"({SparkContext._active_spark_context.appName}): it lacks the tests' settings")
+        SparkContext._active_spark_context.stop()
     session = None
     for version in spark_kafka_versions():
         try:

@@ -95,11 +95,13 @@ def _read(args: argparse.Namespace) -> int:
 
 
 def _rescale(args: argparse.Namespace) -> int:
-    from eoskit.runtime.state_rescale import plan, rescale
+    from eoskit.runtime.state_rescale import check_arguments, plan, rescale
 
     if args.dry_run:
         done = plan(args.checkpoint_dir, args.partitions)
     else:
+        # Bad arguments are refused before a Spark session (a JVM) starts for nothing.
+        check_arguments(args.checkpoint_dir, args.partitions)
         done = rescale(session(), args.checkpoint_dir, args.partitions)
     if args.json:
         print(json.dumps({**done.to_json(), "dryRun": bool(args.dry_run)}, indent=2))

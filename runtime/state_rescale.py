@@ -165,13 +165,19 @@ def refuse_running(checkpoint: str) -> None:
             f"(eoskit stop --checkpoint-dir {checkpoint})")
 
 
-def plan(checkpoint: str, partitions: Any) -> RescalePlan:
-    """Step 1: every check that needs no Spark; raises ``RescaleError``."""
+def check_arguments(checkpoint: str, partitions: Any) -> tuple[Checkpoint, int]:
+    """The checkpoint is one, the partition count a valid one (what the CLI
+    checks before it starts Spark); raises ``RescaleError``."""
     target = check_target(partitions)
     try:
-        ck = Checkpoint(checkpoint)
+        return Checkpoint(checkpoint), target
     except CheckpointError as exc:
         raise RescaleError(str(exc)) from None
+
+
+def plan(checkpoint: str, partitions: Any) -> RescalePlan:
+    """Step 1: every check that needs no Spark; raises ``RescaleError``."""
+    ck, target = check_arguments(checkpoint, partitions)
     refuse_running(checkpoint)
     if ck.read_json(JOURNAL) is not None:
         refuse_unfinished(checkpoint)

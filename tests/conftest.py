@@ -1,0 +1,23 @@
+"""The unit tier runs without Spark's JVM."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+_reported: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_jvm(request: pytest.FixtureRequest):
+    """A unit test that starts Spark fails, naming itself: a unit test should
+    not need a JVM, and the session it leaves behind would be the one the
+    integration tests' ``getOrCreate`` hands back, without their settings
+    (Spark's Kafka connector among them)."""
+    yield
+    context = sys.modules.get("pyspark.core.context") or sys.modules.get("pyspark.context")
+    if context is not None and context.SparkContext._gateway is not None and not _reported:
+        _reported.append(request.node.nodeid)
+        pytest.fail(f"{request.node.nodeid} started Spark's JVM: a unit test must not "
+                    "(check its arguments before the session, or move it to integration_tests)")
