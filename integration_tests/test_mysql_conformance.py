@@ -11,7 +11,8 @@ import subprocess
 import pytest
 from sqlalchemy.engine import make_url
 
-from eoskit.twophase.conformance import ENDURANCE, ConformanceTarget, TotalsTarget, Workload, run_scenario, scenarios_for
+from eoskit.twophase.conformance import (ENDURANCE, ONE_LONG_RUN, ConformanceTarget, TotalsTarget, Workload,
+                                        run_scenario, scenarios_for)
 
 CLIENT = shutil.which("mariadb") or shutil.which("mysql")
 
@@ -91,7 +92,7 @@ class MySQLTarget(ConformanceTarget, TotalsTarget):
 
 @pytest.fixture(scope="module")
 def workload(kafka: str) -> Workload:
-    return Workload.produce(kafka, records=50_000, partitions=4, batches=5)
+    return Workload.produce(kafka, records=20_000, partitions=4, batches=5)
 
 
 @pytest.fixture
@@ -158,4 +159,17 @@ def test_mysql_endurance(spark, mysql_target, kafka, tmp_path):
                                 batches=ENDURANCE_BATCHES)
     target = MySQLTarget(mysql_target)
     run_scenario(target, workload, ENDURANCE, tmp_path, spark)
+    _nothing_left_prepared(target)
+
+
+#: The long tier (``pytest -m long``, not in CI): past batch 1,100, where
+#: pruning once stopped the default mode for good, in one run.
+LONG_RUN_BATCHES = 1_300
+
+
+@pytest.mark.long
+def test_mysql_1300_batches_in_one_run(spark, mysql_target, kafka, tmp_path):
+    workload = Workload.produce(kafka, records=2 * LONG_RUN_BATCHES, partitions=1, batches=LONG_RUN_BATCHES)
+    target = MySQLTarget(mysql_target)
+    run_scenario(target, workload, ONE_LONG_RUN, tmp_path, spark)
     _nothing_left_prepared(target)

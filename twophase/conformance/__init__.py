@@ -12,12 +12,14 @@ customer in update mode) runs the same scenarios against a target that is
 also a ``TotalsTarget``: ``run_scenario(..., stateful=True)``, as in
 integration_tests/test_stateful_crash.py. ``ENDURANCE`` runs a job through
 thousands of tiny batches with a driver kill in the middle (the endurance
-tier, ``pytest -m endurance``).
+tier, ``pytest -m endurance``); ``ONE_LONG_RUN`` through as many in one run
+without a fault (the long tier, ``pytest -m long``).
 """
 
 from eoskit.twophase.conformance.scenarios import (
     CLUSTER_SCENARIOS,
     ENDURANCE,
+    ONE_LONG_RUN,
     SCENARIOS,
     Scenario,
     Workload,
@@ -26,4 +28,4 @@ from eoskit.twophase.conformance.scenarios import (
 )
 from eoskit.twophase.conformance.target import ConformanceTarget, TotalsTarget
 
-__all__ = ["CLUSTER_SCENARIOS", "ENDURANCE", "SCENARIOS", "ConformanceTarget", "Scenario", "TotalsTarget", "Workload", "run_scenario", "scenarios_for"]
+__all__ = ["CLUSTER_SCENARIOS", "ENDURANCE", "ONE_LONG_RUN", "SCENARIOS", "ConformanceTarget", "Scenario", "TotalsTarget", "Workload", "run_scenario", "scenarios_for"]

@@ -629,6 +629,28 @@ def _endurance(run: Run) -> None:
             f"{batches - 1}: something is kept per batch and never pruned")
 
 
+def _one_long_run(run: Run) -> None:
+    """The job through every batch of its workload in one run, no fault:
+    exit 0, every record once, nothing left prepared, and the last batch
+    committed. What a week at a one-second trigger does to the periodic
+    paths, in one process (batch 1,100 once stopped the two-phase SQL sinks
+    for good: pruning handed the sink the wrong argument)."""
+    batches = -(-run.workload.records // run.workload.batch_offsets)
+    code, log = run.run_job(timeout=max(600, 2 * batches))
+    assert code == 0, f"the run of {batches} batches failed (exit {code}):\n{log[-4000:]}"
+    committed = sorted(int(p.name) for p in (run.checkpoint / "commits").iterdir() if p.name.isdigit())
+    assert committed[-1] == batches - 1, f"the last committed batch is {committed[-1]}, not {batches - 1}"
+    print(f"one run of {batches} batches: exit 0; kept at the end: {kept(run)}")
+    run.verify_exactly_once()
+
+
+#: Not one of ``SCENARIOS``: one run through thousands of tiny batches (the
+#: long tier, ``pytest -m long``; not part of CI, see docs/conformance.md).
+ONE_LONG_RUN = Scenario("one_long_run", _one_long_run,
+                        "a job through thousands of batches in one run: exit 0, exact",
+                        stateful=False)
+
+
 #: Not one of ``SCENARIOS``: thousands of tiny batches, for the endurance tier
 #: (``Workload.produce(records=2 * batches, partitions=1, batches=batches)``).
 ENDURANCE = Scenario("endurance", _endurance,
