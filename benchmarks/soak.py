@@ -48,7 +48,8 @@ DOWNTIME_S = (3.0, 8.0)
 #: Flat: the last quarter's mean is within this factor of the second
 #: quarter's, or within the metric's absolute slack (small numbers are noise).
 FLAT_FACTOR = 1.2
-SLACK = {"rss_mib": 64.0, "prepared": 4.0, "ckpt_mib": 1.0, "ckpt_files": 50.0}
+SLACK = {"rss_mib": 64.0, "prepared": 4.0, "ckpt_mib": 1.0, "ckpt_files": 50.0, "decisions": 20.0,
+         "batch_p50_s": 0.1}
 
 
 # ---------------------------------------------------------- the steady input
@@ -183,6 +184,33 @@ def disk_usage(path: Path) -> tuple[int, int]:
     return size, files
 
 
+def batch_latencies(checkpoint: Path, after: int) -> tuple[int | None, list[float]]:
+    """(the newest batch in Spark's commit log, the latency of each batch
+    committed after batch ``after``): from its offset-log entry's mtime (the
+    batch planned) to its commit-log entry's (the sink committed, Spark
+    logged it). Spark keeps the last 100 of each: a sample every few
+    seconds sees every batch."""
+    commits = [int(p.name) for p in (checkpoint / "commits").glob("[0-9]*")]
+    if not commits:
+        return None, []
+    latencies = []
+    for batch in sorted(b for b in commits if b > after):
+        try:
+            latencies.append((checkpoint / "commits" / str(batch)).stat().st_mtime
+                             - (checkpoint / "offsets" / str(batch)).stat().st_mtime)
+        except OSError:
+            continue  # pruned meanwhile
+    return max(commits), latencies
+
+
+def percentiles(values: list[float]) -> tuple[float | None, float | None]:
+    if not values:
+        return None, None
+    ordered = sorted(values)
+    return (statistics.median(ordered),
+            ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))])
+
+
 # ------------------------------------------------------------------ the soak
 
 @dataclass
@@ -195,6 +223,10 @@ class Sample:
     ckpt_mib: float
     ckpt_files: float
     produced: int
+    batch: int | None = None  # the newest batch Spark committed
+    batch_p50_s: float | None = None  # offsets logged -> commit logged, batches since the last sample
+    batch_p99_s: float | None = None
+    decisions: float | None = None  # the decision log's entries (files under decisions/)
 
 
 class Soak:
@@ -207,6 +239,7 @@ class Soak:
         self.events: list[str] = []
         self.job: subprocess.Popen | None = None
         self.unexpected_exits = 0
+        self._last_batch = -1
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
@@ -242,9 +275,15 @@ class Soak:
         except (AssertionError, subprocess.TimeoutExpired):  # psql failed: the server is down
             prepared = None
         size, files = disk_usage(self.run.checkpoint)
+        newest, latencies = batch_latencies(self.run.checkpoint, self._last_batch)
+        if newest is not None:
+            self._last_batch = newest
+        p50, p99 = percentiles(latencies)
+        decisions = sum(1 for _ in self.run.checkpoint.glob("**/decisions/*.json"))
         return Sample(round(self.elapsed(), 1), jvm + python if has_jvm else None,
                       jvm if has_jvm else None, python if has_jvm else None,
-                      prepared, size / 2**20, files, self.producer.produced)
+                      prepared, size / 2**20, files, self.producer.produced,
+                      newest, p50, p99, decisions)
 
     def inject(self, fault: str) -> None:
         assert self.job is not None
@@ -300,7 +339,7 @@ class Soak:
 
 # ------------------------------------------------------------------ the report
 
-METRICS = ("rss_mib", "prepared", "ckpt_mib", "ckpt_files")
+METRICS = ("rss_mib", "prepared", "ckpt_mib", "ckpt_files", "decisions", "batch_p50_s")
 
 
 def flatness(samples: list[Sample]) -> list[tuple[str, float, float, bool]]:
@@ -347,17 +386,19 @@ def report(soak: Soak, facts_before: list[tuple[str, str]], total: int,
         print(f"  {line.splitlines()[0]}")
     picks = [("first", samples[0]), ("middle", samples[len(samples) // 2]), ("last", samples[-1])]
     header = ("", "t (s)", "PSS MiB", "JVM MiB", "Python MiB", "prepared", "ckpt MiB", "ckpt files",
-              "produced")
+              "decisions", "batch", "batch p50 s", "produced")
     print(f"\nsamples ({len(samples)}, every {args.sample_every:.0f} s; memory is PSS, '-' while the job restarts):")
     print("  " + " ".join(f"{h:>11}" for h in header))
     for label, s in picks:
         print("  " + " ".join(f"{x:>11}" for x in (
             label, fmt(s.t_s), fmt(s.rss_mib), fmt(s.jvm_mib), fmt(s.python_mib), fmt(s.prepared),
-            fmt(s.ckpt_mib), fmt(s.ckpt_files), f"{s.produced:,}")))
+            fmt(s.ckpt_mib), fmt(s.ckpt_files), fmt(s.decisions),
+            "-" if s.batch is None else f"{s.batch:,}",
+            "-" if s.batch_p50_s is None else f"{s.batch_p50_s:.3f}", f"{s.produced:,}")))
     maxima = ["max", "", *(fmt(max((v for s in samples if (v := getattr(s, m)) is not None),
                                    default=None))
                            for m in ("rss_mib", "jvm_mib", "python_mib", "prepared", "ckpt_mib",
-                                     "ckpt_files")), ""]
+                                     "ckpt_files", "decisions")), "", "", ""]
     print("  " + " ".join(f"{x:>11}" for x in maxima))
     verdicts = flatness(samples)
     print(f"\nflatness (last quarter's mean against the second quarter's; flat within "
@@ -367,8 +408,53 @@ def report(soak: Soak, facts_before: list[tuple[str, str]], total: int,
               f"{'flat' if flat else 'NOT FLAT'} (slack {SLACK[metric]:g})")
     print_table("machine (at end)", machine_facts()[2:3])
     if args.samples_json:
-        Path(args.samples_json).write_text(json.dumps([s.__dict__ for s in samples], indent=1))
+        Path(args.samples_json).write_text(json.dumps(
+            {"samples": [s.__dict__ for s in samples], "events": soak.events}, indent=1))
+    if args.plot:
+        plot([s.__dict__ for s in samples], soak.events, Path(args.plot))
+        say(f"plot: {args.plot}")
     return verdicts
+
+
+#: How the events of a fault's start begin (not the "... back" ones).
+FAULT_STARTS = ("SIGKILL of", "PostgreSQL restarting", "broker SIGKILLed")
+
+#: What the plot shows, one panel each: (field, label).
+PANELS = (("rss_mib", "PSS of the job's processes (MiB)"),
+          ("batch_p50_s", "batch latency, median (s)"),
+          ("ckpt_files", "checkpoint files"),
+          ("decisions", "decision-log entries"),
+          ("prepared", "prepared transactions"))
+
+
+def plot(samples: list[dict], events: list[str], path: Path) -> None:
+    """The samples over time, one panel per metric, each fault a vertical
+    line (red: the driver killed; grey: the others). Needs matplotlib."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    hours = [s["t_s"] / 3600 for s in samples]
+    faults = []
+    for line in events:
+        text = line.split("] ", 1)[-1]
+        if line.startswith("[") and text.startswith(FAULT_STARTS):
+            faults.append((float(line[1:line.index(" s]")]) / 3600, "driver" in text.split(";")[0]))
+    fig, axes = plt.subplots(len(PANELS), 1, figsize=(10, 2.1 * len(PANELS)), sharex=True)
+    for ax, (field, label) in zip(axes, PANELS):
+        for at, driver in faults:
+            ax.axvline(at, color="tab:red" if driver else "0.8", linewidth=0.6, zorder=0)
+        ax.plot(hours, [s.get(field) if s.get(field) is not None else float("nan") for s in samples],
+                ".", markersize=2)
+        ax.set_ylabel(label, fontsize=8)
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+    axes[-1].set_xlabel("hours (vertical lines: faults; red: the driver's process group SIGKILLed)")
+    batches = [s["batch"] for s in samples if s.get("batch") is not None]
+    fig.suptitle(f"soak: {hours[-1]:.2f} h, {max(batches, default=0):,} batches, {len(faults)} faults",
+                 fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 
 # ------------------------------------------------------------------------ main
@@ -390,8 +476,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "end); never a folder whose services others use")
     parser.add_argument("--workdir", default=None,
                         help="checkpoint, job logs and broker (default .eoskit/soak/run-<time>)")
-    parser.add_argument("--samples-json", default=None, help="also write every sample to this file")
+    parser.add_argument("--samples-json", default=None,
+                        help="also write every sample and event to this file")
+    parser.add_argument("--plot", default=None, help="draw the samples into this PNG (needs matplotlib)")
+    parser.add_argument("--plot-from", default=None, metavar="SAMPLES_JSON",
+                        help="only draw --plot from a --samples-json file of an earlier run")
     args = parser.parse_args(argv)
+    if args.plot_from and not args.plot:
+        parser.error("--plot-from needs --plot FILE.png")
     if args.minutes <= 0 or args.rate <= 0 or args.fault_every <= 0:
         parser.error("--minutes, --rate and --fault-every must be positive")
     return args
@@ -399,6 +491,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.plot_from:
+        data = json.loads(Path(args.plot_from).read_text())
+        plot(data["samples"], data["events"], Path(args.plot))
+        return 0
     facts_before = machine_facts()
     stamp = time.strftime("%Y%m%d-%H%M%S")
     workdir = Path(args.workdir or f".eoskit/soak/run-{stamp}").absolute()

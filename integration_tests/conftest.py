@@ -12,6 +12,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
@@ -21,25 +22,70 @@ from eoskit.runtime.dev.produce import produce_records
 from eoskit.twophase.conformance.postgres import PostgresTarget
 
 
+#: Spark's own Kafka connector, the reference that test_kafka_compat.py
+#: compares eoskit-kafka with, loaded into the shared session through
+#: spark.jars.packages (Spark's Ivy resolution; cached in ~/.ivy2.5.2 after the
+#: first run). Its version is the installed PySpark's; when that release's
+#: jars are not published (PySpark 4.3.0 is on PyPI, but the registry's newest
+#: spark-sql-kafka-0-10 is 4.2.0, as of 2026-11), the newest one that is, which
+#: runs on Spark 4.3. EOSKIT_SPARK_KAFKA_VERSION picks another.
+SPARK_KAFKA_ARTIFACT = "org.apache.spark:spark-sql-kafka-0-10_2.13"
+SPARK_KAFKA_FALLBACK = "4.2.0"
+
+#: The connector version the shared session loaded (None: it could not be resolved).
+spark_kafka_loaded: dict[str, str | None] = {"version": None, "why": "not started"}
+
+
+def spark_kafka_versions() -> list[str]:
+    """The connector versions to try, the one already in Ivy's cache first:
+    a version that does not resolve costs a JVM start (and pages of Ivy output)."""
+    import pyspark
+
+    override = os.environ.get("EOSKIT_SPARK_KAFKA_VERSION", "").strip()
+    wanted = [override] if override else list(dict.fromkeys([pyspark.__version__, SPARK_KAFKA_FALLBACK]))
+    jars = Path(os.environ.get("EOSKIT_SPARK_IVY_DIR", Path.home() / ".ivy2.5.2")) / "jars"
+    cached = [v for v in wanted if (jars / f"org.apache.spark_spark-sql-kafka-0-10_2.13-{v}.jar").exists()]
+    return cached[:1] or wanted
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
+    from pyspark.errors import PySparkRuntimeError
+
     from eoskit.runtime.spark import get_session
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    session = get_session(
-        "eoskit-integration-tests",
-        {
-            # Two cores, and up to three attempts per task, as a cluster retries.
-            "spark.master": "local[2,3]",
-            "spark.sql.shuffle.partitions": "2",
-            "spark.ui.enabled": "false",
-            "spark.sql.streaming.pollingDelay": "100ms",
-            # Small test batches: the JVM's quick compiler starts sooner and is fast enough.
-            "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
-        },
-    )
+    conf = {
+        # Two cores, and up to three attempts per task, as a cluster retries.
+        "spark.master": "local[2,3]",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.ui.enabled": "false",
+        "spark.sql.streaming.pollingDelay": "100ms",
+        # Small test batches: the JVM's quick compiler starts sooner and is fast enough.
+        "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+    }
+    session = None
+    for version in spark_kafka_versions():
+        try:
+            session = get_session("eoskit-integration-tests",
+                                  {**conf, "spark.jars.packages": f"{SPARK_KAFKA_ARTIFACT}:{version}"})
+        except PySparkRuntimeError as exc:  # the JVM exits when Ivy cannot resolve the package
+            spark_kafka_loaded["why"] = f"{SPARK_KAFKA_ARTIFACT}:{version} did not load ({exc})"
+            continue
+        spark_kafka_loaded.update(version=version, why="")
+        break
+    if session is None:  # offline, nothing cached: every test but the comparison still runs
+        session = get_session("eoskit-integration-tests", conf)
     yield session
     session.stop()
+
+
+@pytest.fixture
+def spark_kafka(spark) -> str:
+    """The version of Spark's own Kafka connector in the shared session; skips without one."""
+    if spark_kafka_loaded["version"] is None:
+        pytest.skip(f"Spark's Kafka connector is not loaded: {spark_kafka_loaded['why']}")
+    return spark_kafka_loaded["version"]
 
 
 def create_topic(bootstrap: str, partitions: int, prefix: str = "t") -> str:

@@ -201,9 +201,9 @@ def test_the_s3_scenarios_are_in_the_kit():
     assert len(ON_S3) == 3, f"a scenario was renamed: {[s.name for s in TWOPHASE]}"
 
 
-#: The endurance tier (see test_postgres_conformance.py); 650 batches cross
-#: Spark's log retention six times and the decision pruning 65 times.
-ENDURANCE_BATCHES = 650
+#: The endurance tier (see test_postgres_conformance.py); 300 batches cross
+#: Spark's log retention three times and the decision pruning 30 times.
+ENDURANCE_BATCHES = 300
 
 
 @pytest.mark.crash

@@ -135,10 +135,9 @@ def test_kafka_stateful(spark, kafka, stateful_workload, scenario, tmp_path):
     run_scenario(KafkaTarget(kafka), stateful_workload, scenario, tmp_path, spark, stateful=True)
 
 
-#: The endurance tier (see test_postgres_conformance.py); fewer batches than
-#: the SQL sinks': the Kafka sink keeps no per-batch state, and 650 batches
-#: cross Spark's log retention six times.
-ENDURANCE_BATCHES = 650
+#: The endurance tier (see test_postgres_conformance.py); the Kafka sink keeps
+#: no per-batch state, and 300 batches cross Spark's log retention three times.
+ENDURANCE_BATCHES = 300
 
 
 @pytest.mark.crash

@@ -89,7 +89,9 @@ def test_stop_with_a_savepoint_on_s3_and_resume_into_a_new_checkpoint(
     table once. The savepoint is inspected and disposed of by the CLI."""
     s3_env = {"FSSPEC_S3_ENDPOINT_URL": s3, "AWS_ACCESS_KEY_ID": s3_storage_options["key"],
               "AWS_SECRET_ACCESS_KEY": s3_storage_options["secret"]}
-    job = run.start(until_caught_up=False, EOSKIT_TEST_MAX_OFFSETS="1000", **s3_env)
+    # 100 batches of 200 at the job's 0.5 s trigger: still running when the
+    # stop comes, after a refused second run has started and ended.
+    job = run.start(until_caught_up=False, EOSKIT_TEST_MAX_OFFSETS="200", **s3_env)
     status = tmp_path / "status.json"
     try:
         deadline = time.monotonic() + 180

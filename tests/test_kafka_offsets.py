@@ -206,3 +206,8 @@ def test_start_timestamp_without_a_later_record_fails_or_starts_latest_by_strate
     assert resolve_timestamps(spec, requested, found, latest, True, "latest") == {("t", 0): 4, ("t", 1): 12}
     # an end with no later record reads to the latest offset
     assert resolve_timestamps(spec, requested, found, latest, is_start=False) == {("t", 0): 4, ("t", 1): 12}
+
+
+def test_min_partitions_rounds_half_up_as_spark():
+    ranges = [OffsetRange("t", 0, 0, 10), OffsetRange("t", 1, 0, 10)]
+    assert len(split_ranges(ranges, 5)) == 6  # 2.5 tasks per range: 3 each, as Spark

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from eoskit.connectors.kafka import security
+from eoskit.connectors.kafka import java_regex, security
 from eoskit.connectors.kafka.client import OWNED_SETTINGS, redact
 from eoskit.connectors.kafka.offsets import (
     EARLIEST,
@@ -61,8 +61,9 @@ def parse_timestamp(text: str) -> int:
 SUBSCRIBE = Option("subscribe", parse_str, None, "Comma-separated topics to read.")
 SUBSCRIBE_PATTERN = Option(
     "subscribePattern", parse_str, None,
-    "Java-style regular expression; every topic whose whole name matches is read, "
-    "including topics created while the query runs.",
+    "Java regular expression (java.util.regex, as in Spark: POSIX classes such as "
+    "\\p{Alpha} and \\Q...\\E too; class intersection && is refused); every topic whose "
+    "whole name matches is read, including topics created while the query runs.",
 )
 ASSIGN = Option(
     "assign", parse_str, None,
@@ -109,8 +110,10 @@ ENDING_OFFSETS_BY_TIMESTAMP = Option(
 )
 MAX_OFFSETS_PER_TRIGGER = Option(
     "maxOffsetsPerTrigger", parse_positive_int, None,
-    "At most this many offsets per micro-batch, shared across partitions in "
-    "proportion to their backlog. Also respected by availableNow triggers.",
+    "About this many offsets per micro-batch, shared across partitions in "
+    "proportion to their backlog, as Spark's: a share below one offset is "
+    "rounded up to one, so a batch can exceed it by up to one offset per partition. "
+    "Also respected by availableNow triggers.",
 )
 MIN_OFFSETS_PER_TRIGGER = Option(
     "minOffsetsPerTrigger", parse_positive_int, None,
@@ -221,7 +224,7 @@ class Subscription:
                 (t, p) for t, p in self.assigned if p in broker_topics.get(t, ())
             )
         if self.pattern is not None:
-            regex = re.compile(self.pattern)
+            regex = re.compile(java_regex.to_python(self.pattern))
             names = [
                 t for t in broker_topics
                 if regex.fullmatch(t) and not t.startswith("__")
@@ -341,8 +344,8 @@ def _parse_subscription(raw: Mapping[str, str]) -> Subscription:
     if SUBSCRIBE_PATTERN.name.lower() in raw:
         pattern = SUBSCRIBE_PATTERN.read(raw)
         try:
-            re.compile(pattern)
-        except re.error as exc:
+            re.compile(java_regex.to_python(pattern))
+        except (re.error, java_regex.JavaRegexError) as exc:
             raise OptionError(f"option 'subscribePattern' = {pattern!r}: {exc}") from None
         return Subscription(pattern=pattern)
     text = ASSIGN.read(raw)
