@@ -241,7 +241,11 @@ def test_a_killed_broker_keeps_its_log(cluster):
     create_replicated_topic(bootstrap, topic, 1)
     preferred = partition_metadata(bootstrap, topic, 0).replicas[0]
 
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"log-{uuid.uuid4().hex}"})
+    # A transactional id the killed broker does not coordinate: this test is
+    # about the killed broker's log (the coordinator's failover is the test above's).
+    txn_id = next(t for t in (f"log-{uuid.uuid4().hex}" for _ in range(100))
+                  if transaction_coordinator(bootstrap, t) != preferred)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id})
     producer.init_transactions(30)
 
     def transaction(first: int, count: int, commit: bool) -> None:
