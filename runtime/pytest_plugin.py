@@ -13,6 +13,11 @@ from, in order:
 3. otherwise local processes under ``EOSKIT_DEV_DIR`` (default
    ``.eoskit/test`` in the pytest root dir).
 
+``kafka_cluster`` is a separate three-node Apache Kafka cluster (KRaft,
+replication factor 3, ``min.insync.replicas=2``) for the tests that need
+replicas, under ``EOSKIT_KAFKA_CLUSTER_DIR`` (default ``.eoskit/kafka-cluster``
+in the pytest root dir); the session's one-node broker is left alone.
+
 The Spark cluster is ``EOSKIT_TEST_SPARK_MASTER`` when set (a running
 cluster's ``spark://`` URL), else one master and two workers started from the
 installed PySpark under ``EOSKIT_CLUSTER_DIR`` (default ``.eoskit/cluster``
@@ -37,6 +42,7 @@ if TYPE_CHECKING:
     from eoskit.runtime.dev import ServiceEndpoints
 
 DEFAULT_TEST_DIR = ".eoskit/test"
+DEFAULT_KAFKA_CLUSTER_DIR = ".eoskit/kafka-cluster"
 DEFAULT_CLUSTER_DIR = ".eoskit/cluster"
 
 
@@ -146,6 +152,53 @@ def s3_bucket(s3_storage_options: dict[str, Any]) -> Iterator[str]:
     fs.invalidate_cache()
     if fs.exists(name):
         fs.rm(name, recursive=True)
+
+
+class KafkaCluster:
+    """A three-node Kafka cluster of local processes: its bootstrap, and
+    its nodes as the dev services ``kafka``, ``kafka-2`` and ``kafka-3``
+    (broker ids 1, 2, 3) of ``services``, to kill and bring back."""
+
+    def __init__(self, services: Any) -> None:
+        self.services = services
+        self.bootstrap: str = services.kafka_bootstrap()
+
+    @staticmethod
+    def service_of(broker_id: int) -> str:
+        """The dev service running broker ``broker_id``."""
+        from eoskit.runtime.dev.kafka import node_service_name
+
+        return node_service_name(broker_id)
+
+    def kill(self, broker_id: int) -> None:
+        """SIGKILL broker ``broker_id`` (no clean shutdown)."""
+        self.services.kill(self.service_of(broker_id))
+
+    def start(self) -> None:
+        """Bring back every node that is down, with its data, on its ports."""
+        self.services.start()
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster(request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
+    """A SEPARATE three-node Apache Kafka cluster (three combined broker and
+    controller nodes, a static quorum; replication factor 3 for new and
+    internal topics, ``min.insync.replicas=2``), started for the session
+    when a test first asks for it and stopped at its end (its data kept).
+    The session's one-node ``kafka`` is another broker, left alone."""
+    if os.environ.get("EOSKIT_SERVICES", "").strip().lower() == "docker":
+        pytest.skip("the three-node Kafka cluster runs as local processes, and the services run in Docker")
+    from eoskit.runtime.dev import LocalServices
+
+    root = os.environ.get("EOSKIT_KAFKA_CLUSTER_DIR") or Path(request.config.rootpath) / DEFAULT_KAFKA_CLUSTER_DIR
+    services = LocalServices(root, kafka_brokers=3, kafka_only=True)
+    running_before = set(services.pids())
+    services.start()
+    try:
+        yield KafkaCluster(services)
+    finally:
+        if not running_before and not os.environ.get("PYTEST_XDIST_WORKER"):
+            services.down()
 
 
 @pytest.fixture(scope="session")

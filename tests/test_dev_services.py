@@ -706,3 +706,129 @@ def test_tls_material_is_made_once_and_verifies_for_127_0_0_1(tmp_path: Path):
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
     assert [p.name for p in tmp_path.iterdir()] == ["tls"]  # no work folder left behind
+
+
+# -- three Kafka nodes (`eoskit dev up --kafka-brokers 3`) ------------------------
+
+
+def test_broker_properties_of_a_three_node_cluster(tmp_path: Path):
+    voters = {1: 9093, 2: 9193, 3: 9293}
+    props = kafka_mod.server_properties(9192, 9193, tmp_path / "data", 9194, tmp_path / "tls" / "server.p12",
+                                        node_id=2, voters=voters)
+    assert props["node.id"] == "2"
+    assert props["process.roles"] == "broker,controller"
+    assert props["controller.quorum.voters"] == "1@127.0.0.1:9093,2@127.0.0.1:9193,3@127.0.0.1:9293"
+    assert props["listeners"] == ("PLAINTEXT://127.0.0.1:9192,SASL_SSL://127.0.0.1:9194,"
+                                  "CONTROLLER://127.0.0.1:9193")
+    assert props["advertised.listeners"] == "PLAINTEXT://127.0.0.1:9192,SASL_SSL://127.0.0.1:9194"
+    for key in ("default.replication.factor", "offsets.topic.replication.factor",
+                "transaction.state.log.replication.factor", "share.coordinator.state.topic.replication.factor"):
+        assert props[key] == "3", key
+    for key in ("min.insync.replicas", "transaction.state.log.min.isr", "share.coordinator.state.topic.min.isr"):
+        assert props[key] == "2", key
+    assert props["log.dirs"] == str(tmp_path / "data")
+    with pytest.raises(ValueError, match="not among the voters"):
+        kafka_mod.server_properties(9192, 9999, tmp_path / "data", node_id=2, voters=voters)
+
+
+def test_one_node_properties_are_what_they_were(tmp_path: Path):
+    """`--kafka-brokers` left out: the one-node broker's configuration is unchanged."""
+    given = kafka_mod.server_properties(9092, 9093, tmp_path / "data", 9094, tmp_path / "server.p12")
+    explicit = kafka_mod.server_properties(9092, 9093, tmp_path / "data", 9094, tmp_path / "server.p12",
+                                           node_id=1, voters={1: 9093})
+    assert given == explicit
+    assert given["node.id"] == "1" and given["controller.quorum.voters"] == "1@127.0.0.1:9093"
+    assert given["min.insync.replicas"] == given["transaction.state.log.min.isr"] == "1"
+    assert kafka_mod.KafkaService(tmp_path).name == "kafka"
+
+
+def test_three_kafka_nodes_are_services_of_their_own(tmp_path: Path):
+    services = LocalServices(tmp_path / "dev", kafka_brokers=3)
+    assert [s.name for s in services.services] == ["kafka", "kafka-2", "kafka-3", "postgres", "mariadb", "s3"]
+    nodes = services.kafka_nodes
+    assert [n.node_id for n in nodes] == [1, 2, 3] and {n.nodes for n in nodes} == {3}
+    assert [n.dir for n in nodes] == [tmp_path / "dev" / name for name in ("kafka", "kafka-2", "kafka-3")]
+    assert {n.tls_dir for n in nodes} == {tmp_path / "dev" / "kafka" / "tls"}  # one CA for the cluster
+    assert services.status()["kafka-3"] == "stopped"
+    assert kafka_mod.node_service_name(1) == "kafka" and kafka_mod.node_service_name(3) == "kafka-3"
+    only = LocalServices(tmp_path / "other", kafka_brokers=3, kafka_only=True)
+    assert [s.name for s in only.services] == ["kafka", "kafka-2", "kafka-3"]
+    assert only.kafka_bootstrap() is None
+    with pytest.raises(ValueError, match="kafka_only"):
+        only.up()
+    with pytest.raises(ValueError, match="1 or 3"):
+        LocalServices(tmp_path / "dev", kafka_brokers=2)
+    with pytest.raises(ValueError):
+        services.kill("kafka-4")
+
+
+def test_the_state_file_remembers_the_kafka_node_count(tmp_path: Path):
+    root = tmp_path / "dev"
+    state = DevState()
+    state.service("kafka").port = 9092
+    state.service("kafka").extra["nodes"] = "3"
+    for name, port in (("kafka-2", 9192), ("kafka-3", 9292)):
+        state.service(name).port = port
+    save_state(root, state)
+    services = LocalServices(root)  # `eoskit dev env`, `down`, `status`: as many as it ran
+    assert [n.name for n in services.kafka_nodes] == ["kafka", "kafka-2", "kafka-3"]
+    with pytest.raises(DevServicesError, match=r"has 3 node\(s\).*--purge"):
+        LocalServices(root, kafka_brokers=1)
+    # A folder of one node (the count never written) stays one.
+    one = tmp_path / "one"
+    state = DevState()
+    state.service("kafka").port = 9092
+    save_state(one, state)
+    assert [n.name for n in LocalServices(one).kafka_nodes] == ["kafka"]
+    with pytest.raises(DevServicesError, match=r"has 1 node\(s\)"):
+        LocalServices(one, kafka_brokers=3)
+
+
+def test_three_nodes_ports_each_its_own_and_controllers_known_to_all(tmp_path: Path):
+    services = LocalServices(tmp_path, kafka_brokers=3, kafka_only=True)
+    state = DevState()
+    taken: set[int] = set()
+    for node in services.kafka_nodes:
+        entry = state.service(node.name)
+        entry.port = pick_free_port(exclude=taken)
+        taken.add(entry.port)
+        node.settle_ports(entry, taken)
+    save_state(tmp_path, state)
+    ports = [p for node in services.kafka_nodes for p in state.services[node.name].all_ports()]
+    assert len(ports) == len(set(ports)) == 9  # broker, controller, secure: three each
+    voters = services.kafka_nodes[2]._voters(state.services["kafka-3"])
+    assert voters == {n: state.services[kafka_mod.node_service_name(n)].ports["controller"] for n in (1, 2, 3)}
+    assert services.kafka_nodes[0]._voters(state.services["kafka"]) == voters
+    # A node of a formatted cluster whose controller port was taken cannot move it.
+    entry = state.services["kafka-2"]
+    entry.extra["cluster_id"] = "x"
+    with _listening() as holder:
+        entry.ports["controller"] = holder.getsockname()[1]
+        with pytest.raises(DevServicesError, match="kafka-2: controller port .* the cluster's other nodes"):
+            services.kafka_nodes[1].settle_ports(entry, set())
+
+
+def test_endpoints_of_three_nodes_list_every_broker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    services = LocalServices(tmp_path, kafka_brokers=3)
+    state = DevState()
+    for number, name in enumerate(("kafka", "kafka-2", "kafka-3", "postgres", "mariadb", "s3")):
+        entry = state.service(name)
+        entry.port, entry.pid = 20000 + number * 10, 1
+        entry.ports = {"secure": 20001 + number * 10} if name.startswith("kafka") else {}
+    monkeypatch.setattr(LocalServices, "_alive", staticmethod(lambda entry: True))
+    endpoints = services._endpoints(state)
+    assert endpoints is not None
+    assert endpoints.kafka_bootstrap == "127.0.0.1:20000,127.0.0.1:20010,127.0.0.1:20020"
+    assert endpoints.kafka_secure_bootstrap is None  # no CA made here
+    assert "127.0.0.1:20010" in render_env(endpoints)
+
+
+def test_dev_up_takes_kafka_brokers():
+    from eoskit.runtime.dev.cli import register_cli
+
+    parser = argparse.ArgumentParser()
+    register_cli(parser.add_subparsers())
+    assert parser.parse_args(["dev", "up", "--kafka-brokers", "3"]).kafka_brokers == 3
+    assert parser.parse_args(["dev", "up"]).kafka_brokers is None
+    with pytest.raises(SystemExit):
+        parser.parse_args(["dev", "up", "--kafka-brokers", "2"])

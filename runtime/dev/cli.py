@@ -44,7 +44,10 @@ def _print_status(status: dict[str, str]) -> None:
 def cmd_up(args: argparse.Namespace) -> int:
     """Start (or reuse) the services and say how to use them."""
     services: LocalServices | DockerServices
-    services = DockerServices(args.dir, keep=True) if args.docker else LocalServices(args.dir)
+    if args.docker and args.kafka_brokers not in (None, 1):
+        raise DevServicesError("--kafka-brokers 3 runs local Kafka nodes; the Docker services have one broker")
+    services = (DockerServices(args.dir, keep=True) if args.docker
+                else LocalServices(args.dir, kafka_brokers=args.kafka_brokers))
     services.up()
     _print_status(services.status())
     print(f'\nexport the endpoints with:  eval "$(eoskit dev env --dir {args.dir})"')
@@ -163,6 +166,10 @@ def register_cli(subparsers: Any) -> None:
         sub.add_argument("--dir", default=DEFAULT_ROOT, help=f"services folder (default {DEFAULT_ROOT})")
         sub.set_defaults(func=guarded(f"dev {name}", handler))
     commands.choices["up"].add_argument("--docker", action="store_true", help="use Docker containers instead")
+    commands.choices["up"].add_argument(
+        "--kafka-brokers", type=int, choices=(1, 3), default=None,
+        help="Kafka nodes: 1 (the default) or 3 (replication factor 3, min.insync.replicas 2; the extra "
+             "nodes are the services kafka-2 and kafka-3); a folder keeps the count it was first started with")
     commands.choices["down"].add_argument("--purge", action="store_true", help="also delete the folder and all data")
     _register_cluster(commands)
 

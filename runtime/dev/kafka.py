@@ -68,10 +68,20 @@ JVM_OPTIONS = (
     "-XX:+ExitOnOutOfMemoryError",
     "-Djava.awt.headless=true",
 )
+#: Each node of a three-node cluster: three JVMs share a small machine.
+CLUSTER_JVM_OPTIONS = ("-Xms256m", "-Xmx384m", *JVM_OPTIONS[2:])
 #: Short-lived tools (the storage formatter): start fast, stay small.
 TOOL_JVM_OPTIONS = ("-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true")
 
 NODE_ID = 1
+#: The node counts ``eoskit dev up --kafka-brokers`` offers: one (the
+#: default) or three (replicas, for fault tests).
+NODE_COUNTS = (1, 3)
+
+
+def node_service_name(node_id: int) -> str:
+    """The dev service running Kafka node ``node_id``: ``kafka``, ``kafka-2``, ``kafka-3``."""
+    return "kafka" if node_id == NODE_ID else f"kafka-{node_id}"
 FETCH_TIMEOUT = 900.0
 
 # The server log (stdout, which is the service's log file): warnings and
@@ -371,15 +381,24 @@ def fetch_main() -> int:
 
 
 def server_properties(port: int, controller_port: int, data_dir: Path, secure_port: int | None = None,
-                      keystore: Path | None = None) -> dict[str, str]:
+                      keystore: Path | None = None, *, node_id: int = NODE_ID,
+                      voters: Mapping[int, int] | None = None) -> dict[str, str]:
     """``server.properties`` of the one-node dev broker; with ``secure_port`` and
-    ``keystore`` (PKCS12, :data:`KEYSTORE_PASSWORD`) also a SASL_SSL listener."""
+    ``keystore`` (PKCS12, :data:`KEYSTORE_PASSWORD`) also a SASL_SSL listener.
+
+    ``voters`` (node id -> controller port, this node's among them) makes it
+    node ``node_id`` of a cluster of combined broker and controller nodes
+    with that static quorum: replication factor 3 (at most the node count)
+    for new and internal topics, two in-sync replicas required."""
+    voters = dict(voters) if voters else {node_id: controller_port}
+    if voters.get(node_id) != controller_port:
+        raise ValueError(f"node {node_id}'s controller port {controller_port} is not among the voters {voters}")
     properties = {
         "process.roles": "broker,controller",
-        "node.id": str(NODE_ID),
-        # A static quorum: the controller's address comes from here at every
-        # start, so a controller port that had to change is no problem.
-        "controller.quorum.voters": f"{NODE_ID}@{HOST}:{controller_port}",
+        "node.id": str(node_id),
+        # A static quorum: the controllers' addresses come from here at every
+        # start, so a one-node controller port that had to change is no problem.
+        "controller.quorum.voters": ",".join(f"{n}@{HOST}:{p}" for n, p in sorted(voters.items())),
         "listeners": f"PLAINTEXT://{HOST}:{port},CONTROLLER://{HOST}:{controller_port}",
         "advertised.listeners": f"PLAINTEXT://{HOST}:{port}",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
@@ -416,6 +435,17 @@ def server_properties(port: int, controller_port: int, data_dir: Path, secure_po
         # The log cleaner's dedupe buffer is allocated on the heap (128 MB by default).
         "log.cleaner.dedupe.buffer.size": str(32 * 1024 * 1024),
     }
+    if len(voters) > 1:
+        replicas, isr = str(min(3, len(voters))), str(min(2, len(voters)))
+        properties.update({
+            "default.replication.factor": replicas,
+            "min.insync.replicas": isr,
+            "offsets.topic.replication.factor": replicas,
+            "transaction.state.log.replication.factor": replicas,
+            "transaction.state.log.min.isr": isr,
+            "share.coordinator.state.topic.replication.factor": replicas,
+            "share.coordinator.state.topic.min.isr": isr,
+        })
     if secure_port is not None and keystore is not None:
         secure = "listener.name.sasl_ssl."
         properties.update({
@@ -534,16 +564,28 @@ def list_topics(bootstrap: str, timeout: float = 5.0, **config: str) -> None:
 
 
 class KafkaService(LocalService):
-    """Apache Kafka, one combined broker and controller, data kept under ``kafka/data``."""
+    """Apache Kafka, one combined broker and controller, data kept under ``kafka/data``.
+
+    ``nodes=3`` makes it node ``node_id`` of a three-node cluster whose
+    other nodes are the services ``kafka-2`` and ``kafka-3`` of the same
+    folder (each its own folder, log directory and ports; ``kafka``'s
+    certificates and cluster id). Node 1 keeps the name ``kafka``.
+    """
 
     name: ClassVar[str] = "kafka"
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, node_id: int = NODE_ID, nodes: int = 1) -> None:
+        if nodes not in NODE_COUNTS or not 1 <= node_id <= nodes:
+            raise ValueError(f"kafka: {nodes} nodes (node {node_id}): the dev services run "
+                             f"{' or '.join(map(str, NODE_COUNTS))} Kafka nodes")
+        self.name = node_service_name(node_id)  # type: ignore[misc]
         super().__init__(root)
+        self.node_id = node_id
+        self.nodes = nodes
         self.data_dir = self.dir / "data"
         self.config_path = self.dir / "server.properties"
         self.log4j_path = self.dir / "log4j2.xml"
-        self.tls_dir = self.dir / "tls"
+        self.tls_dir = root / "kafka" / "tls"  # shared by a cluster's nodes
 
     @property
     def ca_path(self) -> Path:
@@ -566,20 +608,28 @@ class KafkaService(LocalService):
             return
         # Never formatted, or a format that was cut short: nothing to keep.
         shutil.rmtree(self.data_dir, ignore_errors=True)
-        cluster_id = state.extra.setdefault("cluster_id", new_cluster_id())
+        if self.node_id == NODE_ID:
+            cluster_id = state.extra.setdefault("cluster_id", new_cluster_id())
+        else:  # the first node's, which the orchestrator chose and saved before
+            cluster_id = load_state(self.root).service(node_service_name(NODE_ID)).extra.get("cluster_id", "")
+            if not cluster_id:
+                raise ServiceStartError(f"{self.name}: no cluster id recorded for node {NODE_ID}; "
+                                        f"run `eoskit dev up --kafka-brokers {self.nodes}` again")
+            state.extra["cluster_id"] = cluster_id
         argv = [check_java(), *TOOL_JVM_OPTIONS, f"-Dlog4j2.configurationFile={self.log4j_path}",
                 "-cp", self._classpath(), "kafka.tools.StorageTool",
                 "format", "--cluster-id", cluster_id, "--config", str(self.config_path)]
         code = run_logged(argv, self.log_path, cwd=self.dir, timeout=300)
         if code != 0:
             shutil.rmtree(self.data_dir, ignore_errors=True)
-            raise ServiceStartError(f"kafka: formatting the log directory {self.data_dir} failed (exit {code}); "
-                                    f"log: {self.log_path}\n{tail(self.log_path)}")
+            raise ServiceStartError(f"{self.name}: formatting the log directory {self.data_dir} failed "
+                                    f"(exit {code}); log: {self.log_path}\n{tail(self.log_path)}")
 
     def launch(self, state: ServiceState) -> LaunchSpec:
         self._write_config(state)
         state.extra["version"] = kafka_version()
-        argv = [check_java(), *JVM_OPTIONS, f"-Dlog4j2.configurationFile={self.log4j_path}",
+        options = JVM_OPTIONS if self.nodes == 1 else CLUSTER_JVM_OPTIONS
+        argv = [check_java(), *options, f"-Dlog4j2.configurationFile={self.log4j_path}",
                 "-cp", self._classpath(), "kafka.Kafka", str(self.config_path)]
         return LaunchSpec(argv=argv, env=dict(os.environ), cwd=self.dir)
 
@@ -604,15 +654,35 @@ class KafkaService(LocalService):
                 return
             except Exception as exc:
                 if time.monotonic() > deadline:
-                    raise ServiceStartError(f"kafka: the SASL_SSL listener on {secure} does not accept the "
-                                            f"SCRAM user {KAFKA_SASL_USER} ({exc})") from None
+                    raise ServiceStartError(f"{self.name}: the SASL_SSL listener on {secure} does not accept "
+                                            f"the SCRAM user {KAFKA_SASL_USER} ({exc})") from None
                 time.sleep(0.2)
 
     def describe(self, state: ServiceState) -> str:
         version = state.extra.get("version")
         secure = state.ports.get("secure")
+        node = f", node {self.node_id} of {self.nodes}" if self.nodes > 1 else ""
         return (f"{HOST}:{state.port}" + (f", SASL_SSL on {HOST}:{secure}" if secure else "")
-                + (f" (Apache Kafka {version})" if version else ""))
+                + (f" (Apache Kafka {version}{node})" if version else ""))
+
+    def settle_ports(self, state: ServiceState, taken: set[int]) -> None:
+        """Choose this node's controller and secure ports (the last start's
+        when free) beside ``state.port``, none of ``taken``; adds them to it.
+        The orchestrator calls it for every node of a cluster before any is
+        configured: each node's configuration names every controller."""
+        for role in ("controller", "secure"):
+            port = state.ports.get(role)
+            if not port or port in taken or not is_port_free(port):
+                if port and role == "controller" and self.nodes > 1 and "cluster_id" in state.extra:
+                    raise ServiceStartError(
+                        f"{self.name}: controller port {port} on {HOST} is taken by another program, and the "
+                        f"cluster's other nodes know this node by it; stop that program and run "
+                        f"`eoskit dev up` again")
+                port = pick_free_port(exclude=taken)
+            state.ports[role] = port
+            taken.add(port)
+        assert state.port is not None
+        state.ports["broker"] = state.port
 
     # -- internals ----------------------------------------------------------------
 
@@ -629,26 +699,36 @@ class KafkaService(LocalService):
             if name != self.name:
                 others |= entry.all_ports()
         if not is_port_free(state.port):
-            raise ServiceStartError(f"kafka: port {state.port} on {HOST} is taken by another program; "
+            raise ServiceStartError(f"{self.name}: port {state.port} on {HOST} is taken by another program; "
                                     f"stop that program, or run `eoskit dev up` again to pick a free port")
-        taken = others | {state.port}
-        for role in ("controller", "secure"):
-            port = state.ports.get(role)
-            if not port or port in taken or not is_port_free(port):
-                port = pick_free_port(exclude=taken)
-            state.ports[role] = port
-            taken.add(port)
-        state.ports["broker"] = state.port
+        self.settle_ports(state, others | {state.port})
+
+    def _voters(self, state: ServiceState) -> dict[int, int] | None:
+        """Node id -> controller port of every node of the cluster (None for one node)."""
+        if self.nodes == 1:
+            return None
+        saved = load_state(self.root)
+        voters: dict[int, int] = {}
+        for node in range(1, self.nodes + 1):
+            entry = state if node == self.node_id else saved.services.get(node_service_name(node))
+            port = entry.ports.get("controller") if entry is not None else None
+            if not port:
+                raise ServiceStartError(f"{self.name}: no controller port recorded for "
+                                        f"{node_service_name(node)}; run `eoskit dev up` again")
+            voters[node] = port
+        return voters
 
     def _write_config(self, state: ServiceState) -> None:
         assert state.port is not None
         controller = state.ports.get("controller")
         if not controller:
-            raise ServiceStartError("kafka: no controller port chosen; run `eoskit dev up` again")
+            raise ServiceStartError(f"{self.name}: no controller port chosen; run `eoskit dev up` again")
         self.dir.mkdir(parents=True, exist_ok=True)
         secure = state.ports.get("secure")
         if not secure:
-            raise ServiceStartError("kafka: no port chosen for the SASL_SSL listener; run `eoskit dev up` again")
+            raise ServiceStartError(f"{self.name}: no port chosen for the SASL_SSL listener; "
+                                    f"run `eoskit dev up` again")
         self.config_path.write_text(render_properties(server_properties(
-            state.port, controller, self.data_dir, secure, self.tls_dir / KEYSTORE_FILE)))
+            state.port, controller, self.data_dir, secure, self.tls_dir / KEYSTORE_FILE,
+            node_id=self.node_id, voters=self._voters(state))))
         self.log4j_path.write_text(LOG4J2_XML)

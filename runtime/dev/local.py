@@ -12,12 +12,13 @@ import shutil
 import signal
 import time
 from collections.abc import Callable, Collection
+from dataclasses import replace
 from pathlib import Path
 
 from .base import LocalService
 from .endpoints import HOST, ServiceEndpoints, make_endpoints
-from .errors import ServiceStartError
-from .kafka import KafkaService
+from .errors import DevServicesError, ServiceStartError
+from .kafka import NODE_COUNTS, KafkaService, new_cluster_id
 from .mariadb import MariaDBService
 from .ports import choose_port, is_port_free
 from .postgres import PostgresService, fallback_data_dir
@@ -36,27 +37,62 @@ class LocalServices:
     ties them together and a lock file serialises them.
     """
 
-    def __init__(self, root: str | os.PathLike[str] = DEFAULT_ROOT, timeout: float = 60.0) -> None:
+    def __init__(self, root: str | os.PathLike[str] = DEFAULT_ROOT, timeout: float = 60.0,
+                 kafka_brokers: int | None = None, kafka_only: bool = False) -> None:
+        """``kafka_brokers``: 1 (the default) or 3 Kafka nodes, the extra ones
+        the services ``kafka-2`` and ``kafka-3``; None: as many as the folder
+        last ran (its state file remembers), else 1. ``kafka_only``: the
+        Kafka nodes and nothing else (start them with :meth:`start`, their
+        bootstrap is :meth:`kafka_bootstrap`), e.g. a test's own cluster."""
         self.root = Path(root).absolute()
         self.timeout = timeout
-        self.services: list[LocalService] = [
-            KafkaService(self.root),
-            PostgresService(self.root),
-            MariaDBService(self.root),
-            S3Service(self.root),
-        ]
+        recorded = self._recorded_brokers()
+        if kafka_brokers is not None and kafka_brokers not in NODE_COUNTS:
+            raise ValueError(f"--kafka-brokers {kafka_brokers}: the dev services run "
+                             f"{' or '.join(map(str, NODE_COUNTS))} Kafka nodes")
+        if kafka_brokers is not None and recorded is not None and kafka_brokers != recorded:
+            raise DevServicesError(
+                f"the Kafka of {self.root} has {recorded} node(s), and its log directories are formatted for "
+                f"that quorum; use another --dir for {kafka_brokers}, or delete this one's data with "
+                f"`eoskit dev down --purge --dir {self.root}`")
+        self.kafka_brokers = kafka_brokers or recorded or 1
+        self.kafka_only = kafka_only
+        self.kafka_nodes = [KafkaService(self.root, node, self.kafka_brokers)
+                            for node in range(1, self.kafka_brokers + 1)]
+        self.services: list[LocalService] = [*self.kafka_nodes]
+        if not kafka_only:
+            self.services += [PostgresService(self.root), MariaDBService(self.root), S3Service(self.root)]
 
     # -- public API -------------------------------------------------------
 
     def up(self) -> ServiceEndpoints:
         """Start whatever is not running; reuse what is. Returns the endpoints."""
+        if self.kafka_only:
+            raise ValueError("a kafka_only LocalServices has no endpoints of the other services: "
+                             "use start() and kafka_bootstrap()")
+        state = self.start()
+        endpoints = self._endpoints(state)
+        if endpoints is None:  # a server died right after it was ready
+            raise ServiceStartError(f"a service stopped right after starting; see `eoskit dev status --dir {self.root}`")
+        return endpoints
+
+    def start(self) -> DevState:
+        """Start whatever is not running; reuse what is (what ``up`` does,
+        without the endpoints). A cluster's Kafka nodes start together: none
+        answers before a majority of the quorum runs."""
         for service in self.services:  # fail before starting anything
             service.check_installed()
         with locked(self.root):
             state = load_state(self.root)
+            if self.kafka_brokers > 1:
+                state.service("kafka").extra["nodes"] = str(self.kafka_brokers)
             started: list[LocalService] = []
             try:
+                if self.kafka_brokers > 1:
+                    started += self._start_cluster(state)
                 for service in self.services:
+                    if service in self.kafka_nodes and self.kafka_brokers > 1:
+                        continue
                     if self._ensure_running(service, state):
                         started.append(service)
             except BaseException:
@@ -65,10 +101,19 @@ class LocalServices:
                     self._stop(service, state)
                 save_state(self.root, state)
                 raise
-            endpoints = self._endpoints(state)
-        if endpoints is None:  # a server died right after it was ready
-            raise ServiceStartError(f"a service stopped right after starting; see `eoskit dev status --dir {self.root}`")
-        return endpoints
+            save_state(self.root, state)
+        return state
+
+    def kafka_bootstrap(self) -> str | None:
+        """``host:port,...`` of every Kafka node's PLAINTEXT listener if all run, else None."""
+        state = load_state(self.root)
+        ports = []
+        for node in self.kafka_nodes:
+            entry = state.services.get(node.name)
+            if entry is None or not entry.port or not self._alive(entry):
+                return None
+            ports.append(entry.port)
+        return ",".join(f"{HOST}:{port}" for port in ports)
 
     def down(self, names: Collection[str] | None = None) -> None:
         """Stop every process this folder started, or only the services ``names`` (data is kept)."""
@@ -177,11 +222,58 @@ class LocalServices:
             if entry is None or not entry.port or not self._alive(entry):
                 return None
             ports[service.name] = entry.port
-        kafka = next(s for s in self.services if isinstance(s, KafkaService))
+        kafka = self.kafka_nodes[0]
         secure = state.services["kafka"].ports.get("secure")
-        return make_endpoints(ports["kafka"], ports["postgres"], ports["mariadb"], HOST, s3_port=ports["s3"],
-                              kafka_secure_port=secure,
-                              kafka_ca_location=str(kafka.ca_path) if secure and kafka.ca_path.is_file() else None)
+        endpoints = make_endpoints(ports["kafka"], ports["postgres"], ports["mariadb"], HOST, s3_port=ports["s3"],
+                                   kafka_secure_port=secure,
+                                   kafka_ca_location=str(kafka.ca_path) if secure and kafka.ca_path.is_file() else None)
+        if len(self.kafka_nodes) == 1:
+            return endpoints
+        nodes = [state.services[node.name] for node in self.kafka_nodes]
+        return replace(
+            endpoints,
+            kafka_bootstrap=",".join(f"{HOST}:{entry.port}" for entry in nodes),
+            kafka_secure_bootstrap=None if endpoints.kafka_secure_bootstrap is None else
+            ",".join(f"{HOST}:{entry.ports['secure']}" for entry in nodes))
+
+    def _recorded_brokers(self) -> int | None:
+        """The Kafka node count the state file remembers, if Kafka ever ran here."""
+        entry = load_state(self.root).services.get("kafka")
+        if entry is None or not entry.port:
+            return None
+        return int(entry.extra.get("nodes", "1"))
+
+    def _start_cluster(self, state: DevState) -> list[LocalService]:
+        """Start the Kafka nodes that are not running, then wait for each:
+        ports of every node chosen (and saved) first, since each node's
+        configuration names every controller. The nodes started now."""
+        down = [node for node in self.kafka_nodes if not self._alive(state.service(node.name))]
+        if down:
+            taken = {port for name, entry in state.services.items()
+                     if name not in {node.name for node in down} for port in entry.all_ports()}
+            for node in down:
+                entry = state.service(node.name)
+                if not entry.port or "cluster_id" not in entry.extra:  # never formatted: any free port
+                    entry.port = choose_port(entry.port, exclude=taken)
+                taken.add(entry.port)
+                node.settle_ports(entry, taken)
+            state.service("kafka").extra.setdefault("cluster_id", new_cluster_id())
+            save_state(self.root, state)
+        started: list[LocalService] = []
+        try:
+            for node in down:
+                self._launch(node, state, keep_port=True)
+                started.append(node)
+            for node in self.kafka_nodes:
+                entry = state.service(node.name)
+                self._wait_ready(node, entry)
+                if node in started and node.node_id == 1:
+                    self._bootstrap(node, entry)
+        except BaseException:
+            for node in reversed(started):
+                self._stop(node, state)
+            raise
+        return started
 
     def _ensure_running(self, service: LocalService, state: DevState, keep_port: bool = False) -> bool:
         """Make ``service`` accept connections; True if it was started now.
@@ -190,6 +282,18 @@ class LocalServices:
         if self._alive(entry):
             self._wait_ready(service, entry)
             return False
+        self._launch(service, state, keep_port)
+        try:
+            self._wait_ready(service, entry)
+            self._bootstrap(service, entry)
+        except BaseException:
+            self._stop(service, state)
+            raise
+        return True
+
+    def _launch(self, service: LocalService, state: DevState, keep_port: bool = False) -> None:
+        """Start ``service``'s process (no waiting); its pid saved at once."""
+        entry = state.service(service.name)
         if not (keep_port and entry.port):
             taken = {e.port for name, e in state.services.items() if name != service.name and e.port}
             entry.port = choose_port(entry.port, exclude=taken)
@@ -202,18 +306,15 @@ class LocalServices:
             raise ServiceStartError(f"{service.name}: could not start {spec.argv[0]}: {exc}") from exc
         entry.pid, entry.start_time = ref.pid, ref.start_time
         save_state(self.root, state)  # recorded at once, so `down` finds it even if we crash
+
+    @staticmethod
+    def _bootstrap(service: LocalService, entry: ServiceState) -> None:
         try:
-            self._wait_ready(service, entry)
-            try:
-                service.bootstrap(entry)
-            except Exception as exc:
-                raise ServiceStartError(
-                    f"{service.name}: creating the eoskit database/user failed: {exc}; log: {service.log_path}"
-                ) from exc
-        except BaseException:
-            self._stop(service, state)
-            raise
-        return True
+            service.bootstrap(entry)
+        except Exception as exc:
+            raise ServiceStartError(
+                f"{service.name}: creating the eoskit database/user failed: {exc}; log: {service.log_path}"
+            ) from exc
 
     def _wait_ready(self, service: LocalService, entry: ServiceState) -> None:
         """Poll the service's probe until it succeeds, the process dies, or time runs out."""
