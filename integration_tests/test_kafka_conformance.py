@@ -6,13 +6,18 @@ partition, and no transaction left open."""
 from __future__ import annotations
 
 import json
+import signal
 import time
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from eoskit.twophase.conformance import ENDURANCE, ConformanceTarget, TotalsTarget, Workload, run_scenario, scenarios_for
+from eoskit.connectors.kafka.sink_markers import marker_group
+from eoskit.twophase import crash
+from eoskit.twophase.conformance import (ENDURANCE, ConformanceTarget, Scenario, TotalsTarget, Workload,
+                                        run_scenario, scenarios_for)
 from eoskit.twophase.conformance.kafka_topic import read_topic
+from eoskit.twophase.conformance.scenarios import Run
 
 INPUT_PARTITIONS = 4
 OUTPUT_PARTITIONS = 3
@@ -146,3 +151,52 @@ def test_kafka_endurance(spark, kafka, tmp_path):
     workload = Workload.produce(kafka, records=2 * ENDURANCE_BATCHES, partitions=1,
                                 batches=ENDURANCE_BATCHES)
     run_scenario(KafkaTarget(kafka), workload, ENDURANCE, tmp_path, spark)
+
+
+# -- the markers' lifetime -------------------------------------------------------
+# The broker drops a consumer group's offsets offsets.retention.minutes (7
+# days by default) after its last commit when the group has no member, and
+# the sink's marker groups never have one: a job stopped for longer finds its
+# markers gone. Deleting the groups is what the broker's expiry does to them.
+
+
+def drop_markers(run: Run) -> None:
+    admin = AdminClient({"bootstrap.servers": run.workload.bootstrap})
+    groups = [g.group_id for g in admin.list_consumer_groups().result(30).valid
+              if g.group_id.startswith(marker_group(run.sink_id, 0)[:-1])]
+    assert groups, "the job left no marker group"
+    for future in admin.delete_consumer_groups(groups).values():
+        future.result(30)
+
+
+def _markers_dropped_with_a_replay_pending(run: Run) -> None:
+    """The driver dies after a task of batch 1 committed; the markers are
+    dropped; the restart must not guess whether batch 1's tasks are in."""
+    code, log = run.run_job(**{crash.ENV: f"{crash.DRIVER_AFTER_TASK_COMMIT}@1"})
+    assert code == -signal.SIGKILL, f"the crash point did not fire (exit {code}):\n{log[-3000:]}"
+    before = len(run.target.rows(run.table))
+    drop_markers(run)
+    error = run.expect_failure()
+    first = error.strip().splitlines()[0]
+    assert "batch 1 is to be replayed" in first and "offsets.retention.minutes" in error, error[-3000:]
+    assert len(run.target.rows(run.table)) == before, "the refused start wrote records"
+
+
+def _markers_dropped_after_a_clean_stop(run: Run) -> None:
+    """Every planned batch committed, then the markers dropped: nothing
+    depends on them, and the job goes on exactly once."""
+    run.recover()
+    drop_markers(run)
+    run.workload = run.workload.extend(run.workload.records // 2)
+    run.recover()
+    run.verify_exactly_once()
+
+
+@pytest.mark.crash
+@pytest.mark.parametrize("scenario", [
+    Scenario("markers_dropped_with_a_replay_pending", _markers_dropped_with_a_replay_pending),
+    Scenario("markers_dropped_after_a_clean_stop", _markers_dropped_after_a_clean_stop),
+], ids=lambda s: s.name)
+def test_kafka_markers_dropped_by_the_broker(spark, kafka, scenario, tmp_path):
+    workload = Workload.produce(kafka, records=8_000, partitions=INPUT_PARTITIONS, batches=4)
+    run_scenario(KafkaTarget(kafka), workload, scenario, tmp_path, spark)

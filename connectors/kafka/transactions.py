@@ -45,7 +45,7 @@ from eoskit.twophase.contract import (
     SinkContext,
     SinkError,
 )
-from eoskit.twophase.decision_log import DecisionLog
+from eoskit.twophase.decision_log import DecisionLog, latest_planned_batch, spark_batches
 from eoskit.twophase.messages import TaskAck
 
 #: The sink's metadata record of how many task partitions it has ever had.
@@ -117,6 +117,8 @@ class KafkaTransactions(MarkedCommitting, DirectCommitting):
         decisions = DecisionLog(context.checkpoint_location, context.sink_id)
         if not decisions.exists():
             self._refuse_foreign_markers(context.sink_id, decisions)
+        else:
+            self._refuse_a_replay_without_markers(context.sink_id, decisions, context.checkpoint_location)
         self._abort_leftovers(context.sink_id, decisions)
 
     def _check_dead_letters(self, schema: StructType, topics: dict[str, list[int]]) -> None:
@@ -141,6 +143,39 @@ class KafkaTransactions(MarkedCommitting, DirectCommitting):
                 "sinkId. Every batch would look like a replay and be skipped. Set a new "
                 f"'sinkId' (or delete the consumer groups eoskit-{sink_id}-* if this sink's "
                 "output is to be written again)")
+
+    def _refuse_a_replay_without_markers(self, sink_id: str, decisions: DecisionLog,
+                                         checkpoint: str) -> None:
+        """A batch Spark planned but did not log as committed is replayed at
+        this start; whether its tasks committed is what their markers say.
+        The broker drops a group's offsets ``offsets.retention.minutes``
+        (7 days by default) after its last commit when no consumer is in it,
+        and ours never has one: a job stopped longer than that finds none.
+        Replaying then could write the batch twice, so the start is refused
+        (with no replay pending, nothing depends on the old markers: the
+        next batch writes new ones)."""
+        planned = latest_planned_batch(checkpoint)
+        committed = spark_batches(checkpoint, "commits")
+        if planned is None or (committed and committed[-1] >= planned):
+            return
+        known = (decisions.read_meta(TASKS_META) or {}).get("partitions", 0)
+        if not known:
+            return  # no task of this sink ever committed: no marker to lose
+        if any(read_marker(self.settings, sink_markers.marker_group(sink_id, p)) is not None
+               for p in range(known)):
+            return
+        groups = f"eoskit-{sink_id}-0..{known - 1}"
+        raise SinkError(
+            f"sink id {sink_id!r}: batch {planned} is to be replayed, but the broker holds none of "
+            f"the sink's progress markers (consumer groups {groups} on topic "
+            f"{self.settings.marker_topic!r}), which say whether its tasks committed: the broker "
+            "dropped them after offsets.retention.minutes (the job was stopped longer than that; "
+            "7 days by default), or they were deleted. Replaying could write batch "
+            f"{planned} twice, skipping it could lose it. Read the output topic "
+            f"(read_committed) for batch {planned}'s records: if they are not there, start with a "
+            "new 'sinkId' (the replay then writes them once); if they are, restore a savepoint "
+            f"taken after batch {planned} instead. Set offsets.retention.minutes above the "
+            "longest stop to keep the markers")
 
     def _abort_leftovers(self, sink_id: str, decisions: DecisionLog) -> None:
         """Initialise the transactional id of every task partition an earlier

@@ -17,7 +17,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,12 +50,20 @@ class Workload:
                 batches: int = 5) -> "Workload":
         topic = f"conformance-{uuid.uuid4().hex[:8]}"
         recreate_topic(bootstrap, topic, partitions)
-        produce_records(bootstrap, topic, (
-            (i % partitions, str(i).encode(),
-             json.dumps({"id": i, "amount": cls.amount(i), "customer": f"c{i % 50}"}).encode())
-            for i in range(records)
-        ))
+        produce_records(bootstrap, topic, (cls.record(i, partitions) for i in range(records)))
         return cls(bootstrap, topic, records, partitions, max(1, records // batches))
+
+    @classmethod
+    def record(cls, i: int, partitions: int) -> tuple[int, bytes, bytes]:
+        """Record ``i``: (partition, key, value)."""
+        return (i % partitions, str(i).encode(),
+                json.dumps({"id": i, "amount": cls.amount(i), "customer": f"c{i % 50}"}).encode())
+
+    def extend(self, more: int) -> "Workload":
+        """The same topic with ``more`` records after the last (their ids go on)."""
+        produce_records(self.bootstrap, self.topic,
+                        (self.record(i, self.partitions) for i in range(self.records, self.records + more)))
+        return replace(self, records=self.records + more)
 
     def expected(self) -> list[tuple[int, int]]:
         return [(i, self.amount(i)) for i in range(self.records)]
