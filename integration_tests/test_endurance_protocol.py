@@ -143,6 +143,14 @@ def test_files_commit_past_batch_1100_with_flat_metadata(tmp_path, mode):
     staged = [p for p in out.rglob("*") if p.is_file() and "_eoskit" in p.parts
               and "staging" in str(p)]
     assert staged == []
+    if mode == "twophase":  # the batch manifests, compacted every COMPACT_EVERY batches
+        from eoskit.connectors.files import committed_batches, layout
+
+        manifests = [p.name for p in (out / "_eoskit" / "batches").rglob("*") if p.is_file()]
+        compacts = [n for n in manifests if n.startswith(layout.COMPACT_PREFIX)]
+        assert len(compacts) == BATCHES // layout.COMPACT_EVERY, compacts
+        assert len(manifests) - len(compacts) == BATCHES % layout.COMPACT_EVERY, sorted(manifests)[-3:]
+        assert [m.batch for m in committed_batches(str(out))] == list(range(BATCHES))
 
 
 def test_decision_pruning_on_s3_sees_what_spark_writes_meanwhile(s3, s3_storage_options, s3_bucket,

@@ -70,10 +70,10 @@ class LocalFilesTarget(ConformanceTarget):
         return sorted(str(p) for p in staging.rglob("*")) if staging.exists() else []
 
     def kept(self, table: str, sink_id: str) -> dict[str, int]:
-        """The sink's own files besides the batch manifests (which index the
-        output, one per batch, as the data files grow with it)."""
+        """The sink's own files: staging, claims and the batch manifests
+        (merged into one compact file every COMPACT_EVERY batches)."""
         root = self.root / table / "_eoskit"
-        files = [p for p in root.rglob("*") if p.is_file() and "batches" not in p.parts]
+        files = [p for p in root.rglob("*") if p.is_file()]
         return {"_eoskit files": len(files)}
 
     def rollback(self, txn_id: str) -> None:

@@ -253,3 +253,55 @@ def test_eoskit_txn_lists_and_resolves_a_files_sink_by_its_path(out, tmp_path):
     assert [m.batch for m in committed_batches(out)] == [0]
     nowhere = eoskit_txn("list", "--path", str(tmp_path / "nothing"), "--checkpoint-dir", str(tmp_path / "ck"))
     assert nowhere.returncode != 0 and "no eoskit sink handles the path" in nowhere.stderr
+
+
+# -- the batch manifests over a long run ------------------------------------------
+
+
+def _batches(h: Harness, first: int, last: int) -> None:
+    for batch in range(first, last + 1):
+        h.commit([h.task(batch, 0, range(batch * 2, batch * 2 + 2))], batch)
+
+
+def test_batch_manifests_are_compacted_every_hundred_batches(out, tmp_path):
+    h = Harness(out, tmp_path / "ck")
+    _batches(h, 0, 249)
+    names = sorted(os.listdir(f"{out}/{layout.BATCHES_DIR}/{SINK_ID}"))
+    assert names[-2:] == ["compact-0000000099.manifest", "compact-0000000199.manifest"]
+    assert names[:-2] == [f"{b:010d}.manifest" for b in range(200, 250)]
+    manifests = committed_batches(out)
+    assert [m.batch for m in manifests] == list(range(250))
+    assert all(m.rows == 2 and len(m.files) == 1 for m in manifests)
+    assert sorted(f"{out}/{f}" for m in manifests for f in m.files) == data_files(out)
+    assert read_ids(out) == list(range(500))
+
+
+def test_a_compaction_cut_short_is_read_once_and_finished_by_the_repeat(out, tmp_path, monkeypatch):
+    h = Harness(out, tmp_path / "ck")
+    _batches(h, 0, 98)
+    removed = []
+    real_remove = type(h.sink.storage).remove
+
+    def crash_after_three(storage, relative):
+        if "/batches/" in relative:
+            if len(removed) == 3:
+                raise OSError("the driver died here")
+            removed.append(relative)
+        real_remove(storage, relative)
+
+    monkeypatch.setattr(type(h.sink.storage), "remove", crash_after_three)
+    acks = [h.task(99, 0, range(198, 200))]
+    with pytest.raises(OSError, match="the driver died here"):
+        h.commit(acks, 99)
+    monkeypatch.undo()
+    directory = f"{out}/{layout.BATCHES_DIR}/{SINK_ID}"
+    assert "compact-0000000099.manifest" in os.listdir(directory)
+    assert len(os.listdir(directory)) == 1 + 100 - 3  # the compact file and what it did not remove yet
+    assert [m.batch for m in committed_batches(out)] == list(range(100))  # each batch once
+    h.commit(acks, 99)  # the restarted driver applies the decision again
+    assert os.listdir(directory) == ["compact-0000000099.manifest"]
+    assert [m.batch for m in committed_batches(out)] == list(range(100))
+    assert committed_batches(out)[99].rows == 2  # not rewritten without its files
+    _batches(h, 100, 199)
+    assert sorted(os.listdir(directory)) == ["compact-0000000099.manifest", "compact-0000000199.manifest"]
+    assert [m.batch for m in committed_batches(out)] == list(range(200))

@@ -15,6 +15,9 @@ it, so nothing there ends in ``.parquet`` or ``.json``: a glob such as
     staging/<txn>.prepared               its manifest: written last = prepared
     staging/<txn>.committed              the same, once every file is moved
     batches/<sink-id>/<batch>.manifest   a committed batch's files, rows, bytes
+    batches/<sink-id>/compact-<last>.manifest
+                                         the batch manifests after the previous
+                                         compact file's, up to batch <last>
 ```
 
 ``<txn>`` is the transaction id with ``:`` spelled ``.`` (sink ids have no
@@ -132,6 +135,27 @@ def parse_final_name(name: str) -> FinalName | None:
 
 def batch_manifest(sink_id: str, batch: int) -> str:
     return f"{BATCHES_DIR}/{sink_id}/{batch:010d}{MANIFEST}"
+
+
+COMPACT_PREFIX = "compact-"
+#: Every this many batches the batch manifests are merged into one compact file.
+COMPACT_EVERY = 100
+
+
+def compact_manifest(sink_id: str, last: int) -> str:
+    return f"{BATCHES_DIR}/{sink_id}/{COMPACT_PREFIX}{last:010d}{MANIFEST}"
+
+
+def parse_manifest_name(name: str) -> tuple[bool, int] | None:
+    """(compact, batch) of a name in ``batches/<sink-id>/``: a batch's
+    manifest, or a compact file and the last batch it holds; None otherwise."""
+    base = name.rsplit("/", 1)[-1]
+    if not base.endswith(MANIFEST):
+        return None
+    stem = base[:-len(MANIFEST)]
+    compact = stem.startswith(COMPACT_PREFIX)
+    digits = stem[len(COMPACT_PREFIX):] if compact else stem
+    return (compact, int(digits)) if digits.isdigit() else None
 
 
 def sink_claim(sink_id: str) -> str:

@@ -40,19 +40,82 @@ class BatchManifest:
 def committed_batches(path: str, storage_options: dict[str, Any] | None = None,
                       sink_id: str | None = None) -> list[BatchManifest]:
     """Every committed batch's manifest under ``path`` (of one sink id, or
-    all), by sink id then batch."""
+    all), by sink id then batch: from the compact files (every
+    ``layout.COMPACT_EVERY`` batches the sink merges the manifests into one)
+    and the manifests of the batches after them, each batch once."""
     storage = Storage(normalise_path(path), storage_options or {})
     out = []
     sink_ids = [sink_id] if sink_id else storage.list(layout.BATCHES_DIR)
     for sink in sorted(sink_ids):
-        for name in sorted(storage.list(f"{layout.BATCHES_DIR}/{sink}")):
-            if not name.endswith(layout.MANIFEST):
-                continue
-            data = storage.read(f"{layout.BATCHES_DIR}/{sink}/{name}")
-            if data is None:
-                continue
-            manifest = json.loads(data)
-            out.append(BatchManifest(manifest["sinkId"], manifest["batch"],
-                                     tuple(f["path"] for f in manifest["files"]),
-                                     manifest["rows"], manifest["bytes"]))
+        out += sorted(read_sink_manifests(storage, sink).values(), key=lambda m: m.batch)
     return out
+
+
+def _manifest(data: dict[str, Any]) -> BatchManifest:
+    return BatchManifest(data["sinkId"], data["batch"], tuple(f["path"] for f in data["files"]),
+                         data["rows"], data["bytes"])
+
+
+def read_sink_manifests(storage: Storage, sink_id: str) -> dict[int, BatchManifest]:
+    """One sink's committed batches by batch id. A batch is in a compact
+    file or in its own manifest, or in both for a moment (a compaction that
+    had written its file and not yet removed the manifests it merged)."""
+    found: dict[int, BatchManifest] = {}
+    directory = f"{layout.BATCHES_DIR}/{sink_id}"
+    for name in sorted(storage.list(directory)):
+        parsed = layout.parse_manifest_name(name)
+        if parsed is None:
+            continue
+        data = storage.read(f"{directory}/{name}")
+        if data is None:
+            continue  # removed by a compaction meanwhile: its batches are in the compact file
+        loaded = json.loads(data)
+        for entry in (loaded["batches"] if parsed[0] else [loaded]):
+            found[entry["batch"]] = _manifest(entry)
+    return found
+
+
+def compact(storage: Storage, sink_id: str, last: int) -> int:
+    """Merge the batch manifests of ``sink_id`` up to batch ``last`` that no
+    compact file holds yet into ``compact-<last>.manifest``, then remove
+    them; returns how many were merged. Safe to repeat after a crash at any
+    point: the compact file is written whole (write then rename) before a
+    manifest goes, a reader takes each batch once, and a repeat finds the
+    compact file and only removes what it holds."""
+    directory = f"{layout.BATCHES_DIR}/{sink_id}"
+    singles, compacted = {}, -1
+    for name in storage.list(directory):
+        parsed = layout.parse_manifest_name(name)
+        if parsed is None:
+            continue
+        is_compact, batch = parsed
+        if is_compact:
+            compacted = max(compacted, batch)
+        elif batch <= last:
+            singles[batch] = name
+    target = layout.compact_manifest(sink_id, last)
+    merged = []
+    if compacted < last:
+        for batch in sorted(b for b in singles if b > compacted):
+            data = storage.read(f"{directory}/{singles[batch]}")
+            if data is not None:
+                merged.append(json.loads(data))
+        if not merged:
+            return 0
+        storage.write_atomic(target, json.dumps(
+            {"sinkId": sink_id, "last": last, "batches": merged}, sort_keys=True).encode())
+        compacted = last
+    for batch, name in singles.items():
+        if batch <= compacted:
+            storage.remove(f"{directory}/{name}")
+    return len(merged)
+
+
+def compacted_through(storage: Storage, sink_id: str) -> int:
+    """The last batch the newest compact file of ``sink_id`` holds (-1: none)."""
+    last = -1
+    for name in storage.list(f"{layout.BATCHES_DIR}/{sink_id}"):
+        parsed = layout.parse_manifest_name(name)
+        if parsed is not None and parsed[0]:
+            last = max(last, parsed[1])
+    return last

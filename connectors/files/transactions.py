@@ -16,7 +16,10 @@ The transaction of a task is its staging directory plus a manifest
 - ``decision_applied`` (after every id of the batch is committed): write the
   batch's manifest under ``_eoskit/batches/`` from the ``.committed``
   manifests, remove them, and delete staging directories of this batch and
-  older that never got a manifest (tasks killed mid-write).
+  older that never got a manifest (tasks killed mid-write); every
+  ``layout.COMPACT_EVERY`` batches, merge the batch manifests into one
+  compact file (``manifests.compact``), so that a job of weeks leaves a
+  file per hundred batches there, not one per batch.
 
 Readers that list the directory see each committed file once: a file
 appears whole (a rename, or an object's PUT), at a name no other attempt
@@ -45,6 +48,7 @@ from pyspark.sql.types import (
 )
 
 from eoskit.connectors.files import layout
+from eoskit.connectors.files.manifests import compact, compacted_through
 from eoskit.connectors.files.settings import FilesSettings
 from eoskit.connectors.files.storage import Storage, describe_os_error
 from eoskit.connectors.files.writer import FilesTransaction, StagedFile, read_manifest
@@ -212,26 +216,36 @@ class FilesTransactions(TwoPhaseCommitting, DirectCommitting):
             return
         target = layout.batch_manifest(sink_id, batch)
         if not self.storage.exists(target):
-            files, missing = [], []
-            for txn in txn_ids:
-                data = self.storage.read(layout.committed_manifest(txn))
-                if data is None:
-                    missing.append(txn)
-                else:
-                    files += [{"path": f.path, "rows": f.rows, "bytes": f.bytes}
-                              for f in read_manifest(data)]
-            if missing:
-                log.warning("batch %d: no committed manifest for %s; the batch manifest lists "
-                            "the other transactions' files only", batch, ", ".join(missing))
-            self.storage.write_atomic(target, json.dumps({
-                "sinkId": sink_id, "batch": batch, "format": self.settings.format,
-                "files": sorted(files, key=lambda f: f["path"]),
-                "rows": sum(f["rows"] for f in files), "bytes": sum(f["bytes"] for f in files),
-                "transactions": sorted(txn_ids), "committedAt": time.time(),
-            }, sort_keys=True, indent=1).encode())
+            self._write_batch_manifest(sink_id, batch, txn_ids, target)
         for txn in txn_ids:
             self.storage.remove(layout.committed_manifest(txn))
         self._remove_unprepared(sink_id, batch)
+        if (batch + 1) % layout.COMPACT_EVERY == 0:
+            compact(self.storage, sink_id, batch)
+
+    def _write_batch_manifest(self, sink_id: str, batch: int, txn_ids: Sequence[str], target: str) -> None:
+        files, missing = [], []
+        for txn in txn_ids:
+            data = self.storage.read(layout.committed_manifest(txn))
+            if data is None:
+                missing.append(txn)
+            else:
+                files += [{"path": f.path, "rows": f.rows, "bytes": f.bytes}
+                          for f in read_manifest(data)]
+        if txn_ids and len(missing) == len(txn_ids) and compacted_through(self.storage, sink_id) >= batch:
+            # A repeat after a crash that came after this batch's compaction:
+            # the compact file lists it, and its .committed manifests went
+            # with the first application.
+            return
+        if missing:
+            log.warning("batch %d: no committed manifest for %s; the batch manifest lists "
+                        "the other transactions' files only", batch, ", ".join(missing))
+        self.storage.write_atomic(target, json.dumps({
+            "sinkId": sink_id, "batch": batch, "format": self.settings.format,
+            "files": sorted(files, key=lambda f: f["path"]),
+            "rows": sum(f["rows"] for f in files), "bytes": sum(f["bytes"] for f in files),
+            "transactions": sorted(txn_ids), "committedAt": time.time(),
+        }, sort_keys=True, indent=1).encode())
 
     def _remove_unprepared(self, sink_id: str, batch: int) -> None:
         """Staging directories of this sink's batches up to ``batch`` that
