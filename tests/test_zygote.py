@@ -89,11 +89,13 @@ def test_daemons_are_forked_from_one_warm_zygote_and_stop_as_spark_stops_them(tm
     assert report[0]["forked_by_comm"] == "pyspark.worker"
     # The second daemon came warm: no interpreter start, no imports.
     assert report[1]["ready_ms"] < report[0]["ready_ms"], report
-    # The zygote ends with its JVM.
+    # The zygote ends with its JVM (this one: other jobs on the machine start their own).
+    ours = report[0]["grandparent"]
+    assert ours in set(zygotes()) - before or not Path(f"/proc/{ours}").exists()
     deadline = time.monotonic() + 10
-    while set(zygotes()) - before and time.monotonic() < deadline:
+    while ours in zygotes() and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not set(zygotes()) - before
+    assert ours not in zygotes()
 
 
 def test_without_the_setting_nothing_is_taken_over(tmp_path):
