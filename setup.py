@@ -7,7 +7,9 @@ connector edits no shared file:
   (Spark 4 imports every installed ``pyspark_*`` module and registers its
   ``DefaultSource``);
 - the ``eoskit.plugins`` entry points: one per ``connectors/<name>/plugin.py``
-  (see ``eoskit.connectors.plugins``), plus the pytest plugin;
+  (see ``eoskit.connectors.plugins``); the pytest plugin is not one: it
+  loads where asked for (``-p eoskit.testing.pytest_plugin``), not in every
+  pytest run of the environment;
 - one file installed at the top of site-packages
   (``connectors/pyspark_modules/eoskit-spark-python.pth``).
 """
@@ -19,7 +21,7 @@ from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).parent
 PACKAGE_DIRS = {"eoskit.connectors": "connectors", "eoskit.twophase": "twophase",
-                "eoskit.runtime": "runtime"}
+                "eoskit.runtime": "runtime", "eoskit.testing": "testing"}
 MODULES_DIR = Path("connectors/pyspark_modules")
 PTH = MODULES_DIR / "eoskit-spark-python.pth"
 
@@ -59,7 +61,6 @@ setup(
     py_modules=pyspark_modules(),
     entry_points={
         "console_scripts": ["eoskit = eoskit.runtime.cli:main"],
-        "pytest11": ["eoskit = eoskit.runtime.pytest_plugin"],
         "eoskit.plugins": plugin_entry_points(),
     },
     cmdclass={"build_py": BuildPyWithPth},

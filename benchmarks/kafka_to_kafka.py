@@ -48,7 +48,7 @@ from pyspark.sql.streaming import DataStreamWriter
 from eoskit.runtime.demo import enrich
 from eoskit.runtime.demo.orders import recreate_topic
 from eoskit.runtime.dev import LocalServices
-from eoskit.twophase.conformance.kafka_topic import read_topic
+from eoskit.runtime.dev.kafka_topic import read_topic
 
 #: The hand-written loop commits its transaction once this many records are in it.
 COMMIT_EVERY = 10_000

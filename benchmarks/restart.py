@@ -33,9 +33,9 @@ from pathlib import Path
 from eoskit.runtime.dev import LocalServices
 from eoskit.runtime.dev.cluster import SparkCluster
 from eoskit.twophase import crash
-from eoskit.twophase.conformance import Workload
-from eoskit.twophase.conformance.postgres import PostgresTarget
-from eoskit.twophase.conformance.scenarios import Run
+from eoskit.testing.conformance import Workload
+from eoskit.testing.conformance.postgres import PostgresTarget
+from eoskit.testing.conformance.scenarios import Run
 from eoskit.twophase.txn_id import sink_prefix
 
 from kafka_to_postgres import machine_facts, print_table, say

@@ -1,7 +1,7 @@
 """Shared fixtures of the integration tests: a SparkSession, topics, producers.
 
 The services themselves (``kafka``, ``postgres``, ``mysql``) come from the
-pytest plugin shipped in eoskit (``eoskit.runtime.pytest_plugin``).
+pytest plugin shipped in eoskit (``eoskit.testing.pytest_plugin``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pyspark.sql import SparkSession
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from eoskit.runtime.dev.produce import produce_records
-from eoskit.twophase.conformance.postgres import PostgresTarget
+from eoskit.testing.conformance.postgres import PostgresTarget
 
 
 #: Spark's own Kafka connector, the reference that test_kafka_compat.py

@@ -202,7 +202,7 @@ def test_an_option_error_raised_inside_spark_is_bad_input(
 
 @pytest.fixture(scope="module")
 def stop_workload(kafka: str):
-    from eoskit.twophase.conformance import Workload
+    from eoskit.testing.conformance import Workload
 
     return Workload.produce(kafka, records=6_000, partitions=2, batches=6)
 
@@ -216,8 +216,8 @@ def test_a_stop_signal_lets_the_batch_in_flight_commit(postgres, stop_workload, 
     in a terminal signals the whole foreground process group (the JVM and
     the Python workers too); a container runtime signals the driver alone."""
     from eoskit.twophase import crash
-    from eoskit.twophase.conformance.postgres import PostgresTarget
-    from eoskit.twophase.conformance.scenarios import Paused, Run
+    from eoskit.testing.conformance.postgres import PostgresTarget
+    from eoskit.testing.conformance.scenarios import Paused, Run
     from eoskit.twophase.txn_id import sink_prefix
 
     target = PostgresTarget(postgres)

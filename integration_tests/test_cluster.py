@@ -18,7 +18,7 @@ import pytest
 
 from eoskit.runtime.dev.cluster import SparkCluster, master_info
 from eoskit.runtime.dev.processes import ProcessRef, is_alive
-from eoskit.twophase.conformance import Scenario, Workload, run_scenario, scenarios_for
+from eoskit.testing.conformance import Scenario, Workload, run_scenario, scenarios_for
 
 pytestmark = pytest.mark.cluster
 

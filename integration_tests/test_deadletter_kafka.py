@@ -16,9 +16,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark.sql import functions as F
 
 from eoskit.twophase import crash
-from eoskit.twophase.conformance import ConformanceTarget, Workload
-from eoskit.twophase.conformance.kafka_topic import read_topic
-from eoskit.twophase.conformance.scenarios import Run
+from eoskit.testing.conformance import ConformanceTarget, Workload
+from eoskit.runtime.dev.kafka_topic import read_topic
+from eoskit.testing.conformance.scenarios import Run
 
 #: The output topics' max.message.bytes: a 3000-byte value is over it.
 OUTPUT_LIMIT = 2000

@@ -23,7 +23,7 @@ import pyarrow.fs as pafs
 import pytest
 from botocore.config import Config
 
-from eoskit.twophase.conformance import ENDURANCE, ConformanceTarget, Workload, run_scenario, scenarios_for
+from eoskit.testing.conformance import ENDURANCE, ConformanceTarget, Workload, run_scenario, scenarios_for
 
 STAGING = "_eoskit/staging/"
 

@@ -30,9 +30,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from eoskit.runtime.dev.produce import produce_records
 from eoskit.runtime.dev.state import load_state
 from eoskit.twophase import crash
-from eoskit.twophase.conformance import ConformanceTarget, Workload
-from eoskit.twophase.conformance.kafka_topic import read_topic
-from eoskit.twophase.conformance.scenarios import Paused, Run
+from eoskit.testing.conformance import ConformanceTarget, Workload
+from eoskit.runtime.dev.kafka_topic import read_topic
+from eoskit.testing.conformance.scenarios import Paused, Run
 
 pytestmark = pytest.mark.crash
 

@@ -14,10 +14,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from eoskit.connectors.kafka.sink_markers import marker_group
 from eoskit.twophase import crash
-from eoskit.twophase.conformance import (ENDURANCE, ConformanceTarget, Scenario, TotalsTarget, Workload,
+from eoskit.testing.conformance import (ENDURANCE, ConformanceTarget, Scenario, TotalsTarget, Workload,
                                         run_scenario, scenarios_for)
-from eoskit.twophase.conformance.kafka_topic import read_topic
-from eoskit.twophase.conformance.scenarios import Run
+from eoskit.runtime.dev.kafka_topic import read_topic
+from eoskit.testing.conformance.scenarios import Run
 
 INPUT_PARTITIONS = 4
 OUTPUT_PARTITIONS = 3

@@ -16,7 +16,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
 
 from eoskit.runtime.spark_errors import root_cause
-from eoskit.twophase.conformance.kafka_topic import read_topic
+from eoskit.runtime.dev.kafka_topic import read_topic
 
 WRONG = "wr0ng-Passw0rd-for-the-test"
 

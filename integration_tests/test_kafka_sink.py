@@ -1,6 +1,6 @@
 """The eoskit-kafka sink against the real broker: Spark's Kafka sink columns
 and options, exactly-once output read by a plain read_committed consumer
-(``eoskit.twophase.conformance.kafka_topic``), and bad input refused
+(``eoskit.runtime.dev.kafka_topic``), and bad input refused
 with the column, topic or partition named."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
 
-from eoskit.twophase.conformance.kafka_topic import read_topic
+from eoskit.runtime.dev.kafka_topic import read_topic
 
 def run_to_kafka(spark, kafka, source_topic, transform, options, tmp_path, name=None):
     checkpoint = tmp_path / (name or f"ck-{uuid.uuid4().hex[:6]}")

@@ -11,7 +11,7 @@ import subprocess
 import pytest
 from sqlalchemy.engine import make_url
 
-from eoskit.twophase.conformance import (ENDURANCE, ONE_LONG_RUN, ConformanceTarget, TotalsTarget, Workload,
+from eoskit.testing.conformance import (ENDURANCE, ONE_LONG_RUN, ConformanceTarget, TotalsTarget, Workload,
                                         run_scenario, scenarios_for)
 
 CLIENT = shutil.which("mariadb") or shutil.which("mysql")

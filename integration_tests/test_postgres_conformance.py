@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from eoskit.twophase.conformance import ENDURANCE, ONE_LONG_RUN, Workload, run_scenario, scenarios_for
+from eoskit.testing.conformance import ENDURANCE, ONE_LONG_RUN, Workload, run_scenario, scenarios_for
 
 
 @pytest.fixture(scope="module")

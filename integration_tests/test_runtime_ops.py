@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from eoskit.twophase import crash
-from eoskit.twophase.conformance import Workload
-from eoskit.twophase.conformance.scenarios import Run
+from eoskit.testing.conformance import Workload
+from eoskit.testing.conformance.scenarios import Run
 from eoskit.twophase.txn_id import sink_prefix
 
 
@@ -179,7 +179,7 @@ def test_a_trigger_for_a_directory_no_job_runs_on_is_refused(tmp_path):
 
 
 def test_metrics_are_served_while_the_job_runs(run):
-    from eoskit.twophase.conformance.job_template import JOB
+    from eoskit.testing.conformance.job_template import JOB
 
     port = _free_port()
     (run.workdir / "job.py").write_text(JOB)

@@ -25,7 +25,7 @@ from eoskit.runtime.savepoints import (
     restore_savepoint,
     restored_from,
 )
-from eoskit.twophase.conformance.kafka_topic import read_topic
+from eoskit.runtime.dev.kafka_topic import read_topic
 
 PER_TRIGGER = 20  # 40 records in 2 batches
 

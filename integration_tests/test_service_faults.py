@@ -30,12 +30,12 @@ from sqlalchemy.engine import make_url
 
 from eoskit.runtime.dev import LocalServices
 from eoskit.runtime.dev.endpoints import endpoints_from_env
-from eoskit.runtime.pytest_plugin import DEFAULT_TEST_DIR
+from eoskit.testing.pytest_plugin import DEFAULT_TEST_DIR
 from eoskit.twophase import crash
-from eoskit.twophase.conformance import ConformanceTarget, Workload
-from eoskit.twophase.conformance.kafka_topic import read_topic
-from eoskit.twophase.conformance.postgres import PostgresTarget
-from eoskit.twophase.conformance.scenarios import Paused, Run, wait_for_file
+from eoskit.testing.conformance import ConformanceTarget, Workload
+from eoskit.runtime.dev.kafka_topic import read_topic
+from eoskit.testing.conformance.postgres import PostgresTarget
+from eoskit.testing.conformance.scenarios import Paused, Run, wait_for_file
 from eoskit.twophase.txn_id import sink_prefix
 
 RECORDS, PARTITIONS, BATCHES = 20_000, 4, 4

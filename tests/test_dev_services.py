@@ -538,12 +538,14 @@ def test_local_services_on_an_empty_folder(tmp_path: Path):
     assert not (tmp_path / "dev").exists()
 
 
-def _run_plugin_session(tmp_path: Path, test_source: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def _run_plugin_session(tmp_path: Path, test_source: str, env: dict[str, str],
+                        plugin: bool = True) -> subprocess.CompletedProcess[str]:
     """A separate pytest session, with only ``env``'s EOSKIT_* variables, that must start nothing."""
     (tmp_path / "test_it.py").write_text(textwrap.dedent(test_source))
     clean = {k: v for k, v in os.environ.items() if not k.startswith("EOSKIT_")}
+    asked = ["-p", "eoskit.testing.pytest_plugin"] if plugin else []
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path / "test_it.py")],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *asked, str(tmp_path / "test_it.py")],
         cwd=tmp_path,
         env={**clean, **env, "EOSKIT_DEV_DIR": str(tmp_path / "never")},
         capture_output=True,
@@ -570,6 +572,16 @@ def test_pytest_plugin_uses_the_environment_when_all_three_are_set(tmp_path: Pat
     done = _run_plugin_session(tmp_path, source, ENDPOINTS.as_env())
     assert done.returncode == 0, done.stdout + done.stderr
     assert "2 passed" in done.stdout
+
+
+def test_pytest_plugin_loads_only_where_asked_for(tmp_path: Path):
+    """Installing eoskit puts nothing into other pytest runs of the environment."""
+    done = _run_plugin_session(tmp_path, """
+        def test_env(kafka):
+            pass
+    """, ENDPOINTS.as_env(), plugin=False)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "fixture 'kafka' not found" in done.stdout
 
 
 def test_pytest_plugin_without_s3_variable_fails_only_the_tests_that_need_s3(tmp_path: Path):

@@ -1,4 +1,4 @@
-"""Arrow columns as MySQL SQL literals, built column-wise in Arrow's C++ kernels.
+r"""Arrow columns as MySQL SQL literals, built column-wise in Arrow's C++ kernels.
 
 Multi-row ``INSERT ... VALUES (...),(...)`` statements are the bulk path of the
 MySQL/MariaDB sink (see ``transactions.py`` for why, with numbers). Escaping

@@ -22,7 +22,7 @@ from sqlalchemy.engine import make_url
 from eoskit.runtime.demo.enrich import check_enriched
 from eoskit.runtime.demo.orders import OrderTotals, produce_orders, recreate_topic
 from eoskit.runtime.dev import LocalServices, ServiceEndpoints
-from eoskit.twophase.conformance.kafka_topic import TopicLog, read_topic
+from eoskit.runtime.dev.kafka_topic import TopicLog, read_topic
 
 JOB = Path(__file__).with_name("orders_job.py")
 ENRICH_JOB = Path(__file__).with_name("enrich_job.py")

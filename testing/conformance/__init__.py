@@ -16,7 +16,7 @@ tier, ``pytest -m endurance``); ``ONE_LONG_RUN`` through as many in one run
 without a fault (the long tier, ``pytest -m long``).
 """
 
-from eoskit.twophase.conformance.scenarios import (
+from eoskit.testing.conformance.scenarios import (
     CLUSTER_SCENARIOS,
     ENDURANCE,
     ONE_LONG_RUN,
@@ -26,6 +26,6 @@ from eoskit.twophase.conformance.scenarios import (
     run_scenario,
     scenarios_for,
 )
-from eoskit.twophase.conformance.target import ConformanceTarget, TotalsTarget
+from eoskit.testing.conformance.target import ConformanceTarget, TotalsTarget
 
 __all__ = ["CLUSTER_SCENARIOS", "ENDURANCE", "ONE_LONG_RUN", "SCENARIOS", "ConformanceTarget", "Scenario", "TotalsTarget", "Workload", "run_scenario", "scenarios_for"]

@@ -24,9 +24,9 @@ from typing import Any
 from eoskit.runtime.demo.orders import recreate_topic
 from eoskit.runtime.dev.produce import produce_records
 from eoskit.twophase import crash
-from eoskit.twophase.conformance.cluster import EventLog, kill_executor
-from eoskit.twophase.conformance.job_template import JOB
-from eoskit.twophase.conformance.target import ConformanceTarget, TotalsTarget
+from eoskit.testing.conformance.cluster import EventLog, kill_executor
+from eoskit.testing.conformance.job_template import JOB
+from eoskit.testing.conformance.target import ConformanceTarget, TotalsTarget
 from eoskit.twophase.decision_log import PRUNE_EVERY
 from eoskit.twophase.txn_id import sink_prefix
 

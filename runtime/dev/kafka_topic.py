@@ -25,7 +25,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 __all__ = ["KafkaTopicError", "LogRecord", "TopicLog", "read_topic"]
 
 # librdkafka's complaints while a test's broker restarts go to a silent logger.
-_QUIET = logging.getLogger("eoskit.conformance.kafka_topic")
+_QUIET = logging.getLogger("eoskit.runtime.dev.kafka_topic")
 _QUIET.addHandler(logging.NullHandler())
 _QUIET.propagate = False
 

@@ -12,7 +12,7 @@ import subprocess
 
 from sqlalchemy.engine import make_url
 
-from eoskit.twophase.conformance.target import ConformanceTarget, TotalsTarget
+from eoskit.testing.conformance.target import ConformanceTarget, TotalsTarget
 
 
 def libpq_uri(url: str) -> str:
