@@ -16,7 +16,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark.sql import functions as F
 
 from eoskit.twophase import crash
-from eoskit.testing.conformance import ConformanceTarget, Workload
+from eoskit.testing.conformance import Workload
+from eoskit.testing.conformance.kafka import KafkaTopicTarget
 from eoskit.runtime.dev.kafka_topic import read_topic
 from eoskit.testing.conformance.scenarios import Run
 
@@ -103,32 +104,20 @@ def test_a_missing_dead_letter_topic_is_refused_before_data_moves(spark, kafka, 
 # --- A Python worker killed after its task committed records, dead letters
 # and marker: Spark's retry finds the marker and writes nothing again.
 
-class PoisonedKafkaTarget(ConformanceTarget):
+class PoisonedKafkaTarget(KafkaTopicTarget):
     """The conformance job's rows as Kafka records, one id in ten with a
     value over the output topic's max.message.bytes."""
 
-    format = "eoskit-kafka"
     select = ("CAST(id AS STRING) AS key",
               "CASE WHEN id % 10 = 1 THEN repeat('x', 3000) ELSE "
               "to_json(named_struct('id', id, 'amount', amount)) END AS value")
 
-    def __init__(self, bootstrap: str) -> None:
-        self.bootstrap = bootstrap
-
     def options(self, table: str) -> dict[str, str]:
-        return {"kafka.bootstrap.servers": self.bootstrap, "topic": table,
-                "deadLetterTopic": f"{table}-dlq"}
+        return {**super().options(table), "deadLetterTopic": f"{table}-dlq"}
 
     def create_table(self, table: str) -> None:
         create(self.bootstrap, table, 2, OUTPUT_LIMIT)
         create(self.bootstrap, f"{table}-dlq", 1)
-
-    def rows(self, table: str) -> list[tuple[int, int]]:
-        return [(json.loads(r.value)["id"], json.loads(r.value)["amount"])
-                for r in read_topic(self.bootstrap, table).records()]
-
-    def prepared(self, prefix: str) -> list[str]:
-        return []
 
     def in_doubt(self, prefix: str, table: str) -> list[str]:
         return [f"{t} partition {p}" for t in (table, f"{table}-dlq")

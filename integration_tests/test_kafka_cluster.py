@@ -17,7 +17,6 @@ committed record.
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -30,7 +29,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from eoskit.runtime.dev.produce import produce_records
 from eoskit.runtime.dev.state import load_state
 from eoskit.twophase import crash
-from eoskit.testing.conformance import ConformanceTarget, Workload
+from eoskit.testing.conformance import Workload
+from eoskit.testing.conformance.kafka import KafkaTopicTarget
 from eoskit.runtime.dev.kafka_topic import read_topic
 from eoskit.testing.conformance.scenarios import Paused, Run
 
@@ -111,45 +111,18 @@ def wait_for_full_isr(bootstrap: str, topics: list[str], timeout: float = 90.0) 
 
 # -- the job's input and output -----------------------------------------------
 
-class ClusterKafkaTarget(ConformanceTarget):
-    """The eoskit-kafka sink writing to a replicated topic, checked by a
-    plain read_committed consumer."""
-
-    format = "eoskit-kafka"
-    select = ("CAST(id AS STRING) AS key",
-              "to_json(named_struct('id', id, 'amount', amount, 'customer', customer)) AS value")
-
-    def __init__(self, bootstrap: str) -> None:
-        self.bootstrap = bootstrap
-
-    def options(self, table: str) -> dict[str, str]:
-        return {"kafka.bootstrap.servers": self.bootstrap, "topic": table}
+class ClusterKafkaTarget(KafkaTopicTarget):
+    """The eoskit-kafka sink writing to a replicated topic."""
 
     def create_table(self, table: str) -> None:
-        create_replicated_topic(self.bootstrap, table, 3)
-
-    def rows(self, table: str) -> list[tuple[int, int]]:
-        return [(json.loads(r.value)["id"], json.loads(r.value)["amount"])
-                for r in read_topic(self.bootstrap, table).records()]
-
-    def prepared(self, prefix: str) -> list[str]:
-        return []
-
-    def in_doubt(self, prefix: str, table: str) -> list[str]:
-        log = read_topic(self.bootstrap, table)
-        return sorted(f"partition {p}: {n} offsets past the last stable one"
-                      for p, n in log.open_transactions.items())
+        create_replicated_topic(self.bootstrap, table, self.partitions)
 
 
 def replicated_workload(bootstrap: str) -> Workload:
     """The conformance kit's workload, on a topic of three replicas."""
     topic = f"cluster-in-{uuid.uuid4().hex[:8]}"
     create_replicated_topic(bootstrap, topic, PARTITIONS)
-    produce_records(bootstrap, topic, (
-        (i % PARTITIONS, str(i).encode(),
-         json.dumps({"id": i, "amount": Workload.amount(i), "customer": f"c{i % 50}"}).encode())
-        for i in range(RECORDS)
-    ))
+    produce_records(bootstrap, topic, (Workload.record(i, PARTITIONS) for i in range(RECORDS)))
     return Workload(bootstrap, topic, RECORDS, PARTITIONS, max(1, RECORDS // BATCHES))
 
 

@@ -7,59 +7,38 @@ from __future__ import annotations
 
 import json
 import signal
-import time
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
 from eoskit.connectors.kafka.sink_markers import marker_group
-from eoskit.twophase import crash
-from eoskit.testing.conformance import (ENDURANCE, ConformanceTarget, Scenario, TotalsTarget, Workload,
-                                        run_scenario, scenarios_for)
 from eoskit.runtime.dev.kafka_topic import read_topic
+from eoskit.testing.conformance import ENDURANCE, Scenario, TotalsTarget, Workload, run_scenario, scenarios_for
+from eoskit.testing.conformance.kafka import KafkaTopicTarget
 from eoskit.testing.conformance.scenarios import Run
+from eoskit.twophase import crash
 
 INPUT_PARTITIONS = 4
 OUTPUT_PARTITIONS = 3
 
 
-class KafkaTarget(ConformanceTarget, TotalsTarget):
-    format = "eoskit-kafka"
-    select = ("CAST(id AS STRING) AS key",
-              "to_json(named_struct('id', id, 'amount', amount, 'customer', customer)) AS value")
+class KafkaTarget(KafkaTopicTarget, TotalsTarget):
+    """The kit's Kafka target, with the stateful job's totals, the order of
+    records per input partition, and the marker groups it keeps."""
+
     #: The stateful job's updates, keyed by customer: the topic's last record
     #: of a key is its current total.
     totals_select = ("customer AS key",
                      "to_json(named_struct('customer', customer, 'total', total, 'orders', orders)) AS value")
     records_replay_rows = True
+    partitions = OUTPUT_PARTITIONS
 
     def __init__(self, bootstrap: str) -> None:
-        self.bootstrap = bootstrap
+        super().__init__(bootstrap)
         self.admin = AdminClient({"bootstrap.servers": bootstrap})
-
-    def options(self, table: str) -> dict[str, str]:
-        return {"kafka.bootstrap.servers": self.bootstrap, "topic": table}
-
-    def create_table(self, table: str) -> None:
-        for future in self.admin.create_topics([NewTopic(table, OUTPUT_PARTITIONS, 1)]).values():
-            future.result(30)
-        while table not in self.admin.list_topics(timeout=10).topics:
-            time.sleep(0.2)
-
-    def drop_table(self, table: str) -> None:
-        for future in self.admin.delete_topics([table]).values():
-            future.result(30)
 
     def _records(self, table: str):
         return read_topic(self.bootstrap, table).records()
-
-    def rows(self, table: str) -> list[tuple[int, int]]:
-        rows = []
-        for record in self._records(table):
-            value = json.loads(record.value)
-            assert record.key == str(value["id"]).encode(), record
-            rows.append((value["id"], value["amount"]))
-        return rows
 
     def check_order(self, table: str) -> None:
         last: dict[tuple[int, int], int] = {}
@@ -97,17 +76,6 @@ class KafkaTarget(ConformanceTarget, TotalsTarget):
         """The progress markers: one consumer group per task partition."""
         groups = self.admin.list_consumer_groups().result(30).valid
         return {"marker groups": sum(g.group_id.startswith(f"eoskit-{sink_id}-") for g in groups)}
-
-    def prepared(self, prefix: str) -> list[str]:
-        """Kafka has no prepared transactions (a task commits its own)."""
-        return []
-
-    def in_doubt(self, prefix: str, table: str) -> list[str]:
-        """Transactions left open in the output topic: read_committed readers
-        would stall on them."""
-        log = read_topic(self.bootstrap, table)
-        return sorted(f"partition {p}: {n} offsets past the last stable one"
-                      for p, n in log.open_transactions.items())
 
 
 @pytest.fixture(scope="module")

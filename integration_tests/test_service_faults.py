@@ -15,7 +15,6 @@ the ``EOSKIT_*`` variables); without it those tests skip, saying so.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -33,7 +32,7 @@ from eoskit.runtime.dev.endpoints import endpoints_from_env
 from eoskit.testing.pytest_plugin import DEFAULT_TEST_DIR
 from eoskit.twophase import crash
 from eoskit.testing.conformance import ConformanceTarget, Workload
-from eoskit.runtime.dev.kafka_topic import read_topic
+from eoskit.testing.conformance.kafka import KafkaTopicTarget
 from eoskit.testing.conformance.postgres import PostgresTarget
 from eoskit.testing.conformance.scenarios import Paused, Run, wait_for_file
 from eoskit.twophase.txn_id import sink_prefix
@@ -138,35 +137,7 @@ class MySQLTarget(ConformanceTarget):
         return len(ids)
 
 
-class KafkaTarget(ConformanceTarget):
-    """The eoskit-kafka sink, checked by a plain read_committed consumer."""
-
-    format = "eoskit-kafka"
-    select = ("CAST(id AS STRING) AS key",
-              "to_json(named_struct('id', id, 'amount', amount, 'customer', customer)) AS value")
-
-    def __init__(self, bootstrap: str) -> None:
-        self.bootstrap = bootstrap
-
-    def options(self, table: str) -> dict[str, str]:
-        return {"kafka.bootstrap.servers": self.bootstrap, "topic": table}
-
-    def create_table(self, table: str) -> None:
-        from eoskit.runtime.demo.orders import recreate_topic
-
-        recreate_topic(self.bootstrap, table, 3)
-
-    def rows(self, table: str) -> list[tuple[int, int]]:
-        return [(json.loads(r.value)["id"], json.loads(r.value)["amount"])
-                for r in read_topic(self.bootstrap, table).records()]
-
-    def prepared(self, prefix: str) -> list[str]:
-        return []
-
-    def in_doubt(self, prefix: str, table: str) -> list[str]:
-        log = read_topic(self.bootstrap, table)
-        return sorted(f"partition {p}: {n} offsets past the last stable one"
-                      for p, n in log.open_transactions.items())
+KafkaTarget = KafkaTopicTarget
 
 
 # -- fixtures ---------------------------------------------------------------
