@@ -1,0 +1,108 @@
+"""The runner's timers across several of their periods, on a fake query
+(the runner asks a StreamingQuery for isActive, status, lastProgress and
+stop; nothing else here is faked): ``checkpoint_timeout`` is per batch, and
+a stop request that stays pending is counted once."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from eoskit.runtime import runner as runner_module
+from eoskit.runtime.control import ControlDir
+from eoskit.runtime.failures import Failure
+from eoskit.runtime.runner import Runner
+from eoskit.runtime.settings import JobSettings
+
+
+class FakeQuery:
+    """Batches of the given lengths back to back (the trigger always
+    active), then idle; each completed batch shows in lastProgress."""
+
+    def __init__(self, lengths: list[float]) -> None:
+        self.lengths = lengths
+        self.started = time.monotonic()
+        self.stopped = False
+
+    def _done(self) -> int:
+        elapsed, done = time.monotonic() - self.started, 0
+        for length in self.lengths:
+            if elapsed < length:
+                break
+            elapsed -= length
+            done += 1
+        return done
+
+    @property
+    def isActive(self) -> bool:  # noqa: N802 - PySpark's name
+        # Ends by itself after 20 s: a runner that never stops it fails the test, not hangs it.
+        return not self.stopped and time.monotonic() - self.started < 20
+
+    @property
+    def status(self) -> dict:
+        return {"isTriggerActive": self._done() < len(self.lengths)}
+
+    @property
+    def lastProgress(self) -> dict | None:  # noqa: N802 - PySpark's name
+        done = self._done()
+        return {"batchId": done - 1} if done else None
+
+    @property
+    def recentProgress(self) -> list:  # noqa: N802 - PySpark's name
+        return []
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    def awaitTermination(self) -> None:  # noqa: N802 - PySpark's name
+        pass
+
+    def exception(self) -> None:
+        return None
+
+
+def runner(tmp_path, **settings: str) -> Runner:
+    r = Runner.__new__(Runner)  # only what _watch and _read_requests use
+    r.settings = JobSettings.of(**settings)
+    r.checkpoint = str(tmp_path)
+    r.control = ControlDir(str(tmp_path))
+    r.stop = runner_module.StopRequest()
+    r.stop_savepoint = None
+    r._stops_seen = set()
+    r._settled_seen = set()
+    r.started_at = time.time()
+    r.listeners = type("NoListeners", (), {"on_progress": lambda self, p: None})()
+    r._report_settled = lambda: None
+    return r
+
+
+@pytest.fixture(autouse=True)
+def fast_polls(monkeypatch):
+    monkeypatch.setattr(runner_module, "POLL_S", 0.02)
+
+
+def test_checkpoint_timeout_is_per_batch_across_many_of_its_periods(tmp_path):
+    """Twelve batches of 0.6 x the timeout run for 7 timeouts in all: none
+    is cut; the thirteenth, 2 x the timeout, is, and named."""
+    r = runner(tmp_path, checkpoint_timeout="0.25s")
+    query = FakeQuery([0.15] * 12 + [0.5, 0.1])
+    started = time.monotonic()
+    outcome = r._watch(query, r.control.claim("job"))
+    assert isinstance(outcome, Failure) and not outcome.permanent
+    assert outcome.message == "batch 12 ran longer than checkpoint_timeout (0.25 s)"
+    assert time.monotonic() - started > 12 * 0.15 and query.stopped
+
+
+def test_a_pending_stop_request_counts_once_however_many_polls_see_it(tmp_path):
+    """A stop with a savepoint stays pending until the savepoint is taken;
+    seen at every poll of a long batch, it once counted as a second stop
+    (which forces the stop, mid-batch)."""
+    r = runner(tmp_path)
+    r._savepoint = lambda request: r.control.answer(request, status="done")
+    query = FakeQuery([1.0, 0.1])
+    threading.Timer(0.1, lambda: r.control.send("stop", str(tmp_path / "sp"))).start()
+    assert r._watch(query, r.control.claim("job")) is runner_module.FINISHED
+    assert r.stop.count == 1 and not r.stop.forced
+    assert query._done() >= 1, "the batch in flight was cut"
