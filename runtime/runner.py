@@ -10,7 +10,9 @@ One run, step by step:
    first, once the job's query is found to match the savepoint's
    (``fingerprint.py``: source, sinks, stateful operators).
 2. Start the query from the checkpoint, with the job's settings (trigger
-   interval, retained batches, exactly-once or at-least-once).
+   interval, retained batches, exactly-once or at-least-once). The first
+   start fails the run at once; a restart's start that fails for a cause a
+   restart can fix (a service still coming back) is a failure of step 4.
 3. Watch it: heartbeat the run record, pass Spark's progress to the
    listeners (``listeners.py``), and after each batch the in-doubt
    transactions the sinks' start-up sweep settled (noted in their decision
@@ -148,13 +150,20 @@ class Runner:
                                             self.settings)
             except PySparkException as exc:
                 cause = classify(exc)
-                raise PipelineFailed(f"pipeline {self.pipeline.name} could not start: "
-                                     f"{cause.line()}", cause.type) from exc
+                # The first start fails at once, whatever the cause: the
+                # settings may be wrong. A restart's start that fails for a
+                # cause a restart can fix (the broker still coming back) is
+                # one more failure for the restart strategy to weigh.
+                if restarts == 0 or cause.permanent:
+                    raise PipelineFailed(f"pipeline {self.pipeline.name} could not start: "
+                                         f"{cause.line()}", cause.type) from exc
+                outcome: Failure | _Finished = cause
             except ExecutorCheckError as exc:
                 raise PipelineFailed(f"pipeline {self.pipeline.name} could not start: {exc}",
                                      "eoskit.runtime.executors.ExecutorCheckError") from exc
-            # Step 3: watch it.
-            outcome = self._watch(query, record)
+            else:
+                # Step 3: watch it.
+                outcome = self._watch(query, record)
             if outcome is FINISHED:
                 return
             # Step 4: restart, or give up.

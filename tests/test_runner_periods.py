@@ -21,10 +21,12 @@ class FakeQuery:
     """Batches of the given lengths back to back (the trigger always
     active), then idle; each completed batch shows in lastProgress."""
 
-    def __init__(self, lengths: list[float]) -> None:
+    def __init__(self, lengths: list[float], caught_up: bool = False) -> None:
         self.lengths = lengths
         self.started = time.monotonic()
         self.stopped = False
+        #: Ends by itself after its batches, as a run until caught up does.
+        self.caught_up = caught_up
 
     def _done(self) -> int:
         elapsed, done = time.monotonic() - self.started, 0
@@ -38,6 +40,8 @@ class FakeQuery:
     @property
     def isActive(self) -> bool:  # noqa: N802 - PySpark's name
         # Ends by itself after 20 s: a runner that never stops it fails the test, not hangs it.
+        if self.caught_up and self._done() == len(self.lengths):
+            return False
         return not self.stopped and time.monotonic() - self.started < 20
 
     @property
@@ -106,3 +110,72 @@ def test_a_pending_stop_request_counts_once_however_many_polls_see_it(tmp_path):
     assert r._watch(query, r.control.claim("job")) is runner_module.FINISHED
     assert r.stop.count == 1 and not r.stop.forced
     assert query._done() >= 1, "the batch in flight was cut"
+
+
+# -- a restart whose start fails --------------------------------------------------
+
+
+class FailedQuery(FakeQuery):
+    """A query that has failed with ``error``."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__([])
+        self.error = error
+        self.stopped = True
+
+    def exception(self) -> BaseException:
+        return self.error
+
+
+class Pipeline:
+    """Each start returns the next query, or raises the next error."""
+
+    name = "flaky"
+
+    def __init__(self, *starts) -> None:
+        self.starts = list(starts)
+
+    def start(self, spark, checkpoint, until_caught_up, settings):
+        what = self.starts.pop(0)
+        if isinstance(what, BaseException):
+            raise what
+        return what
+
+
+def run_loop(tmp_path, pipeline: Pipeline, strategy: str) -> str:
+    import io
+
+    out = io.StringIO()
+    r = Runner(pipeline, str(tmp_path), None, JobSettings.of(restart_strategy=strategy), out)
+    r._loop(r.control.claim("job"))
+    return out.getvalue()
+
+
+def _broker_down() -> BaseException:
+    from pyspark.errors import PySparkException
+
+    return PySparkException(message="cannot reach Kafka at kafka.bootstrap.servers='b:9092' within 15 s")
+
+
+def test_a_restart_that_cannot_start_yet_is_retried_by_the_restart_strategy(tmp_path):
+    """The broker was killed: the query fails, and the restart's start finds
+    it still down; the restart strategy tries again, and the job goes on."""
+    from eoskit.connectors.kafka.client import BrokerUnreachable
+
+    pipeline = Pipeline(FailedQuery(BrokerUnreachable("the broker went away")), _broker_down(),
+                        _broker_down(), FakeQuery([0.05], caught_up=True))
+    out = run_loop(tmp_path, pipeline, "fixed_delay(attempts=5, delay=0s)")
+    assert pipeline.starts == []
+    assert "restart 3 in 0.0s after: cannot reach Kafka" in out, out
+
+
+def test_the_first_start_fails_at_once_and_the_strategy_still_bounds_restarts(tmp_path):
+    from eoskit.connectors.kafka.client import BrokerUnreachable
+    from eoskit.runtime.runner import PipelineFailed
+
+    with pytest.raises(PipelineFailed, match="could not start: cannot reach Kafka"):
+        run_loop(tmp_path, Pipeline(_broker_down()), "fixed_delay(attempts=5, delay=0s)")
+    pipeline = Pipeline(FailedQuery(BrokerUnreachable("the broker went away")),
+                        *[_broker_down() for _ in range(3)])
+    with pytest.raises(PipelineFailed, match="gave up after 2 restart"):
+        run_loop(tmp_path / "b", pipeline, "fixed_delay(attempts=2, delay=0s)")
