@@ -121,15 +121,21 @@ def test_a_ttl_of_zero_or_less_is_refused_naming_the_state(examples):
         examples.FirstSeenWithin("soon")
 
 
+IDLE_S = 10
+
+
 def test_a_processing_time_timer_fires_once_a_key_is_idle(spark, examples, json_files, gathered, tmp_path):
     events, sink = json_files("user string"), gathered()
-    query = started("idle", events, sink, lambda df: examples.idle_alerts(df, "1 second"), tmp_path / "ck", spark)
+    # Idle after 10 s: long enough that u1's second batch lands before its
+    # timer fires however slow a loaded machine runs the first one.
+    query = started("idle", events, sink, lambda df: examples.idle_alerts(df, f"{IDLE_S} seconds"),
+                    tmp_path / "ck", spark)
     try:
         events.add({"user": "u1"}, {"user": "u1"}, {"user": "u2"})
         first = processed(query, 1)
         events.add({"user": "u1"})  # u1 again: its timer moves on
         processed(query, 2)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 30 + 2 * IDLE_S
         while sum(len(rows) for rows in list(sink.batches.values())) < 2 and time.monotonic() < deadline:
             time.sleep(0.1)
     finally:
@@ -137,8 +143,8 @@ def test_a_processing_time_timer_fires_once_a_key_is_idle(spark, examples, json_
     alerts = {r["user"]: (b, r["events"], r["idle_since_ms"]) for b, rows in sink.batches.items() for r in rows}
     assert sorted(alerts) == ["u1", "u2"] and alerts["u1"][1] == 3 and alerts["u2"][1] == 1
     checkpoint = Checkpoint(str(tmp_path / "ck"))
-    for batch, _, idle_since in alerts.values():  # fired in a batch at least 1 s after the key's last event
-        assert checkpoint.batch(batch).timestamp_ms >= idle_since + 1000 and batch > first
+    for batch, _, idle_since in alerts.values():  # fired in a batch at least IDLE_S after the key's last event
+        assert checkpoint.batch(batch).timestamp_ms >= idle_since + IDLE_S * 1000 and batch > first
     assert alerts["u1"][2] > alerts["u2"][2]
 
 
