@@ -75,6 +75,22 @@ def read_sink_manifests(storage: Storage, sink_id: str) -> dict[int, BatchManife
     return found
 
 
+def _listing(storage: Storage, sink_id: str) -> tuple[dict[int, str], int]:
+    """(the batch manifests by batch, the last batch the newest compact file
+    holds, -1 for none) of ``sink_id``: one listing."""
+    singles, compacted = {}, -1
+    for name in storage.list(f"{layout.BATCHES_DIR}/{sink_id}"):
+        parsed = layout.parse_manifest_name(name)
+        if parsed is None:
+            continue
+        is_compact, batch = parsed
+        if is_compact:
+            compacted = max(compacted, batch)
+        else:
+            singles[batch] = name
+    return singles, compacted
+
+
 def compact(storage: Storage, sink_id: str, last: int) -> int:
     """Merge the batch manifests of ``sink_id`` up to batch ``last`` that no
     compact file holds yet into ``compact-<last>.manifest``, then remove
@@ -83,26 +99,16 @@ def compact(storage: Storage, sink_id: str, last: int) -> int:
     manifest goes, a reader takes each batch once, and a repeat finds the
     compact file and only removes what it holds."""
     directory = f"{layout.BATCHES_DIR}/{sink_id}"
-    singles, compacted = {}, -1
-    for name in storage.list(directory):
-        parsed = layout.parse_manifest_name(name)
-        if parsed is None:
-            continue
-        is_compact, batch = parsed
-        if is_compact:
-            compacted = max(compacted, batch)
-        elif batch <= last:
-            singles[batch] = name
-    target = layout.compact_manifest(sink_id, last)
+    singles, compacted = _listing(storage, sink_id)
     merged = []
     if compacted < last:
-        for batch in sorted(b for b in singles if b > compacted):
+        for batch in sorted(b for b in singles if compacted < b <= last):
             data = storage.read(f"{directory}/{singles[batch]}")
             if data is not None:
                 merged.append(json.loads(data))
         if not merged:
             return 0
-        storage.write_atomic(target, json.dumps(
+        storage.write_atomic(layout.compact_manifest(sink_id, last), json.dumps(
             {"sinkId": sink_id, "last": last, "batches": merged}, sort_keys=True).encode())
         compacted = last
     for batch, name in singles.items():
@@ -113,9 +119,4 @@ def compact(storage: Storage, sink_id: str, last: int) -> int:
 
 def compacted_through(storage: Storage, sink_id: str) -> int:
     """The last batch the newest compact file of ``sink_id`` holds (-1: none)."""
-    last = -1
-    for name in storage.list(f"{layout.BATCHES_DIR}/{sink_id}"):
-        parsed = layout.parse_manifest_name(name)
-        if parsed is not None and parsed[0]:
-            last = max(last, parsed[1])
-    return last
+    return _listing(storage, sink_id)[1]
