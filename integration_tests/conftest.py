@@ -97,10 +97,12 @@ def spark_kafka(spark) -> str:
     return spark_kafka_loaded["version"]
 
 
-def create_topic(bootstrap: str, partitions: int, prefix: str = "t") -> str:
+def create_topic(
+    bootstrap: str, partitions: int, prefix: str = "t", config: Mapping[str, str] | None = None
+) -> str:
     name = f"{prefix}-{uuid.uuid4().hex[:10]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+    for future in admin.create_topics([NewTopic(name, partitions, 1, config=dict(config or {}))]).values():
         future.result(30)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -132,7 +134,7 @@ def numbered(partitions: int, per_partition: int, start: int = 0) -> dict[int, l
 
 @pytest.fixture
 def new_topic(kafka: str) -> Callable[..., str]:
-    return lambda partitions=3, prefix="t": create_topic(kafka, partitions, prefix)
+    return lambda partitions=3, prefix="t", config=None: create_topic(kafka, partitions, prefix, config)
 
 
 @pytest.fixture

@@ -251,7 +251,10 @@ def run_pytest_session(folder: Path, workdir: Path) -> subprocess.CompletedProce
     env = {k: v for k, v in os.environ.items() if not k.startswith("EOSKIT_")}
     env["EOSKIT_DEV_DIR"] = str(folder)
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_uses_services.py"],
+        # As a project asks for the plugin (docs/dev-services.md): it is no
+        # pytest11 entry point, so a session without -p has no fixtures.
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         "-p", "eoskit.testing.pytest_plugin", "test_uses_services.py"],
         cwd=workdir,
         env=env,
         capture_output=True,

@@ -28,11 +28,21 @@ FORMATS = (SPARK, EOSKIT)
 #: Record timestamps: partition p's record i was created at BASE + i seconds.
 BASE = 1_700_000_000_000
 PER_PARTITION = 10
+#: Every topic here keeps its records for good: with the broker's default
+#: retention.ms (7 days) its retention check (every 5 minutes) deletes records
+#: stamped BASE + i s, from 2023, between a test's planning and its read.
+KEEP = {"retention.ms": "-1"}
 
 
 @pytest.fixture(autouse=True)
 def _connector(spark_kafka):
     """Every test here needs Spark's connector in the shared session."""
+
+
+@pytest.fixture
+def new_topic(new_topic):
+    """conftest's new_topic, with topics that keep their records (KEEP)."""
+    return lambda partitions=3, prefix="t": new_topic(partitions, prefix, KEEP)
 
 
 # -- topics ----------------------------------------------------------------
@@ -74,7 +84,7 @@ def recreate_topic(kafka: str, name: str, partitions: int) -> None:
     deadline = time.monotonic() + 60
     while True:  # the broker refuses the name until the deletion has gone through
         try:
-            for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+            for future in admin.create_topics([NewTopic(name, partitions, 1, config=KEEP)]).values():
                 future.result(30)
             break
         except Exception:
