@@ -13,7 +13,9 @@ central lists connectors, so a new sink is a new folder:
   own are in ``connectors/pyspark_modules/``, collected by ``setup.py``);
 - the worker daemon preloads each plugin's ``preload`` modules;
 - ``eoskit txn`` asks each plugin's ``in_doubt`` for the sink that owns a
-  target, to list and settle its in-doubt transactions.
+  target, to list and settle its in-doubt transactions;
+- ``eoskit.connectors.failures`` asks each plugin's ``failures`` whether an
+  error of its client library means the service is gone or refused us.
 
 A ``Plugin`` must be cheap to import: it names modules as strings and imports
 them only when asked.
@@ -26,7 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -53,6 +55,10 @@ class Plugin:
     preload: tuple[str, ...] = ()
     #: Settles in-doubt transactions by hand (two-phase sinks only).
     in_doubt: InDoubt | None = field(default=None, compare=False)
+    #: Which of its client library's errors mean the service is gone for now
+    #: or refused us (``eoskit.connectors.failures``): the library's
+    #: top-level module -> ``module:function``, imported for its errors only.
+    failures: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def data_source_class(self) -> type:
         module, _, name = self.data_source.partition(":")
@@ -61,6 +67,9 @@ class Plugin:
 
 class PluginError(RuntimeError):
     """A registered plug-in cannot be loaded; names the entry point."""
+
+    #: runtime/failures.py: a restart cannot fix it.
+    transient: ClassVar[bool] = False
 
 
 @lru_cache(maxsize=1)

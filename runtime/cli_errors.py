@@ -73,22 +73,12 @@ _MIN_LITERAL_SECRET = 4
 _USAGE_TYPES = (
     ("eoskit.connectors.plugins", "PluginError"),
 )
-# psycopg: client-side failures carry no SQLSTATE; 08 = connection exception,
-# 28 = invalid authorization.
-_PG_UNREACHABLE_CLASSES = ("08", "28")
-# PyMySQL: 2000-2999 are client errors (can't connect, lost connection, ...);
-# 1044/1045 are access denied.
-_MYSQL_ACCESS_DENIED = (1044, 1045)
-# librdkafka: _TRANSPORT, _ALL_BROKERS_DOWN, _RESOLVE.
-_KAFKA_UNREACHABLE = (-195, -187, -193)
-
-
 class UsageError(ValueError):
     """A command was given something it cannot work with; the message says what."""
 
 
 @dataclass(frozen=True)
-class Failure:
+class Outcome:
     """What a command prints and returns for an exception."""
 
     code: int
@@ -133,28 +123,12 @@ def _text(exc: BaseException) -> str:
 
 
 def _unreachable(exc: BaseException) -> str | None:
-    """The message of a failure to reach a service, or None if ``exc`` is something else."""
-    sqlalchemy_exc = sys.modules.get("sqlalchemy.exc")
-    if sqlalchemy_exc is not None and isinstance(exc, sqlalchemy_exc.DBAPIError) and exc.orig is not None:
-        return _unreachable(exc.orig)
-    if isinstance(exc, ConnectionError):  # ConnectionRefusedError, eoskit's BrokerUnreachable, ...
-        return one_line(str(exc)) or type_name(type(exc))
-    psycopg = sys.modules.get("psycopg")
-    if psycopg is not None and isinstance(exc, psycopg.OperationalError):
-        state = getattr(exc, "sqlstate", None)
-        if state is None or state[:2] in _PG_UNREACHABLE_CLASSES:
-            return one_line(str(exc))
-    pymysql_err = sys.modules.get("pymysql.err")
-    if pymysql_err is not None and isinstance(exc, pymysql_err.OperationalError) and exc.args:
-        code = exc.args[0]
-        if isinstance(code, int) and (2000 <= code < 3000 or code in _MYSQL_ACCESS_DENIED):
-            return one_line(str(exc.args[1]) if len(exc.args) > 1 else str(exc))
-    kafka = sys.modules.get("confluent_kafka")
-    if kafka is not None and isinstance(exc, kafka.KafkaException) and exc.args:
-        error = exc.args[0]
-        if getattr(error, "code", lambda: None)() in _KAFKA_UNREACHABLE:
-            return one_line(error.str() if hasattr(error, "str") else str(error))
-    return None
+    """The service's own line when ``exc`` says a service is gone or refused
+    us (``eoskit.connectors.failures``, one place per service), else None."""
+    from eoskit.connectors.failures import service_failure
+
+    verdict = service_failure(exc)
+    return None if verdict is None else (verdict.message or type_name(type(exc)))
 
 
 def _cause_code(cause_type: str | None) -> int:
@@ -173,8 +147,8 @@ def _cause_code(cause_type: str | None) -> int:
     found = _type(module, name)
     if found is None:
         return FAILED
-    if issubclass(found, ConnectionError):
-        return UNREACHABLE
+    if issubclass(found, ConnectionError) or getattr(found, "service_failure", None) is not None:
+        return UNREACHABLE  # eoskit.connectors.failures: gone, or refused us
     if issubclass(found, ValueError) or _is_usage_type(found):
         return USAGE
     return FAILED
@@ -184,7 +158,7 @@ def _is_usage_type(exc_type: type) -> bool:
     return any((t := _type(m, n)) is not None and issubclass(exc_type, t) for m, n in _USAGE_TYPES)
 
 
-def describe(exc: BaseException) -> Failure:
+def describe(exc: BaseException) -> Outcome:
     """The exit code and the one line for ``exc``.
 
     In order: Ctrl-C; a service that cannot be reached (whatever the
@@ -193,27 +167,27 @@ def describe(exc: BaseException) -> Failure:
     else is a failed operation, named by its type unless it is eoskit's own.
     """
     if isinstance(exc, KeyboardInterrupt):
-        return Failure(INTERRUPTED, "interrupted")
+        return Outcome(INTERRUPTED, "interrupted")
     unreachable = _unreachable(exc)
     if unreachable is not None:
-        return Failure(UNREACHABLE, unreachable)
+        return Outcome(UNREACHABLE, unreachable)
     if _is(exc, (("eoskit.runtime.runner", "PipelineFailed"),)):
         cause_type = getattr(exc, "cause_type", None)
         foreign = cause_type is not None and not cause_type.startswith("eoskit.")
-        return Failure(_cause_code(cause_type), one_line(str(exc)), hint=foreign or cause_type is None)
+        return Outcome(_cause_code(cause_type), one_line(str(exc)), hint=foreign or cause_type is None)
     if _is(exc, (("eoskit.runtime.jobfile", "JobFileError"),)):
         cause = exc.__cause__
         code = UNREACHABLE if cause is not None and _unreachable(cause) is not None else USAGE
         told = cause is None or _ours(type(cause)) or isinstance(cause, SyntaxError)  # line and message say it all
-        return Failure(code, one_line(str(exc)), hint=not told)
+        return Outcome(code, one_line(str(exc)), hint=not told)
     if isinstance(exc, (ValueError, FileNotFoundError, NotADirectoryError)) or _is(exc, _USAGE_TYPES):
-        return Failure(USAGE, _text(exc), hint=not _ours(type(exc)))
+        return Outcome(USAGE, _text(exc), hint=not _ours(type(exc)))
     pyspark_errors = sys.modules.get("pyspark.errors")
     if pyspark_errors is not None and isinstance(exc, pyspark_errors.PySparkException):
         from eoskit.runtime.spark_errors import root_cause  # Spark failed outside a pipeline run
 
-        return Failure(FAILED, str(root_cause(exc)), hint=True)
-    return Failure(FAILED, _text(exc), hint=not _ours(type(exc)))
+        return Outcome(FAILED, str(root_cause(exc)), hint=True)
+    return Outcome(FAILED, _text(exc), hint=not _ours(type(exc)))
 
 
 def secrets_in(values: Iterable[Any]) -> set[str]:

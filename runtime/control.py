@@ -27,7 +27,7 @@ import socket
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import fsspec
 
@@ -41,6 +41,9 @@ STALE_AFTER_S = 15.0
 
 class ControlError(RuntimeError):
     """A command cannot reach the job it names, or a second job would share a checkpoint."""
+
+    #: runtime/failures.py: a restart cannot fix it.
+    transient: ClassVar[bool] = False
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ import psycopg
 import pymysql
 import pytest
 
-from eoskit.connectors.mysql.connection import connection_lost as mysql_lost
-from eoskit.connectors.postgres.connection import connection_lost as postgres_lost
+from eoskit.connectors.mysql.failures import lost as mysql_lost
+from eoskit.connectors.postgres.failures import lost as postgres_lost
 from eoskit.connectors.sql.retry import (
     MAX_DELAY_S,
     Attempt,

@@ -36,7 +36,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import pyarrow as pa
 from pyspark.sql.types import StructType
@@ -50,10 +50,16 @@ class SinkError(RuntimeError):
     """A sink refused a write or a setting; the message says what to change.
     A restart does not fix it (the runtime's restart strategy does not retry it)."""
 
+    #: runtime/failures.py: a restart cannot fix it.
+    transient: ClassVar[bool] = False
+
 
 class ServiceUnavailable(SinkError, ConnectionError):
     """The sink's service did not answer (unreachable, restarting, timed out):
     a restart may well fix it."""
+
+    #: runtime/failures.py: a restart may fix it.
+    transient: ClassVar[bool] = True
 
 
 class CommitMode(str, Enum):

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import ClassVar
 
 from eoskit.twophase import crash, timings
 from eoskit.twophase.contract import TwoPhaseCommitting
@@ -48,9 +49,15 @@ log = logging.getLogger(__name__)
 class CoordinatorError(RuntimeError):
     """The protocol cannot proceed without losing or duplicating data."""
 
+    #: runtime/failures.py: a restart cannot fix it.
+    transient: ClassVar[bool] = False
+
 
 class LostPreparedTransaction(CoordinatorError):
     """An acked transaction is no longer prepared before the decision."""
+
+    #: runtime/failures.py: a restart may fix it.
+    transient: ClassVar[bool] = True
 
 
 class OrphanedTransactions(CoordinatorError):

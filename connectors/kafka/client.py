@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from confluent_kafka import (
     IsolationLevel,
@@ -25,6 +25,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from eoskit.connectors.failures import Kind
 from eoskit.connectors.kafka.offsets import PartitionOffsets, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,11 @@ class BrokerUnreachable(ConnectionError):
 class AuthenticationFailed(PermissionError):
     """The broker refused the client's SASL credentials (or its TLS handshake
     failed): retrying with the same settings cannot help."""
+
+    #: eoskit.connectors.failures: the service refused us.
+    service_failure: ClassVar[Kind] = Kind.REFUSED
+    #: runtime/failures.py: a restart cannot fix it.
+    transient: ClassVar[bool] = False
 
 
 #: What librdkafka logs when the broker refuses the credentials, or the TLS

@@ -22,9 +22,9 @@ Two kinds, because of how MySQL and MariaDB treat a prepared XA transaction:
 
 A server restart or a ``KILL`` ends sessions under the sink's feet: a
 cached session is pinged before it is handed out and replaced if dead, and
-``connection_lost`` tells the errors of a lost session from the server's
-answers, so that the sink's callers can connect again and retry where that
-is safe (``eoskit.connectors.sql.retry``).
+``eoskit.connectors.failures`` tells the errors of a lost session from the
+server's answers (``mysql/failures.py``), so that the sink's callers can
+connect again and retry where that is safe (``eoskit.connectors.sql.retry``).
 
 Every session is pinned the same way, after PyMySQL's ``SET NAMES
 utf8mb4`` (``init_command``): ``time_zone`` ``+00:00`` (Spark's timestamps
@@ -185,26 +185,6 @@ _PINNED: Mapping[str, Any] = {
 }
 
 _connections: dict[str, pymysql.connections.Connection] = {}
-
-#: Error numbers of a session that is gone or could not be made: the
-#: client's own (2002 no socket, 2003 cannot connect, 2006 gone away, 2013
-#: lost during a query, 2055 lost at a system call) and the server's when it
-#: ends a session (1053 shutting down, 1927 MariaDB's connection killed,
-#: 4031 MySQL's idle client disconnected).
-LOST_CONNECTION = frozenset({2002, 2003, 2006, 2013, 2055, 1053, 1927, 4031})
-
-
-def connection_lost(exc: BaseException) -> bool:
-    """Did ``exc`` end the session, or come from trying to make one?
-    PyMySQL raises ``InterfaceError`` for a session it already closed after
-    such an error; every other error is the server's answer."""
-    if isinstance(exc, pymysql.err.InterfaceError):
-        return True
-    if not isinstance(exc, pymysql.err.OperationalError):
-        return False
-    args = exc.args
-    return bool(args) and args[0] in LOST_CONNECTION
-
 
 def connect_kwargs(url: URL) -> dict[str, Any]:
     """PyMySQL's arguments for a SQLAlchemy URL: its host, port, user,

@@ -21,4 +21,5 @@ PLUGIN = Plugin(
     data_source="eoskit.connectors.mysql.datasource:MySQLDataSource",
     preload=("eoskit.connectors.mysql.datasource",),
     in_doubt=_in_doubt,
+    failures={"pymysql": "eoskit.connectors.mysql.failures:classify"},
 )

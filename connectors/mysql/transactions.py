@@ -45,11 +45,11 @@ from sqlalchemy.engine import URL
 from sqlalchemy.pool import NullPool
 
 from eoskit.connectors.mysql import checks
+from eoskit.connectors.mysql.failures import lost as connection_lost
 from eoskit.connectors.mysql.connection import (
     cached_connection,
     close_quietly,
     connect,
-    connection_lost,
     drop_connection,
     engine_connect_args,
 )

@@ -10,8 +10,8 @@ Executors reuse their connection across tasks and batches (a prepared
 transaction frees the session at once), so a micro-batch costs no connect.
 A cached connection the server dropped (a restart, ``pg_terminate_backend``)
 looks idle until it is used; the first statement on it fails, which
-``connection_lost`` recognises, and the sink's callers drop it and connect
-again (``eoskit.connectors.sql.retry``).
+``eoskit.connectors.failures`` calls lost (``postgres/failures.py``), and
+the sink's callers drop it and connect again (``eoskit.connectors.sql.retry``).
 """
 
 from __future__ import annotations
@@ -28,24 +28,6 @@ from eoskit.connectors.options import OptionError
 CLIENT_ENCODING = "UTF8"
 
 _connections: dict[str, psycopg.Connection] = {}
-
-#: SQLSTATEs of a session the server ended: administrator command (fast
-#: shutdown, ``pg_terminate_backend``), crash of another backend, and a
-#: server starting up or shutting down.
-_SESSION_ENDED = frozenset({"57P01", "57P02", "57P03"})
-
-
-def connection_lost(exc: BaseException) -> bool:
-    """Did ``exc`` end the connection, or come from trying to make one?
-    Connection failures carry no SQLSTATE (refused, reset, closed, timed
-    out) or one of class 08; a session the server ended says so with
-    57P01-57P03. Every other error (a statement refused, a lock timeout, a
-    cancelled query) is an answer from a live server and is not retried."""
-    if not isinstance(exc, psycopg.OperationalError):
-        return False
-    state = exc.sqlstate
-    return state is None or state.startswith("08") or state in _SESSION_ENDED
-
 
 def check_url(url: URL) -> None:
     """Refuse (``OptionError``, naming the key, never the URL) a query key

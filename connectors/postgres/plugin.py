@@ -21,4 +21,5 @@ PLUGIN = Plugin(
     data_source="eoskit.connectors.postgres.datasource:PostgresDataSource",
     preload=("eoskit.connectors.postgres.datasource",),
     in_doubt=_in_doubt,
+    failures={"psycopg": "eoskit.connectors.postgres.failures:classify"},
 )

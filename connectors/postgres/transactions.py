@@ -33,10 +33,10 @@ from sqlalchemy.engine import URL
 from sqlalchemy.pool import NullPool
 
 from eoskit.connectors.dead_letters import dead_letter, isolate
+from eoskit.connectors.postgres.failures import lost as connection_lost
 from eoskit.connectors.postgres.connection import (
     cached_connection,
     check_url,
-    connection_lost,
     drop_connection,
 )
 from eoskit.connectors.postgres.csv import to_copy_csv

@@ -1,0 +1,122 @@
+"""Which errors of a service a retry or a restart can fix: asked in one place.
+
+Each service eoskit talks to has one module, ``connectors/<name>/failures.py``,
+that sorts its client library's errors into:
+
+- ``LOST``: the service is gone for now. The connection was refused, reset
+  or closed, the server ended the session while restarting, no broker is
+  up. A new connection, a retry or a restart of the query may succeed.
+- ``REFUSED``: the service answered and refused who we are: credentials,
+  access rights, a TLS handshake. The same options are refused again, so
+  nothing retries or restarts for it.
+- anything else (``None``): not about the service being there. A statement
+  the server refused, a lock timeout, a bad record: the caller decides.
+
+Who asks, and what they do with the answer:
+
+- the SQL sinks' reconnecting calls (``connectors/sql/retry.py``) try again
+  on ``LOST`` only (``lost``), and raise ``ConnectionLost`` when it lasts;
+- the CLI (``runtime/cli_errors.py``) exits 3, "a service cannot be
+  reached", on either, with the service's own one-line message;
+- the runtime's restart strategy (``runtime/failures.py``) sees what a
+  task raised only as a type name and a line of text, so it asks the
+  error's class: eoskit's own errors say ``transient`` (a restart may fix
+  it) or not, and the sinks raise them from these verdicts
+  (``ServiceUnavailable`` for a lost service, ``AuthenticationFailed`` for
+  refused credentials).
+
+eoskit's own errors answer for themselves with a class attribute
+``service_failure`` (``AuthenticationFailed``: ``REFUSED``); any
+``ConnectionError`` (Python's own ``ConnectionRefusedError``,
+``ServiceUnavailable``, ``BrokerUnreachable``) is ``LOST``. A client
+library's errors are sorted by the module a connector's ``Plugin.failures``
+names for that library's top-level package, imported only for an error of
+that library, so that asking costs nothing to a process that never loaded it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Kind(Enum):
+    #: The service is gone for now: a retry on a new connection may succeed.
+    LOST = "lost"
+    #: The service refused who we are: the same options are refused again.
+    REFUSED = "refused"
+
+
+@dataclass(frozen=True)
+class ServiceFailure:
+    kind: Kind
+    #: The service's own words, one line (the client library's message).
+    message: str
+
+
+#: ``classify(exc) -> ServiceFailure | None`` of one client library.
+Classifier = Callable[[BaseException], "ServiceFailure | None"]
+
+
+def first_line(exc: BaseException | str) -> str:
+    text = str(exc).strip()
+    if not text and isinstance(exc, BaseException):
+        return type(exc).__name__
+    return text.splitlines()[0].strip() if text else ""
+
+
+def _library(exc_type: type) -> set[str]:
+    """The top-level modules of ``exc_type`` and its bases
+    (``psycopg.errors.AdminShutdown``: psycopg; confluent-kafka's
+    ``KafkaException`` lives in ``cimpl``)."""
+    return {cls.__module__.split(".", 1)[0] for cls in exc_type.__mro__}
+
+
+def _classifiers(libraries: set[str]) -> list[Classifier]:
+    from eoskit.connectors.plugins import PluginError, plugins
+
+    try:
+        installed = plugins()
+    except PluginError:  # reported where the plug-in is used; here, nothing is known
+        return []
+    found: list[Classifier] = []
+    for plugin in installed:
+        for library, target in plugin.failures.items():
+            if library in libraries:
+                module, _, name = target.partition(":")
+                classifier = getattr(importlib.import_module(module), name)
+                if classifier not in found:
+                    found.append(classifier)
+    return found
+
+
+def _unwrap(exc: BaseException) -> BaseException:
+    """SQLAlchemy wraps the driver's error (``DBAPIError.orig``)."""
+    orig = getattr(exc, "orig", None)
+    if isinstance(orig, BaseException) and type(exc).__module__.startswith("sqlalchemy"):
+        return orig
+    return exc
+
+
+def service_failure(exc: BaseException) -> ServiceFailure | None:
+    """Whether ``exc`` says a service is gone for now (``LOST``) or refused
+    us (``REFUSED``), with its one line; None for anything else."""
+    exc = _unwrap(exc)
+    declared = getattr(type(exc), "service_failure", None)
+    if isinstance(declared, Kind):
+        return ServiceFailure(declared, first_line(exc))
+    if isinstance(exc, ConnectionError):
+        return ServiceFailure(Kind.LOST, first_line(exc))
+    for classifier in _classifiers(_library(type(exc))):
+        verdict = classifier(exc)
+        if verdict is not None:
+            return verdict
+    return None
+
+
+def lost(exc: BaseException) -> bool:
+    """Is ``exc`` a service gone for now (a retry on a new connection may succeed)?"""
+    verdict = service_failure(exc)
+    return verdict is not None and verdict.kind is Kind.LOST

@@ -1,0 +1,28 @@
+"""Which confluent-kafka errors mean the brokers are gone for now, or
+refused us (``eoskit.connectors.failures``).
+
+eoskit's own Kafka errors say it themselves: ``BrokerUnreachable`` is a
+``ConnectionError`` (gone), ``AuthenticationFailed`` declares
+``service_failure = REFUSED``.
+"""
+
+from __future__ import annotations
+
+from confluent_kafka import KafkaError, KafkaException
+
+from eoskit.connectors.failures import Kind, ServiceFailure, first_line
+
+#: No broker answers: a broken connection, every broker down, a name that
+#: does not resolve.
+LOST = frozenset({KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._RESOLVE})
+#: The brokers refused the credentials, or the TLS handshake failed.
+REFUSED = frozenset({KafkaError._AUTHENTICATION, KafkaError._SSL, KafkaError.SASL_AUTHENTICATION_FAILED})
+
+
+def classify(exc: BaseException) -> ServiceFailure | None:
+    """By the ``KafkaError`` a ``KafkaException`` carries; None for others."""
+    if not isinstance(exc, KafkaException) or not exc.args or not isinstance(exc.args[0], KafkaError):
+        return None
+    error = exc.args[0]
+    kind = Kind.LOST if error.code() in LOST else Kind.REFUSED if error.code() in REFUSED else None
+    return None if kind is None else ServiceFailure(kind, first_line(error.str()))
