@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import DataStreamWriter
 
-from eoskit.connectors.options import OptionError
+from eoskit.twophase.options import OptionError
 from eoskit.connectors.output_modes import check_output_mode, write_stream
 from eoskit.connectors.plugins import by_format, plugins
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import DataStreamWriter
 
-from eoskit.connectors.options import OptionError
+from eoskit.twophase.options import OptionError
 from eoskit.connectors.plugins import register_data_source
 from eoskit.twophase.adapter import TransactionalDataSource
 from eoskit.twophase.foreach_batch import BatchWriter

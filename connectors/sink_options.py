@@ -1,35 +1,16 @@
-"""Options every eoskit sink takes, declared once (each sink's ``OptionSet``
-lists them beside its own), and the dead-letter options the sinks share."""
+"""The dead-letter options the sinks share, declared once. The options
+every sink takes (``commitMode``, ``sinkId``, ...) are the protocol's:
+``eoskit.twophase.sink_options``."""
 
 from __future__ import annotations
 
-from eoskit.connectors.options import Option, parse_choice, parse_str
-from eoskit.twophase.contract import EXACTLY_ONCE, CommitMode
+from eoskit.twophase.options import Option, parse_str
 
 
 def parse_names(text: str) -> tuple[str, ...]:
     """Comma-separated column names; an empty text is no column."""
     return tuple(name.strip() for name in text.split(",") if name.strip())
 
-
-COMMIT_MODE = Option(
-    "commitMode", parse_choice(EXACTLY_ONCE, *(m.value for m in CommitMode)), EXACTLY_ONCE,
-    "`exactly_once` (default): the sink's exactly-once protocol, two-phase where the sink "
-    "has it; `twophase`: prepared transactions, committed once the whole batch is "
-    "decided; `idempotent`: each task commits with a progress marker, exactly-once for "
-    "deterministic replays; `at_least_once`: each task commits by itself. Each sink's "
-    "page lists the modes it supports.")
-SINK_ID = Option("sinkId", parse_str, None,
-                 "Namespace of the sink's transaction ids and markers, stable across "
-                 "restarts and savepoints. Default: derived from the checkpoint location.")
-CHECKPOINT = Option("checkpointLocation", parse_str, None,
-                    "Set by Spark from writeStream's checkpointLocation; the decision log "
-                    "lives beside it.")
-QUERY_NAME = Option("queryName", parse_str, None,
-                    "Set by Spark from writeStream's queryName; not used by the sink.")
-
-#: In every sink's OptionSet.
-COMMON = (COMMIT_MODE, SINK_ID, CHECKPOINT, QUERY_NAME)
 
 DEAD_LETTER_TABLE = Option(
     "deadLetterTable", parse_str, None,

@@ -11,37 +11,16 @@ names they mirror.
 from __future__ import annotations
 
 import argparse
-import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from eoskit.runtime.restart import RestartStrategy, parse_strategy
+from eoskit.twophase.options import Option, parse_bool, parse_duration
 
 
 class SettingError(ValueError):
     """A runtime setting has a bad value; the message names the setting."""
-
-
-_DURATION = re.compile(
-    r"^\s*(?P<n>-?\d+(?:\.\d+)?)\s*(?P<unit>ms|milliseconds?|s|secs?|seconds?|m|mins?|minutes?|h|hours?)?\s*$")
-_UNITS = {"ms": 0.001, "millisecond": 0.001, "milliseconds": 0.001, "s": 1, "sec": 1, "secs": 1,
-          "second": 1, "seconds": 1, "m": 60, "min": 60, "mins": 60, "minute": 60, "minutes": 60,
-          "h": 3600, "hour": 3600, "hours": 3600}
-
-
-def parse_duration(text: str | float | int) -> float:
-    """Seconds from ``"5 seconds"``, ``"500 ms"``, ``"2m"`` or a number of seconds."""
-    if isinstance(text, (int, float)) and not isinstance(text, bool):
-        seconds = float(text)
-    else:
-        match = _DURATION.match(str(text))
-        if match is None:
-            raise ValueError("expected a duration such as '5 seconds', '500 ms' or '2m'")
-        seconds = float(match["n"]) * _UNITS[match["unit"] or "s"]
-    if seconds < 0:
-        raise ValueError("a duration cannot be negative")
-    return seconds
 
 
 def _duration(text: Any) -> float:
@@ -109,26 +88,13 @@ def _backend(text: Any) -> str:
     return value
 
 
-_TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
-
-
-def _bool(text: Any) -> bool:
-    if isinstance(text, bool):
-        return text
-    value = str(text).strip().lower()
-    if value in _TRUE or value in _FALSE:
-        return value in _TRUE
-    raise ValueError("expected true or false")
-
-
 @dataclass(frozen=True)
-class Setting:
-    """One runtime setting."""
+class Setting(Option[Any]):
+    """One runtime setting: an ``Option`` (name: the Pipeline keyword and
+    JobSettings field; parse: text or value -> value, a ValueError saying
+    what is wrong) that also takes Python values, with its flag and the
+    Flink option it mirrors."""
 
-    name: str  # the Pipeline keyword and JobSettings field
-    parse: Callable[[Any], Any]  # text or value -> value; ValueError says what is wrong
-    default: Any
-    help: str
     flink: str = ""  # the Flink option it mirrors, for the docs
 
     @property
@@ -147,40 +113,40 @@ class Setting:
 SETTINGS: tuple[Setting, ...] = (
     Setting("checkpoint_interval", _positive_duration, 5.0,
             "How often a micro-batch (a checkpoint) starts: Spark's processing-time trigger.",
-            "execution.checkpointing.interval"),
+            flink="execution.checkpointing.interval"),
     Setting("checkpoint_timeout", _positive_duration, None,
             "A batch running longer than this is failed and handled by the restart strategy. "
-            "Default: no timeout.", "execution.checkpointing.timeout"),
+            "Default: no timeout.", flink="execution.checkpointing.timeout"),
     Setting("min_pause", _duration, 0.0,
             "Least time between the end of one batch (its commit) and the start of the next, "
             "however short the interval: the eoskit-kafka source reports no new data until it "
             "has passed. 0: none. Not applied to --until-caught-up runs.",
-            "execution.checkpointing.min-pause"),
+            flink="execution.checkpointing.min-pause"),
     Setting("tolerable_failures", _non_negative_int, 0,
             "Consecutive failed batches tolerated before the job fails; each is retried "
             "by a restart from the checkpoint, without counting against the restart strategy.",
-            "execution.checkpointing.tolerable-failed-checkpoints"),
+            flink="execution.checkpointing.tolerable-failed-checkpoints"),
     Setting("retained_checkpoints", _retained, 100,
             "Batches kept in the checkpoint's logs (Spark's minBatchesToRetain): how far back "
             "`eoskit checkpoint list` and savepoints can reach.",
-            "state.checkpoints.num-retained"),
+            flink="state.checkpoints.num-retained"),
     Setting("mode", _mode, "exactly_once",
             "exactly_once or at_least_once: sets the commitMode of every eoskit sink.",
-            "execution.checkpointing.mode"),
+            flink="execution.checkpointing.mode"),
     Setting("restart_strategy", _strategy, None,
             "none, fixed_delay(attempts, delay), failure_rate(max_failures, interval, delay) or "
             "exponential_delay(initial, max, multiplier, reset_after, jitter). Default: "
-            "exponential_delay with Flink's defaults.", "restart-strategy.type"),
+            "exponential_delay with Flink's defaults.", flink="restart-strategy.type"),
     Setting("state_backend", _backend, "hashmap",
             "Where keyed state lives: hashmap (Spark's HDFS-backed state store: state in "
             "executor memory, a delta file per batch) or rocksdb (RocksDB state store: state on "
             "local disk, needed by transformWithState). Fixed for the life of a checkpoint.",
-            "state.backend.type"),
-    Setting("incremental_checkpoints", _bool, False,
+            flink="state.backend.type"),
+    Setting("incremental_checkpoints", parse_bool, False,
             "rocksdb only: a batch's commit uploads a changelog of the keys it changed, and "
             "RocksDB snapshots are uploaded in the background (Spark's RocksDB changelog "
             "checkpointing). May be switched on or off between runs.",
-            "execution.checkpointing.incremental"),
+            flink="execution.checkpointing.incremental"),
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}

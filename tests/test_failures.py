@@ -87,7 +87,7 @@ def traceback_of(qualified: str, message: str) -> str:
     ("eoskit.twophase.coordinator.LostPreparedTransaction", False),  # a CoordinatorError that says transient
     ("eoskit.connectors.kafka.client.AuthenticationFailed", True),
     ("eoskit.connectors.kafka.client.BrokerUnreachable", False),
-    ("eoskit.connectors.options.OptionError", True),  # eoskit's bad input: a ValueError
+    ("eoskit.twophase.options.OptionError", True),  # eoskit's bad input: a ValueError
     ("eoskit.connectors.kafka.java_regex.JavaRegexError", True),
     ("eoskit.connectors.kafka.reader.DataLossError", False),
     ("eoskit.no_such_module.SinkError", False),  # unknown: to the restart strategy
@@ -101,7 +101,7 @@ def test_a_restart_is_tried_unless_the_error_class_says_it_cannot_help(qualified
 
 
 def test_eoskit_value_errors_are_bad_input_unless_they_say_otherwise():
-    from eoskit.connectors.options import OptionError
+    from eoskit.twophase.options import OptionError
 
     class Retryable(OptionError):
         transient = True

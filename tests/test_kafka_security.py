@@ -5,7 +5,7 @@ import pytest
 from eoskit.connectors.kafka.security import JAVA_ONLY, PLAIN_MODULE, SCRAM_MODULE, parse_jaas
 from eoskit.connectors.kafka.settings import KafkaSourceSettings
 from eoskit.connectors.kafka.sink_settings import KafkaSinkSettings
-from eoskit.connectors.options import OptionError
+from eoskit.twophase.options import OptionError
 
 SECRET = "Pa55-w0rd!sekret"
 JAAS = f'{SCRAM_MODULE} required username="alice" password="{SECRET}";'

@@ -13,7 +13,7 @@ from eoskit.connectors.kafka.settings import (
     TopicNotFound,
     parse_duration_s,
 )
-from eoskit.connectors.options import OptionError
+from eoskit.twophase.options import OptionError
 
 BASE = {"kafka.bootstrap.servers": "127.0.0.1:1"}
 

@@ -8,7 +8,7 @@ import pytest
 
 from eoskit.connectors.format_sink import FormatSink
 from eoskit.connectors.kafka import KafkaSink
-from eoskit.connectors.options import OptionError
+from eoskit.twophase.options import OptionError
 from eoskit.connectors.postgres import PostgresSink
 from eoskit.twophase.foreach_batch import BatchWriter
 

@@ -111,3 +111,63 @@ def test_a_restart_is_not_tried_for_what_it_cannot_fix():
 def test_the_smallest_retention_that_works_is_accepted():
     assert JobSettings.of(retained_checkpoints="2").retained_checkpoints == 2
     assert JobSettings.of(retained_checkpoints=100.0).retained_checkpoints == 100
+
+
+# -- one settings system (issue 22, step 3) -------------------------------------
+
+
+def test_settings_and_options_are_one_declaration_form():
+    from eoskit.runtime.settings import SETTINGS
+    from eoskit.twophase.options import Option
+
+    assert all(isinstance(s, Option) for s in SETTINGS)
+
+
+@pytest.mark.parametrize("text, bare, seconds", [
+    ("500ms", "s", 0.5), ("30s", "ms", 30.0), ("15m", "ms", 900.0), ("2h", "s", 7200.0),
+    ("1d", "ms", 86400.0), ("250us", "s", 0.00025), ("5 seconds", "s", 5.0),
+    ("1500", "ms", 1.5), ("5", "s", 5.0), (5, "s", 5.0), (0.5, "s", 0.5),
+])
+def test_one_duration_grammar_whose_bare_number_unit_is_declared(text, bare, seconds):
+    from eoskit.twophase.options import parse_duration
+
+    assert parse_duration(text, bare) == pytest.approx(seconds)
+
+
+def test_a_bare_number_counts_as_each_declaration_says():
+    from eoskit.connectors.kafka.settings import parse_duration_s
+
+    # Spark's Kafka source reads maxTriggerDelay's bare number as milliseconds;
+    # the runtime's settings, like their Python numbers, as seconds.
+    assert parse_duration_s("1500") == 1.5
+    assert JobSettings.of(min_pause="2").min_pause == 2.0
+
+
+@pytest.mark.parametrize("bad", ["-1s", "5 fortnights", "soon", ""])
+def test_a_bad_duration_names_the_setting_and_the_option(bad):
+    from eoskit.connectors.kafka.settings import KafkaSourceSettings
+    from eoskit.runtime.settings import SettingError
+    from eoskit.twophase.options import OptionError
+
+    with pytest.raises(SettingError, match="setting min_pause"):
+        JobSettings.of(min_pause=bad)
+    with pytest.raises(OptionError, match="option 'maxTriggerDelay'"):
+        KafkaSourceSettings.parse({"kafka.bootstrap.servers": "b:1", "subscribe": "t",
+                                   "maxTriggerDelay": bad, "minOffsetsPerTrigger": "5"})
+
+
+@pytest.mark.parametrize("text, value", [("true", True), ("on", True), ("1", True), ("YES", True),
+                                         ("false", False), ("off", False), ("0", False), ("No", False)])
+def test_one_bool_parser_for_settings_and_options(text, value):
+    from eoskit.twophase.options import parse_bool
+
+    assert parse_bool(text) is value
+    assert JobSettings.of(state_backend="rocksdb", incremental_checkpoints=text).incremental_checkpoints is value
+
+
+def test_the_protocol_reads_its_options_through_their_declarations_in_any_case():
+    from eoskit.twophase.sink_options import CHECKPOINT, COMMIT_MODE, SINK_ID
+
+    given = {"COMMITMODE": "Idempotent", "sinkid": "orders", "checkpointLocation": "/ck"}
+    assert (COMMIT_MODE.get(given), SINK_ID.get(given), CHECKPOINT.get(given)) == ("idempotent", "orders", "/ck")
+    assert COMMIT_MODE.get({}) == "exactly_once"

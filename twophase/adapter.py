@@ -49,6 +49,7 @@ from eoskit.twophase.identity import (
     qualified_location,
     record_identity,
 )
+from eoskit.twophase.sink_options import CHECKPOINT, COMMIT_MODE, SINK_ID
 from eoskit.twophase.txn_id import validate_sink_id
 
 log = logging.getLogger(__name__)
@@ -113,17 +114,16 @@ class TransactionalDataSource(DataSource):
         """The sink for these options and this DataFrame schema."""
 
     def commit_mode(self) -> CommitMode:
-        given = self.options.get("commitMode") or self.options.get("commitmode")
-        return resolve_commit_mode(self.sink_type, given)
+        return resolve_commit_mode(self.sink_type, COMMIT_MODE.get(self.options))
 
     def sink_id(self) -> str:
-        given = self.options.get("sinkId") or self.options.get("sinkid")
+        given = SINK_ID.get(self.options)
         return validate_sink_id(given) if given else default_sink_id(self.checkpoint_location())
 
     def checkpoint_location(self) -> str:
         """Absolute, as the driver means it: tasks on other nodes and other
         working directories read the decision log from this path."""
-        location = self.options.get("checkpointLocation") or self.options.get("checkpointlocation")
+        location = CHECKPOINT.get(self.options)
         if not location:
             raise SinkError(
                 f"{self.name()} needs the query's 'checkpointLocation' option on writeStream: "

@@ -41,6 +41,7 @@ from eoskit.twophase.adapter import TransactionalDataSource, TransactionalStream
 from eoskit.twophase.contract import SinkError
 from eoskit.twophase.identity import qualified_location
 from eoskit.twophase.messages import TaskAck
+from eoskit.twophase.sink_options import CHECKPOINT
 from eoskit.twophase.task import write_task
 
 _ACKS = pa.schema([("ack", pa.binary())])
@@ -104,7 +105,7 @@ class BatchWriter:
         data_source(dict(self.options))  # every option check the data source makes
 
     def checkpoint_location(self, df: DataFrame) -> str:
-        given = self.options.get("checkpointLocation") or self.options.get("checkpointlocation")
+        given = CHECKPOINT.get(self.options)
         found = running_checkpoint(df)
         if found is None and given is None:
             raise SinkError(

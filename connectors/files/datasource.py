@@ -8,7 +8,7 @@ from pyspark.sql.types import StructType
 
 from eoskit.connectors.files.settings import FilesSettings
 from eoskit.connectors.files.transactions import FilesTransactions
-from eoskit.connectors.options import OptionError
+from eoskit.twophase.options import OptionError
 from eoskit.twophase.adapter import TransactionalDataSource
 from eoskit.twophase.contract import CommitMode, Sink
 

@@ -10,7 +10,7 @@ from pyspark.sql.streaming import DataStreamWriter
 
 from eoskit.connectors.files.datasource import FilesDataSource, JsonDataSource, ParquetDataSource
 from eoskit.connectors.files.settings import FilesSettings
-from eoskit.connectors.options import OptionError
+from eoskit.twophase.options import OptionError
 
 _SOURCES: dict[str, type[FilesDataSource]] = {"parquet": ParquetDataSource, "json": JsonDataSource}
 

@@ -19,8 +19,8 @@ from typing import Any
 import fsspec
 from fsspec.registry import known_implementations
 
-from eoskit.connectors.options import Option, OptionError, OptionSet, parse_str
-from eoskit.connectors.sink_options import COMMIT_MODE, COMMON
+from eoskit.twophase.options import Option, OptionError, OptionSet, parse_str
+from eoskit.twophase.sink_options import COMMIT_MODE, COMMON
 from eoskit.twophase.contract import CommitMode, Sink, resolve_commit_mode
 from eoskit.twophase.decision_log import fs_path
 

@@ -27,29 +27,24 @@ from eoskit.connectors.kafka.offsets import (
     from_json_dict,
     parse_offsets_option,
 )
-from eoskit.connectors.options import (
+from eoskit.twophase.options import (
     Option,
     OptionError,
     OptionSet,
     parse_bool,
     parse_choice,
+    parse_duration,
     parse_positive_int,
     parse_str,
 )
 
 log = logging.getLogger(__name__)
 
-_DURATION = re.compile(r"\s*(\d+)\s*([a-z]*)\s*")
-_UNIT_S = {"": 1e-3, "us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0,
-           "h": 3600.0, "d": 86400.0}
-
 
 def parse_duration_s(text: str) -> float:
-    """Spark's time strings (``15m``, ``30s``, ``500ms``, ``1h``; a bare number is ms)."""
-    match = _DURATION.fullmatch(text.lower())
-    if not match or match.group(2) not in _UNIT_S:
-        raise ValueError("expected a duration such as 30s, 15m or 500ms")
-    return int(match.group(1)) * _UNIT_S[match.group(2)]
+    """Spark's time strings (``15m``, ``30s``, ``500ms``, ``1h``); a bare
+    number is milliseconds, as Spark's Kafka source reads these options."""
+    return parse_duration(text, bare="ms")
 
 
 def parse_timestamp(text: str) -> int:
@@ -123,14 +118,14 @@ MIN_OFFSETS_PER_TRIGGER = Option(
 MAX_TRIGGER_DELAY = Option(
     "maxTriggerDelay", parse_duration_s, None,
     "With minOffsetsPerTrigger: the longest a trigger is skipped for lack of "
-    "offsets (a duration: 30s, 15m; default 15m).",
+    "offsets (a duration: 30s, 15m; a bare number is ms; default 15m).",
 )
 DEFAULT_MAX_TRIGGER_DELAY_S = parse_duration_s("15m")
 MIN_PAUSE_BETWEEN_BATCHES = Option(
     "minPauseBetweenBatches", parse_duration_s, None,
     "eoskit only (Flink's minimum pause between checkpoints): skip triggers until this "
     "long has passed since the last batch was committed, as read from the commit log "
-    "under 'checkpointLocation' (a duration: 30s, 500ms). availableNow triggers do not "
+    "under 'checkpointLocation' (a duration: 30s, 500ms; a bare number is ms). availableNow triggers do not "
     "wait.",
 )
 CHECKPOINT_LOCATION = Option(

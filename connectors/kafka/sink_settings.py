@@ -14,12 +14,9 @@ from dataclasses import dataclass
 
 from eoskit.connectors.kafka import security
 from eoskit.connectors.kafka.client import redact
-from eoskit.connectors.options import Option, OptionError, OptionSet, parse_bool, parse_str
-from eoskit.connectors.sink_options import (
-    COMMON,
-    DEAD_LETTER_SOURCE_COLUMNS,
-    DEAD_LETTER_TOPIC,
-)
+from eoskit.twophase.options import Option, OptionError, OptionSet, parse_bool, parse_str
+from eoskit.connectors.sink_options import DEAD_LETTER_SOURCE_COLUMNS, DEAD_LETTER_TOPIC
+from eoskit.twophase.sink_options import COMMON
 
 TOPIC = Option("topic", parse_str, None,
                "Topic every row is written to; overrides a `topic` column, as in Spark.")

@@ -53,7 +53,7 @@ from eoskit.connectors.kafka.schema import spark_schema
 from eoskit.connectors.kafka.settings import KafkaSourceSettings
 from eoskit.connectors.kafka.sink_settings import KafkaSinkSettings
 from eoskit.connectors.kafka.transactions import KafkaTransactions
-from eoskit.connectors.options import OptionError
+from eoskit.twophase.options import OptionError
 from eoskit.twophase.adapter import TransactionalDataSource
 from eoskit.twophase.decision_log import last_commit_time
 

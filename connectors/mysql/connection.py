@@ -57,7 +57,7 @@ import pymysql
 from pymysql.constants import SERVER_STATUS
 from sqlalchemy.engine import URL
 
-from eoskit.connectors.options import OptionError, parse_bool
+from eoskit.twophase.options import OptionError, parse_bool
 from eoskit.connectors.sql.urls import safe
 from eoskit.twophase.contract import SinkError
 

@@ -22,7 +22,7 @@ from typing import Any
 import psycopg
 from sqlalchemy.engine import URL
 
-from eoskit.connectors.options import OptionError
+from eoskit.twophase.options import OptionError
 
 #: The session's encoding, which no URL key changes.
 CLIENT_ENCODING = "UTF8"

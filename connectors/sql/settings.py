@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from eoskit.connectors.options import (
+from eoskit.twophase.options import (
     Option,
     OptionError,
     OptionSet,
@@ -19,14 +19,10 @@ from eoskit.connectors.options import (
     parse_choice,
     parse_str,
 )
-from eoskit.connectors.sink_options import (
-    COMMIT_MODE,
-    COMMON,
-    DEAD_LETTER_SOURCE_COLUMNS,
-    DEAD_LETTER_TABLE,
-)
+from eoskit.connectors.sink_options import DEAD_LETTER_SOURCE_COLUMNS, DEAD_LETTER_TABLE
 from eoskit.connectors.sql.identifiers import QUOTES, IdentifierError, TableName, parse_table_name
 from eoskit.twophase.contract import CommitMode, Sink, resolve_commit_mode
+from eoskit.twophase.sink_options import COMMIT_MODE, COMMON
 
 URL = Option("url", parse_str, None,
              "SQLAlchemy URL of the database, e.g. postgresql+psycopg://user:pw@host:5432/db.",

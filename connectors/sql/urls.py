@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
-from eoskit.connectors.options import OptionError
+from eoskit.twophase.options import OptionError
 
 
 def parse_url(text: str, allowed_backends: tuple[str, ...]) -> URL:

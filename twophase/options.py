@@ -1,15 +1,25 @@
-"""Declared options for eoskit's data sources and sinks.
+"""Declared options and settings: one declaration form for all of eoskit.
 
 Every option is declared once, with its type, default and help text, and
 checked once when the data source is created, so that a bad value fails
 before the query starts with an error that names the option. Names follow
 Spark's conventions and are matched case-insensitively, as Spark does for
-every data source option.
+every data source option. The runtime's settings (``runtime/settings.py``)
+are declared in the same form (``Setting`` extends ``Option``), and both
+read text with the same parsers: one bool (``parse_bool``), one duration
+grammar (``parse_duration``, Spark's time strings; what a bare number
+counts is part of the declaration, as in Spark's own configuration).
+
+It sits at the bottom of the import graph (the protocol's adapter reads
+``commitMode``, ``sinkId`` and ``checkpointLocation`` through their
+declarations, ``twophase/sink_options.py``), so connectors and the runtime
+both build on it.
 """
 
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -21,13 +31,48 @@ class OptionError(ValueError):
     """A data source option is missing, unknown or has a bad value."""
 
 
-def parse_bool(text: str) -> bool:
-    lowered = text.strip().lower()
-    if lowered in ("true", "1", "yes"):
-        return True
-    if lowered in ("false", "0", "no"):
-        return False
+_TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
+
+
+def parse_bool(text: Any) -> bool:
+    """``true``/``false`` as Spark writes them, and ``yes``/``no``,
+    ``on``/``off``, ``1``/``0``; a Python bool as it is."""
+    if isinstance(text, bool):
+        return text
+    lowered = str(text).strip().lower()
+    if lowered in _TRUE or lowered in _FALSE:
+        return lowered in _TRUE
     raise ValueError("expected true or false")
+
+
+# Spark's time strings (JavaUtils.timeStringAs): a number and a unit suffix,
+# with the long unit names the runtime took before too; decimals allowed.
+_DURATION = re.compile(r"^\s*(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>[a-z]*)\s*$")
+_SECONDS_PER = {
+    "us": 1e-6, "ms": 1e-3, "millisecond": 1e-3, "milliseconds": 1e-3,
+    "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0, "seconds": 1.0,
+    "m": 60.0, "min": 60.0, "mins": 60.0, "minute": 60.0, "minutes": 60.0,
+    "h": 3600.0, "hour": 3600.0, "hours": 3600.0, "d": 86400.0, "day": 86400.0, "days": 86400.0,
+}
+
+
+def parse_duration(text: Any, bare: str = "s") -> float:
+    """Seconds from a duration: ``500ms``, ``30s``, ``15m``, ``1h``, ``2d``,
+    ``5 seconds``. A number without a unit, text or a Python number, counts
+    in ``bare`` (``ms`` for the Kafka source's options, as Spark's Kafka
+    source reads them; ``s`` for the runtime's settings)."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        amount, unit = float(text), bare
+    else:
+        match = _DURATION.match(str(text).lower())
+        if match is None or match["unit"] not in ("", *_SECONDS_PER):
+            if str(text).strip().startswith("-"):
+                raise ValueError("a duration cannot be negative")
+            raise ValueError("expected a duration such as 30s, 500ms, 15m or '5 seconds'")
+        amount, unit = float(match["n"]), match["unit"] or bare
+    if amount < 0:
+        raise ValueError("a duration cannot be negative")
+    return amount * _SECONDS_PER[unit]
 
 
 def parse_positive_int(text: str) -> int:
@@ -63,7 +108,13 @@ class Option(Generic[T]):
     help: str
     secret: bool = False
 
+    def get(self, options: Mapping[str, str]) -> T | None:
+        """The value in ``options`` whatever the case of its keys (Spark's
+        options as a data source receives them), parsed; the default if absent."""
+        return self.read({str(k).lower(): v for k, v in options.items() if v is not None})
+
     def read(self, raw: Mapping[str, str]) -> T | None:
+        """The value in ``raw``, whose keys are lower case (``OptionSet.normalise``)."""
         text = raw.get(self.name.lower())
         if text is None:
             return self.default
