@@ -48,7 +48,18 @@ import fsspec
 from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
-from eoskit.twophase.decision_log import file_mtime, fs_path
+from eoskit.twophase.decision_log import (
+    ABORTED,
+    DECISIONS,
+    META,
+    SINK_MARKER,
+    SINKS,
+    batch_file,
+    batch_of,
+    file_mtime,
+    fs_path,
+    sink_folder,
+)
 
 StorageOptions = Mapping[str, Mapping[str, Any]]
 
@@ -324,7 +335,7 @@ class Checkpoint:
 
     def sink_ids(self) -> list[str]:
         try:
-            entries = self.fs.ls(self.path("eoskit/sinks"), detail=True)
+            entries = self.fs.ls(self.path(SINKS), detail=True)
         except FileNotFoundError:
             return []
         return sorted(basename(e["name"]) for e in entries if e.get("type") == "directory")
@@ -332,33 +343,32 @@ class Checkpoint:
     def sinks(self) -> list[SinkInfo]:
         out = []
         for sink_id in self.sink_ids():
-            base = f"eoskit/sinks/{sink_id}"
-            marker = self.read_json(f"{base}/sink.json") or {}
-            meta = sorted(p[:-5] for p in list_files(self.fs, self.path(f"{base}/meta"))
+            base = sink_folder(sink_id)
+            marker = self.read_json(f"{base}/{SINK_MARKER}") or {}
+            meta = sorted(p[:-5] for p in list_files(self.fs, self.path(f"{base}/{META}"))
                           if p.endswith(".json") and "/" not in p)
             out.append(SinkInfo(sink_id, marker.get("createdAt"), marker.get("checkpointLocation"),
-                                tuple(sorted(self._decision_files(sink_id, "decisions"))), tuple(meta)))
+                                tuple(sorted(self._decision_files(sink_id, DECISIONS))), tuple(meta)))
         return out
 
     def _decision_files(self, sink_id: str, kind: str) -> dict[int, str]:
-        found = list_files(self.fs, self.path(f"eoskit/sinks/{sink_id}/{kind}"))
-        return {int(name[:-5]): name for name in found
-                if name.endswith(".json") and name[:-5].isdigit()}
+        found = list_files(self.fs, self.path(f"{sink_folder(sink_id)}/{kind}"))
+        return {batch: name for name in found if (batch := batch_of(name)) is not None and "/" not in name}
 
     def sink_decision(self, sink_id: str, batch: int) -> str:
         """done, decided, aborted (this run aborted it) or none."""
-        data = self.read_json(f"eoskit/sinks/{sink_id}/decisions/{batch}.json")
+        data = self.read_json(f"{sink_folder(sink_id)}/{batch_file(DECISIONS, batch)}")
         if data is not None:
             return "done" if data.get("status") == "done" else "decided"
-        if self.fs.exists(self.path(f"eoskit/sinks/{sink_id}/aborted/{batch}.json")):
+        if self.fs.exists(self.path(f"{sink_folder(sink_id)}/{batch_file(ABORTED, batch)}")):
             return "aborted"
         return "none"
 
     def _sink_decisions(self) -> dict[str, dict[int, str]]:
         out: dict[str, dict[int, str]] = {}
         for sink_id in self.sink_ids():
-            decided = self._decision_files(sink_id, "decisions")
-            aborted = self._decision_files(sink_id, "aborted")
+            decided = self._decision_files(sink_id, DECISIONS)
+            aborted = self._decision_files(sink_id, ABORTED)
             out[sink_id] = {n: self.sink_decision(sink_id, n) for n in sorted(set(decided) | set(aborted))}
         return out
 

@@ -65,7 +65,7 @@ from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
 from eoskit.runtime import fingerprint as fingerprints
-from eoskit.twophase.decision_log import write_atomic
+from eoskit.twophase.decision_log import DECISIONS, META, SINK_MARKER, SINKS, batch_of, write_atomic
 from eoskit.twophase.identity import IDENTITY, RESTORED
 from eoskit.runtime.checkpoints import (
     STATE_FILE,
@@ -229,14 +229,14 @@ def _keep(rel: str, batch: int, last: int, wanted_logs: set[str]) -> bool:
         return _keep_state(parts, name, batch)
     if rel == IDENTITY:
         return True  # the default sink id travels with the job (twophase/identity.py)
-    if parts[:2] == ["eoskit", "sinks"] and len(parts) >= 4:
+    if parts[:2] == SINKS.split("/") and len(parts) >= 4:
         kind = parts[3]
         if len(parts) == 4:
-            return name == "sink.json"
-        if kind == "meta":
+            return name == SINK_MARKER
+        if kind == META:
             return not name.endswith(".tmp")
-        if kind == "decisions" and len(parts) == 5 and name.endswith(".json") and name[:-5].isdigit():
-            return int(name[:-5]) <= last
+        if kind == DECISIONS and len(parts) == 5 and (decided := batch_of(name)) is not None:
+            return decided <= last
     return False
 
 

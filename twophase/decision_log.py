@@ -50,6 +50,35 @@ PRUNE_EVERY = 10
 SETTLED_KEPT = 100
 
 
+# -- the layout, written here once (runtime/checkpoints.py and identity.py read it) --
+
+#: Every sink's folder is ``<checkpoint>/SINKS/<sink-id>/``.
+SINKS = "eoskit/sinks"
+#: In a sink's folder: its marker, its own records, and one folder per kind
+#: of batch file (``<kind>/<batch>.json``).
+SINK_MARKER = "sink.json"
+META = "meta"
+DECISIONS = "decisions"
+ABORTED = "aborted"
+SETTLED = "settled"
+
+
+def sink_folder(sink_id: str) -> str:
+    """A sink's folder, relative to the checkpoint."""
+    return f"{SINKS}/{sink_id}"
+
+
+def batch_file(kind: str, batch: int) -> str:
+    """A batch's file of ``kind`` (``DECISIONS``, ``ABORTED``), relative to the sink's folder."""
+    return f"{kind}/{batch}.json"
+
+
+def batch_of(name: str) -> int | None:
+    """The batch a batch file's name or path is for; None for any other file."""
+    base = name.rstrip("/").rsplit("/", 1)[-1]
+    return int(base[:-5]) if base.endswith(".json") and base[:-5].isdigit() else None
+
+
 class DecisionLogError(RuntimeError):
     """The decision log is unreadable or contradicts itself."""
 
@@ -98,7 +127,7 @@ class DecisionLog:
     def __init__(self, checkpoint_location: str, sink_id: str) -> None:
         self.checkpoint_location = checkpoint_location
         self.sink_id = sink_id
-        self.root = fs_path(checkpoint_location).rstrip("/") + f"/eoskit/sinks/{sink_id}"
+        self.root = fs_path(checkpoint_location).rstrip("/") + "/" + sink_folder(sink_id)
 
     @property
     def fs(self) -> fsspec.AbstractFileSystem:
@@ -125,11 +154,11 @@ class DecisionLog:
     # -- the sink marker -------------------------------------------------
 
     def exists(self) -> bool:
-        return self._read("sink.json") is not None
+        return self._read(SINK_MARKER) is not None
 
     def create(self) -> None:
         if not self.exists():
-            self._write_atomic("sink.json", {
+            self._write_atomic(SINK_MARKER, {
                 "sinkId": self.sink_id,
                 "checkpointLocation": self.checkpoint_location,
                 "createdAt": time.time(),
@@ -139,16 +168,16 @@ class DecisionLog:
 
     def read_meta(self, name: str) -> dict | None:
         """A sink's small JSON record under ``meta/`` (None if never written)."""
-        return self._read(f"meta/{name}.json")
+        return self._read(f"{META}/{name}.json")
 
     def write_meta(self, name: str, payload: dict) -> None:
         """Atomically replace a sink's JSON record ``name`` (driver side)."""
-        self._write_atomic(f"meta/{name}.json", payload)
+        self._write_atomic(f"{META}/{name}.json", payload)
 
     # -- decisions -------------------------------------------------------
 
     def get(self, batch: int) -> Decision | None:
-        data = self._read(f"decisions/{batch}.json")
+        data = self._read(batch_file(DECISIONS, batch))
         if data is None:
             return None
         if data.get("batch") != batch:
@@ -157,29 +186,29 @@ class DecisionLog:
 
     def decide(self, batch: int, commit_ids: list[str], rows: int) -> Decision:
         """Write "batch commits these ids", durably, before any commit."""
-        self._write_atomic(f"decisions/{batch}.json", {
+        self._write_atomic(batch_file(DECISIONS, batch), {
             "batch": batch, "commit": sorted(commit_ids), "rows": rows,
             "status": "decided", "decidedAt": time.time(),
         })
         return Decision(batch, tuple(sorted(commit_ids)), False)
 
     def mark_done(self, decision: Decision) -> None:
-        data = self._read(f"decisions/{decision.batch}.json") or {}
+        data = self._read(batch_file(DECISIONS, decision.batch)) or {}
         data.update({"batch": decision.batch, "commit": list(decision.commit),
                      "status": "done", "doneAt": time.time()})
-        self._write_atomic(f"decisions/{decision.batch}.json", data)
+        self._write_atomic(batch_file(DECISIONS, decision.batch), data)
 
     # -- aborts of the current run --------------------------------------
 
     def mark_aborted(self, batch: int) -> None:
-        self._write_atomic(f"aborted/{batch}.json", {"batch": batch, "abortedAt": time.time()})
+        self._write_atomic(batch_file(ABORTED, batch), {"batch": batch, "abortedAt": time.time()})
 
     def is_aborted(self, batch: int) -> bool:
-        return self._read(f"aborted/{batch}.json") is not None
+        return self._read(batch_file(ABORTED, batch)) is not None
 
     def clear_aborted(self) -> None:
         """Forget a failed run's aborts, before a new run re-plans its batches."""
-        fs, path = self.fs, self._path("aborted")
+        fs, path = self.fs, self._path(ABORTED)
         try:
             fs.rm(path, recursive=True)
         except FileNotFoundError:
@@ -192,25 +221,20 @@ class DecisionLog:
         the newest ``SETTLED_KEPT`` notes are kept (the runtime reads each
         one within a batch of its writing)."""
         now = time.time()
-        self._write_atomic(f"settled/{time.time_ns()}-{uuid.uuid4().hex[:8]}.json", {
+        self._write_atomic(f"{SETTLED}/{time.time_ns()}-{uuid.uuid4().hex[:8]}.json", {
             "at": now, "committed": sorted(committed), "rolledBack": sorted(rolled_back)})
         fs = self.fs
-        notes = sorted(fs.ls(self._path("settled"), detail=False))
+        notes = sorted(fs.ls(self._path(SETTLED), detail=False))
         for old in notes[:-SETTLED_KEPT]:
             fs.rm(old)
 
     def batches(self) -> list[int]:
-        fs, path = self.fs, self._path("decisions")
+        fs, path = self.fs, self._path(DECISIONS)
         try:
             names = fs.ls(path, detail=False)
         except FileNotFoundError:
             return []
-        out = []
-        for name in names:
-            base = name.rstrip("/").rsplit("/", 1)[-1]
-            if base.endswith(".json") and base[:-5].isdigit():
-                out.append(int(base[:-5]))
-        return sorted(out)
+        return sorted(b for b in map(batch_of, names) if b is not None)
 
     def prune(self, newest: int) -> None:
         """Forget done decisions of batches Spark no longer keeps in its
@@ -221,7 +245,7 @@ class DecisionLog:
             if batch < keep_from:
                 decision = self.get(batch)
                 if decision is not None and decision.done:
-                    fs.rm(self._path(f"decisions/{batch}.json"))
+                    fs.rm(self._path(batch_file(DECISIONS, batch)))
 
 
 def prune_due(batch: int) -> bool:
@@ -271,9 +295,9 @@ class Settlement:
 def settlements(checkpoint_location: str, since: float = 0.0) -> list[Settlement]:
     """The sweeps of every sink of a checkpoint that settled something at or
     after ``since`` (seconds since the epoch), oldest first."""
-    fs, root = fsspec.core.url_to_fs(fs_path(checkpoint_location).rstrip("/") + "/eoskit/sinks")
+    fs, root = fsspec.core.url_to_fs(fs_path(checkpoint_location).rstrip("/") + "/" + SINKS)
     try:
-        paths = fs.glob(f"{root}/*/settled/*.json")
+        paths = fs.glob(f"{root}/*/{SETTLED}/*.json")
     except FileNotFoundError:
         return []
     found = []

@@ -21,7 +21,7 @@ import posixpath
 
 import fsspec
 
-from eoskit.twophase.decision_log import fs_path
+from eoskit.twophase.decision_log import SINK_MARKER, SINKS, fs_path, sink_folder
 from eoskit.twophase.txn_id import sink_id_for_checkpoint
 
 IDENTITY = "eoskit/identity.json"
@@ -62,14 +62,14 @@ def _read_json(url: str) -> dict | None:
 def _legacy_default(location: str) -> str | None:
     """A default-derived sink id already used in this checkpoint (before
     ``identity.json``): its ``sink.json`` records the location as typed."""
-    fs, root = fsspec.core.url_to_fs(_join(location, "eoskit/sinks"))
+    fs, root = fsspec.core.url_to_fs(_join(location, SINKS))
     try:
         names = fs.ls(root, detail=False)
     except FileNotFoundError:
         return None
     for name in sorted(names):
         sink_id = posixpath.basename(name.rstrip("/"))
-        record = _read_json(_join(location, f"eoskit/sinks/{sink_id}/sink.json")) or {}
+        record = _read_json(_join(location, f"{sink_folder(sink_id)}/{SINK_MARKER}")) or {}
         typed = record.get("checkpointLocation")
         if typed and sink_id == sink_id_for_checkpoint(typed):
             return sink_id
