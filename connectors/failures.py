@@ -15,20 +15,20 @@ that sorts its client library's errors into:
 Who asks, and what they do with the answer:
 
 - the SQL sinks' reconnecting calls (``connectors/sql/retry.py``) try again
-  on ``LOST`` only (``lost``), and raise ``ConnectionLost`` when it lasts;
+  on ``LOST`` only (``lost``), and raise ``ConnectionLostError`` when it lasts;
 - the CLI (``runtime/cli_errors.py``) exits 3, "a service cannot be
   reached", on either, with the service's own one-line message;
 - the runtime's restart strategy (``runtime/failures.py``) sees what a
   task raised only as a type name and a line of text, so it asks the
   error's class: eoskit's own errors say ``transient`` (a restart may fix
   it) or not, and the sinks raise them from these verdicts
-  (``ServiceUnavailable`` for a lost service, ``AuthenticationFailed`` for
+  (``ServiceUnavailableError`` for a lost service, ``KafkaAuthenticationError`` for
   refused credentials).
 
 eoskit's own errors answer for themselves with a class attribute
-``service_failure`` (``AuthenticationFailed``: ``REFUSED``); any
+``service_failure`` (``KafkaAuthenticationError``: ``REFUSED``); any
 ``ConnectionError`` (Python's own ``ConnectionRefusedError``,
-``ServiceUnavailable``, ``BrokerUnreachable``) is ``LOST``. A client
+``ServiceUnavailableError``, ``BrokerUnreachableError``) is ``LOST``. A client
 library's errors are sorted by the module a connector's ``Plugin.failures``
 names for that library's top-level package, imported only for an error of
 that library, so that asking costs nothing to a process that never loaded it.

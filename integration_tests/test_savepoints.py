@@ -18,7 +18,7 @@ from eoskit.connectors.kafka import KafkaSink, KafkaSource
 from eoskit.runtime import Pipeline, fingerprint
 from eoskit.runtime.checkpoints import Checkpoint
 from eoskit.runtime.savepoints import (
-    IncompatibleSavepoint,
+    IncompatibleSavepointError,
     create_savepoint,
     dispose_savepoint,
     inspect_savepoint,
@@ -131,7 +131,7 @@ def test_a_restore_into_a_changed_query_is_refused_before_any_data_moves(
          "the savepoint's state is of the stateful operators [0: deduplication], this job's query has none"),
     ]
     for job, difference in changed:
-        with pytest.raises(IncompatibleSavepoint) as err:
+        with pytest.raises(IncompatibleSavepointError) as err:
             job.run(tmp_path / "ck-changed", until_caught_up=True, spark=spark, out=StringIO(),
                     from_savepoint=str(tmp_path / "sp"))
         assert difference in str(err.value)

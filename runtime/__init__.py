@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Pipeline", "PipelineFailed", "RunSummary"]
+__all__ = ["Pipeline", "PipelineError", "RunSummary"]
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("Pipeline", "PipelineFailed"):
+    if name in ("Pipeline", "PipelineError"):
         from eoskit.runtime import pipeline
 
         return getattr(pipeline, name)

@@ -68,7 +68,7 @@ _MIN_LITERAL_SECRET = 4
 # other error of eoskit's own (SinkError, CoordinatorError and its kinds,
 # DecisionLogError, DevServicesError with MissingBinaryError and
 # ServiceStartError, DataLossError, ...) is a failed operation whose message
-# says it all; eoskit's ValueErrors (OptionError, InvalidSinkId,
+# says it all; eoskit's ValueErrors (OptionError, InvalidSinkIdError,
 # JobFileError, UsageError) are bad input.
 _USAGE_TYPES = (
     ("eoskit.connectors.plugins", "PluginError"),
@@ -171,7 +171,7 @@ def describe(exc: BaseException) -> Outcome:
     unreachable = _unreachable(exc)
     if unreachable is not None:
         return Outcome(UNREACHABLE, unreachable)
-    if _is(exc, (("eoskit.runtime.runner", "PipelineFailed"),)):
+    if _is(exc, (("eoskit.runtime.runner", "PipelineError"),)):
         cause_type = getattr(exc, "cause_type", None)
         foreign = cause_type is not None and not cause_type.startswith("eoskit.")
         return Outcome(_cause_code(cause_type), one_line(str(exc)), hint=foreign or cause_type is None)

@@ -6,7 +6,7 @@ reaches the driver as text, a type name and a line, so the verdict is the
 error class's own: eoskit's errors declare ``transient`` (a class
 attribute: may a restart fix it?). A bad option, a missing table, an
 orphaned transaction, a refused replay, refused credentials say False and
-end the job at once; a service that did not answer (``ServiceUnavailable``,
+end the job at once; a service that did not answer (``ServiceUnavailableError``,
 raised by the sinks when ``eoskit.connectors.failures`` calls a service
 lost) says True. An eoskit ``ValueError`` that does not say is bad input
 (False). Anything else (a lost executor, a timeout, a foreign error, an

@@ -20,7 +20,7 @@ from eoskit.runtime import state_backend
 from eoskit.runtime.executors import check_executors, connector_modules
 from eoskit.runtime.listeners import RunListener
 from eoskit.runtime.progress import RunSummary
-from eoskit.runtime.runner import PipelineFailed, Runner
+from eoskit.runtime.runner import PipelineError, Runner
 from eoskit.runtime.settings import JobSettings, SettingError
 from eoskit.runtime.spark import get_session
 from eoskit.twophase.identity import qualified_location
@@ -138,4 +138,4 @@ class Pipeline:
         return runner.run()
 
 
-__all__ = ["Pipeline", "PipelineFailed", "Sink", "Source"]
+__all__ = ["Pipeline", "PipelineError", "Sink", "Source"]

@@ -56,7 +56,7 @@ POLL_S = 0.5
 STOP_POLL_S = 0.05
 
 
-class PipelineFailed(RuntimeError):
+class PipelineError(RuntimeError):
     """The job could not start, or ended with an error.
 
     The message is one line: the pipeline's name and the root cause, the
@@ -127,7 +127,7 @@ class Runner:
             self.listeners.on_start(self.pipeline.name, self.checkpoint)
             with self.stop.installed():
                 self._loop(record)
-        except PipelineFailed as exc:
+        except PipelineError as exc:
             failed = str(exc)
             raise
         finally:
@@ -155,11 +155,11 @@ class Runner:
                 # cause a restart can fix (the broker still coming back) is
                 # one more failure for the restart strategy to weigh.
                 if restarts == 0 or cause.permanent:
-                    raise PipelineFailed(f"pipeline {self.pipeline.name} could not start: "
+                    raise PipelineError(f"pipeline {self.pipeline.name} could not start: "
                                          f"{cause.line()}", cause.type) from exc
                 outcome: Failure | _Finished = cause
             except ExecutorCheckError as exc:
-                raise PipelineFailed(f"pipeline {self.pipeline.name} could not start: {exc}",
+                raise PipelineError(f"pipeline {self.pipeline.name} could not start: {exc}",
                                      "eoskit.runtime.executors.ExecutorCheckError") from exc
             else:
                 # Step 3: watch it.
@@ -172,7 +172,7 @@ class Runner:
                 consecutive = 0
             name = self.pipeline.name
             if outcome.permanent:
-                raise PipelineFailed(f"pipeline {name} failed: {outcome.line()}", outcome.type)
+                raise PipelineError(f"pipeline {name} failed: {outcome.line()}", outcome.type)
             if consecutive < self.settings.tolerable_failures:
                 consecutive += 1
                 delay: float | None = 0.0
@@ -181,7 +181,7 @@ class Runner:
             if delay is None:
                 gave_up = ("" if restarts == 0 else f" (the restart strategy gave up after "
                            f"{restarts} restart(s): {self.settings.strategy().describe()})")
-                raise PipelineFailed(f"pipeline {name} failed: {outcome.line()}{gave_up}",
+                raise PipelineError(f"pipeline {name} failed: {outcome.line()}{gave_up}",
                                      outcome.type)
             restarts += 1
             self.listeners.on_restart(restarts, outcome.line(), delay)

@@ -97,15 +97,15 @@ class SavepointError(ValueError):
     """A savepoint cannot be made, read, restored or disposed of; names the path."""
 
 
-class NotASavepoint(SavepointError):
+class NotASavepointError(SavepointError):
     """The path exists but holds no savepoint manifest."""
 
 
-class SavepointOfAnotherJob(SavepointError):
+class SavepointOfAnotherJobError(SavepointError):
     """A restore was asked for one job with a savepoint of another."""
 
 
-class IncompatibleSavepoint(SavepointError):
+class IncompatibleSavepointError(SavepointError):
     """The job restored from a savepoint runs another query than the savepoint's."""
 
     def __init__(self, location: str, differences: list[str]) -> None:
@@ -413,7 +413,7 @@ def inspect_savepoint(path: str, *, verify: bool = True,
     fs, root, location = _open_savepoint(path, storage_options)
     manifest = _read_manifest(fs, root, location, MANIFEST)
     if manifest is None:
-        raise NotASavepoint(_not_a_savepoint(fs, root, location))
+        raise NotASavepointError(_not_a_savepoint(fs, root, location))
     if verify:
         present = {rel: int(info.get("size") or 0) for rel, info in list_files(fs, root).items()}
         bad = [rel for rel, size in manifest.files if present.get(rel) != size]
@@ -458,7 +458,7 @@ def dispose_savepoint(path: str, *, storage_options: StorageOptions | None = Non
     else:
         manifest = _read_manifest(fs, root, location, DISPOSING)
         if manifest is None:
-            raise NotASavepoint(_not_a_savepoint(fs, root, location) + "; nothing was deleted")
+            raise NotASavepointError(_not_a_savepoint(fs, root, location) + "; nothing was deleted")
     # Step 2: the listed files (some may be gone already: an interrupted dispose).
     for rel, _ in manifest.files:
         try:
@@ -500,7 +500,7 @@ def restore_savepoint(
 
     With ``job_name``, a savepoint of another job is refused; with
     ``expect``, the new job's fingerprint (``fingerprint.of_pipeline(pipeline,
-    spark)``), a savepoint of another query (``IncompatibleSavepoint``).
+    spark)``), a savepoint of another query (``IncompatibleSavepointError``).
     ``allow_non_restored_state`` lets a sink of the savepoint go unrestored
     (the job names a new sink id). The restored checkpoint gets
     ``eoskit/restored.json`` naming the savepoint, the checkpoint it came
@@ -508,7 +508,7 @@ def restore_savepoint(
     """
     manifest = inspect_savepoint(path, storage_options=storage_options)
     if job_name is not None and manifest.job_name != job_name:
-        raise SavepointOfAnotherJob(
+        raise SavepointOfAnotherJobError(
             f"savepoint {manifest.location} is of job {manifest.job_name!r}, not {job_name!r}: "
             "restore a savepoint of this job, or give the job its name")
     if expect is not None:
@@ -538,7 +538,7 @@ def restore_savepoint(
 def check_compatible(manifest: SavepointManifest, expect: Mapping[str, Any],
                      allow_non_restored_state: bool = False) -> None:
     """Refuse a job whose query differs from the savepoint's
-    (``IncompatibleSavepoint``, every difference named); say what could not
+    (``IncompatibleSavepointError``, every difference named); say what could not
     be checked."""
     if manifest.fingerprint is None:
         log.warning("savepoint %s has no fingerprint of its query (written by eoskit %s): the "
@@ -547,7 +547,7 @@ def check_compatible(manifest: SavepointManifest, expect: Mapping[str, Any],
         return
     found = fingerprints.differences(manifest.fingerprint, expect, allow_non_restored_state)
     if found:
-        raise IncompatibleSavepoint(manifest.location, found)
+        raise IncompatibleSavepointError(manifest.location, found)
     skipped = fingerprints.unchecked(manifest.fingerprint, expect)
     if skipped:
         log.warning("savepoint %s: not checked against the restored job, for want of a record "

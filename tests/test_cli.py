@@ -173,14 +173,14 @@ def test_ctrl_c_is_130(capsys):
 
 def test_pipeline_failures_take_their_code_from_the_root_cause():
     from eoskit.twophase.options import OptionError  # noqa: F401 - imported, so resolvable
-    from eoskit.runtime.pipeline import PipelineFailed
+    from eoskit.runtime.pipeline import PipelineError
     from eoskit.twophase.contract import SinkError  # noqa: F401
 
-    option = describe(PipelineFailed("pipeline p failed: unknown option 'x'", "eoskit.twophase.options.OptionError"))
-    sink = describe(PipelineFailed("pipeline p failed: table t does not exist", "eoskit.twophase.contract.SinkError"))
-    udf = describe(PipelineFailed("pipeline p failed: ZeroDivisionError: division by zero", "ZeroDivisionError"))
-    jvm = describe(PipelineFailed("pipeline p failed: [USER_RAISED_EXCEPTION] poison record", None))
-    broker = describe(PipelineFailed("pipeline p failed: no broker answered", "eoskit.connectors.kafka.client.BrokerUnreachable"))
+    option = describe(PipelineError("pipeline p failed: unknown option 'x'", "eoskit.twophase.options.OptionError"))
+    sink = describe(PipelineError("pipeline p failed: table t does not exist", "eoskit.twophase.contract.SinkError"))
+    udf = describe(PipelineError("pipeline p failed: ZeroDivisionError: division by zero", "ZeroDivisionError"))
+    jvm = describe(PipelineError("pipeline p failed: [USER_RAISED_EXCEPTION] poison record", None))
+    broker = describe(PipelineError("pipeline p failed: no broker answered", "eoskit.connectors.kafka.client.BrokerUnreachableError"))
     assert broker.code == UNREACHABLE
     assert (option.code, option.hint) == (USAGE, False)
     assert (sink.code, sink.hint) == (FAILED, False)

@@ -12,7 +12,7 @@ import sqlalchemy.exc
 from confluent_kafka import KafkaError, KafkaException
 
 from eoskit.connectors.failures import Kind, lost, service_failure
-from eoskit.connectors.kafka.client import AuthenticationFailed, BrokerUnreachable
+from eoskit.connectors.kafka.client import KafkaAuthenticationError, BrokerUnreachableError
 from eoskit.runtime.cli_errors import FAILED, UNREACHABLE, describe
 from eoskit.runtime.failures import classify, transient
 
@@ -40,8 +40,8 @@ LOST, REFUSED = Kind.LOST, Kind.REFUSED
     (KafkaException(KafkaError(KafkaError.SASL_AUTHENTICATION_FAILED, "bad password")), REFUSED),
     (KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "not allowed")), None),
     # eoskit's own and Python's
-    (BrokerUnreachable("cannot reach Kafka at kafka.bootstrap.servers='b:1'"), LOST),
-    (AuthenticationFailed("Kafka refused the SASL credentials"), REFUSED),
+    (BrokerUnreachableError("cannot reach Kafka at kafka.bootstrap.servers='b:1'"), LOST),
+    (KafkaAuthenticationError("Kafka refused the SASL credentials"), REFUSED),
     (ConnectionRefusedError(111, "Connection refused"), LOST),
     (KeyError("x"), None),
 ])
@@ -66,7 +66,7 @@ def test_sqlalchemy_s_wrapper_is_looked_through():
 @pytest.mark.parametrize("exc, code", [
     (pymysql.err.OperationalError(1045, "Access denied for user 'u'@'localhost'"), UNREACHABLE),
     (KafkaException(KafkaError(KafkaError.SASL_AUTHENTICATION_FAILED, "bad password")), UNREACHABLE),
-    (AuthenticationFailed("Kafka refused the SASL credentials"), UNREACHABLE),
+    (KafkaAuthenticationError("Kafka refused the SASL credentials"), UNREACHABLE),
     (pymysql.err.OperationalError(1205, "Lock wait timeout exceeded"), FAILED),
     (psycopg.errors.LockNotAvailable("lock timeout"), FAILED),
 ])
@@ -81,12 +81,12 @@ def traceback_of(qualified: str, message: str) -> str:
 
 @pytest.mark.parametrize("qualified, permanent", [
     ("eoskit.twophase.contract.SinkError", True),
-    ("eoskit.twophase.contract.ServiceUnavailable", False),  # a SinkError that says transient
-    ("eoskit.connectors.sql.retry.ConnectionLost", False),
-    ("eoskit.twophase.coordinator.OrphanedTransactions", True),
-    ("eoskit.twophase.coordinator.LostPreparedTransaction", False),  # a CoordinatorError that says transient
-    ("eoskit.connectors.kafka.client.AuthenticationFailed", True),
-    ("eoskit.connectors.kafka.client.BrokerUnreachable", False),
+    ("eoskit.twophase.contract.ServiceUnavailableError", False),  # a SinkError that says transient
+    ("eoskit.connectors.sql.retry.ConnectionLostError", False),
+    ("eoskit.twophase.coordinator.OrphanedTransactionsError", True),
+    ("eoskit.twophase.coordinator.LostPreparedTransactionError", False),  # a CoordinatorError that says transient
+    ("eoskit.connectors.kafka.client.KafkaAuthenticationError", True),
+    ("eoskit.connectors.kafka.client.BrokerUnreachableError", False),
     ("eoskit.twophase.options.OptionError", True),  # eoskit's bad input: a ValueError
     ("eoskit.connectors.kafka.java_regex.JavaRegexError", True),
     ("eoskit.connectors.kafka.reader.DataLossError", False),

@@ -5,7 +5,7 @@ import socket
 import pytest
 
 from eoskit.connectors.kafka.client import (
-    BrokerUnreachable,
+    BrokerUnreachableError,
     ClientLog,
     KafkaMetadata,
     admin_config,
@@ -22,7 +22,7 @@ def closed_port() -> int:
 
 def test_unreachable_broker_is_one_clear_error_not_hundreds_of_log_lines(capfd):
     address = f"127.0.0.1:{closed_port()}"
-    with pytest.raises(BrokerUnreachable) as err:
+    with pytest.raises(BrokerUnreachableError) as err:
         KafkaMetadata({"bootstrap.servers": address}, timeout_s=2).topics()
     text = str(err.value)
     assert f"kafka.bootstrap.servers={address!r}" in text

@@ -218,6 +218,6 @@ def test_refused_credentials_end_a_job_instead_of_restarting_it():
     # As Spark hands it over: the Python traceback as the text of a JVM error.
     failure = classify("[PYTHON_DATA_SOURCE_ERROR] Failed ...\nTraceback (most recent call last):\n"
                        '  File "client.py", line 207, in topics\n'
-                       "eoskit.connectors.kafka.client.AuthenticationFailed: Kafka at "
+                       "eoskit.connectors.kafka.client.KafkaAuthenticationError: Kafka at "
                        "kafka.bootstrap.servers='b:1' refused the SASL credentials\n")
     assert failure.permanent and failure.message.startswith("Kafka at kafka.bootstrap.servers='b:1' refused")

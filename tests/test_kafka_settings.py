@@ -10,7 +10,7 @@ from eoskit.connectors.kafka.settings import (
     OPTIONS,
     SPARK_ONLY,
     KafkaSourceSettings,
-    TopicNotFound,
+    TopicNotFoundError,
     parse_duration_s,
 )
 from eoskit.twophase.options import OptionError
@@ -218,7 +218,7 @@ def test_streaming_reads_refuse_ending_options(option, value):
 
 def test_missing_subscribed_topic_is_named():
     broker = {"here": [0, 1]}
-    with pytest.raises(TopicNotFound) as err:
+    with pytest.raises(TopicNotFoundError) as err:
         parse(subscribe="here,gone").subscription.require_present(broker, "b:9092")
     assert "option 'subscribe' names topic 'gone' that does not exist at kafka.bootstrap.servers='b:9092'" in str(err.value)
     parse(subscribePattern="nothing.*").subscription.require_present(broker, "b:9092")
@@ -226,9 +226,9 @@ def test_missing_subscribed_topic_is_named():
 
 def test_missing_assigned_topic_or_partition_is_named():
     broker = {"here": [0, 1, 2]}
-    with pytest.raises(TopicNotFound, match="option 'assign' names topic 'gone' that does not exist"):
+    with pytest.raises(TopicNotFoundError, match="option 'assign' names topic 'gone' that does not exist"):
         parse(assign='{"gone": [0], "here": [0]}').subscription.require_present(broker, "b:9092")
-    with pytest.raises(TopicNotFound) as err:
+    with pytest.raises(TopicNotFoundError) as err:
         parse(assign='{"here": [1, 7]}').subscription.require_present(broker, "b:9092")
     assert "partitions that do not exist at kafka.bootstrap.servers='b:9092': here-7 (here has partitions 0-2)" in str(err.value)
     # once running, a partition that disappears is data loss, not a planning error

@@ -160,9 +160,9 @@ def _broker_down() -> BaseException:
 def test_a_restart_that_cannot_start_yet_is_retried_by_the_restart_strategy(tmp_path):
     """The broker was killed: the query fails, and the restart's start finds
     it still down; the restart strategy tries again, and the job goes on."""
-    from eoskit.connectors.kafka.client import BrokerUnreachable
+    from eoskit.connectors.kafka.client import BrokerUnreachableError
 
-    pipeline = Pipeline(FailedQuery(BrokerUnreachable("the broker went away")), _broker_down(),
+    pipeline = Pipeline(FailedQuery(BrokerUnreachableError("the broker went away")), _broker_down(),
                         _broker_down(), FakeQuery([0.05], caught_up=True))
     out = run_loop(tmp_path, pipeline, "fixed_delay(attempts=5, delay=0s)")
     assert pipeline.starts == []
@@ -170,12 +170,12 @@ def test_a_restart_that_cannot_start_yet_is_retried_by_the_restart_strategy(tmp_
 
 
 def test_the_first_start_fails_at_once_and_the_strategy_still_bounds_restarts(tmp_path):
-    from eoskit.connectors.kafka.client import BrokerUnreachable
-    from eoskit.runtime.runner import PipelineFailed
+    from eoskit.connectors.kafka.client import BrokerUnreachableError
+    from eoskit.runtime.runner import PipelineError
 
-    with pytest.raises(PipelineFailed, match="could not start: cannot reach Kafka"):
+    with pytest.raises(PipelineError, match="could not start: cannot reach Kafka"):
         run_loop(tmp_path, Pipeline(_broker_down()), "fixed_delay(attempts=5, delay=0s)")
-    pipeline = Pipeline(FailedQuery(BrokerUnreachable("the broker went away")),
+    pipeline = Pipeline(FailedQuery(BrokerUnreachableError("the broker went away")),
                         *[_broker_down() for _ in range(3)])
-    with pytest.raises(PipelineFailed, match="gave up after 2 restart"):
+    with pytest.raises(PipelineError, match="gave up after 2 restart"):
         run_loop(tmp_path / "b", pipeline, "fixed_delay(attempts=2, delay=0s)")

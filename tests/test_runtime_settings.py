@@ -103,7 +103,7 @@ def test_a_restart_is_not_tried_for_what_it_cannot_fix():
     assert failure.line() == "table orders does not exist in PostgreSQL"
     assert failure.permanent
     down = ("Traceback (most recent call last):\n  File \"x\", line 1\n"
-            "eoskit.twophase.contract.ServiceUnavailable: cannot connect to PostgreSQL\n")
+            "eoskit.twophase.contract.ServiceUnavailableError: cannot connect to PostgreSQL\n")
     assert not classify(down).permanent
     assert not classify("[USER_RAISED_EXCEPTION] poison record").permanent
 

@@ -21,10 +21,10 @@ from eoskit.runtime.cli import main
 from eoskit.runtime.savepoints import (
     DISPOSING,
     MANIFEST,
-    IncompatibleSavepoint,
-    NotASavepoint,
+    IncompatibleSavepointError,
+    NotASavepointError,
     SavepointError,
-    SavepointOfAnotherJob,
+    SavepointOfAnotherJobError,
     create_savepoint,
     dispose_savepoint,
     inspect_savepoint,
@@ -172,10 +172,10 @@ def test_a_savepoint_on_another_file_system_gets_its_manifest_last(checkpoint_di
 def test_inspect_names_what_is_not_a_savepoint(checkpoint_dir, tmp_path):
     with pytest.raises(SavepointError, match=f"savepoint {tmp_path / 'nope'}: no such file or directory"):
         inspect_savepoint(str(tmp_path / "nope"))
-    with pytest.raises(NotASavepoint, match="it looks like a checkpoint directory"):
+    with pytest.raises(NotASavepointError, match="it looks like a checkpoint directory"):
         inspect_savepoint(checkpoint_dir)
     (tmp_path / "file").write_text("x")
-    with pytest.raises(NotASavepoint, match="is not a savepoint: it is a file"):
+    with pytest.raises(NotASavepointError, match="is not a savepoint: it is a file"):
         inspect_savepoint(str(tmp_path / "file"))
 
 
@@ -225,10 +225,10 @@ def test_restore_refuses_a_non_empty_directory_and_another_jobs_savepoint(checkp
     create_savepoint(checkpoint_dir, str(tmp_path / "sp"), job_name="orders")
     with pytest.raises(SavepointError, match=f"checkpoint directory {checkpoint_dir} is not empty"):
         restore_savepoint(str(tmp_path / "sp"), checkpoint_dir)
-    with pytest.raises(SavepointOfAnotherJob, match=f"savepoint {tmp_path / 'sp'} is of job 'orders', not 'payments'"):
+    with pytest.raises(SavepointOfAnotherJobError, match=f"savepoint {tmp_path / 'sp'} is of job 'orders', not 'payments'"):
         restore_savepoint(str(tmp_path / "sp"), str(tmp_path / "new"), job_name="payments")
     assert not (tmp_path / "new").exists()
-    with pytest.raises(NotASavepoint):
+    with pytest.raises(NotASavepointError):
         restore_savepoint(checkpoint_dir, str(tmp_path / "new"))
 
 
@@ -256,7 +256,7 @@ def test_a_restore_into_a_changed_query_is_refused_before_a_file_is_copied(check
     create_savepoint(checkpoint_dir, str(tmp_path / "sp"), job_name="orders", job=JOB)
     changed = {"source": {"format": "eoskit-kafka", "subscribe": ["orders2"]},
                "sinks": [{"format": "eoskit-mysql", "sinkId": None}], "stateOperators": PLANNED[:1]}
-    with pytest.raises(IncompatibleSavepoint) as err:
+    with pytest.raises(IncompatibleSavepointError) as err:
         restore_savepoint(str(tmp_path / "sp"), str(tmp_path / "new"), job_name="orders", expect=changed)
     message = str(err.value)
     assert message.startswith(f"savepoint {tmp_path / 'sp'} does not fit this job's query: ")
@@ -303,7 +303,7 @@ def test_dispose_deletes_a_savepoint_and_nothing_else(checkpoint_dir, tmp_path):
 
 def test_dispose_refuses_what_is_not_a_savepoint(checkpoint_dir, tmp_path):
     before = files_under(Path(checkpoint_dir))
-    with pytest.raises(NotASavepoint, match="nothing was deleted"):
+    with pytest.raises(NotASavepointError, match="nothing was deleted"):
         dispose_savepoint(checkpoint_dir)
     assert files_under(Path(checkpoint_dir)) == before
     with pytest.raises(SavepointError, match="no such file or directory"):
@@ -318,7 +318,7 @@ def test_dispose_leaves_unlisted_files_and_finishes_an_interrupted_dispose(check
     create_savepoint(checkpoint_dir, str(tmp_path / "sp2"), job_name="orders")
     (tmp_path / "sp2" / MANIFEST).rename(tmp_path / "sp2" / DISPOSING)  # a dispose stopped after step 1
     (tmp_path / "sp2" / "metadata").unlink()
-    with pytest.raises(NotASavepoint, match="being disposed of"):
+    with pytest.raises(NotASavepointError, match="being disposed of"):
         inspect_savepoint(str(tmp_path / "sp2"))
     assert dispose_savepoint(str(tmp_path / "sp2")).leftovers == [] and not (tmp_path / "sp2").exists()
 

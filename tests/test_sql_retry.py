@@ -13,7 +13,7 @@ from eoskit.connectors.postgres.failures import lost as postgres_lost
 from eoskit.connectors.sql.retry import (
     MAX_DELAY_S,
     Attempt,
-    ConnectionLost,
+    ConnectionLostError,
     reconnecting,
 )
 from eoskit.twophase.contract import SinkError
@@ -43,7 +43,7 @@ def test_a_server_never_reached_fails_at_once(monkeypatch):
         tries.append(attempt)
         raise ConnectionRefusedError("refused")
 
-    with pytest.raises(retry.ConnectionLost, match="cannot reach the database"):
+    with pytest.raises(retry.ConnectionLostError, match="cannot reach the database"):
         retry.reconnecting(refused, lost=lambda e: isinstance(e, ConnectionRefusedError),
                            drop=lambda: None, what="x", server="db")
     assert len(tries) == 1
@@ -188,9 +188,9 @@ def test_a_missing_id_is_reported_when_no_try_was_lost_on_the_wire():
 def test_a_server_that_stays_away_fails_the_call_after_the_bound():
     server, clock = FakeServer({"t1"}), Clock()
     server.down_for = 10_000
-    with pytest.raises(ConnectionLost, match=r"COMMIT t1: .* within 60 s \(last error: connection refused\)"):
+    with pytest.raises(ConnectionLostError, match=r"COMMIT t1: .* within 60 s \(last error: connection refused\)"):
         commit(server, "t1", clock)
-    assert isinstance(ConnectionLost("x"), SinkError)
+    assert isinstance(ConnectionLostError("x"), SinkError)
     assert 60.0 <= clock.now <= 60.0 + MAX_DELAY_S
     assert server.prepared == {"t1"}  # nothing committed, the decision stays to be applied
 

@@ -16,15 +16,15 @@ from eoskit.twophase.contract import (
 from eoskit.twophase.coordinator import (
     Coordinator,
     CoordinatorError,
-    LostPreparedTransaction,
-    OrphanedTransactions,
+    LostPreparedTransactionError,
+    OrphanedTransactionsError,
 )
 from eoskit.twophase.decision_log import DecisionLog, latest_planned_batch, settlements
 from eoskit.twophase.messages import CommittedByTask, NothingToCommit
-from eoskit.twophase.task import ReplayMismatch, write_task
+from eoskit.twophase.task import ReplayMismatchError, write_task
 
 TWOPHASE, IDEMPOTENT, AT_LEAST_ONCE = CommitMode.TWOPHASE, CommitMode.IDEMPOTENT, CommitMode.AT_LEAST_ONCE
-from eoskit.twophase.txn_id import InvalidSinkId, TxnId, sink_id_for_checkpoint, validate_sink_id
+from eoskit.twophase.txn_id import InvalidSinkIdError, TxnId, sink_id_for_checkpoint, validate_sink_id
 
 
 class FakeDatabase:
@@ -141,7 +141,7 @@ def test_txn_ids_fit_64_bytes_and_round_trip():
 
 def test_sink_id_is_validated_and_derived_from_checkpoint_only():
     assert validate_sink_id("orders_pg-1") == "orders_pg-1"
-    with pytest.raises(InvalidSinkId, match="sinkId"):
+    with pytest.raises(InvalidSinkIdError, match="sinkId"):
         validate_sink_id("has:colon")
     assert sink_id_for_checkpoint("/a/b") == sink_id_for_checkpoint("/a/b/")
     assert sink_id_for_checkpoint("/a/b") != sink_id_for_checkpoint("/a/c")
@@ -296,7 +296,7 @@ def test_acked_transaction_gone_before_the_decision_fails_the_batch(env):
     db, sink, decisions, coordinator = env
     message = task(sink, decisions, 6, 0, [1])
     sink.rollback_prepared(message.txn_id)
-    with pytest.raises(LostPreparedTransaction, match="no longer prepared"):
+    with pytest.raises(LostPreparedTransactionError, match="no longer prepared"):
         coordinator.commit([message], 6)
     assert decisions.get(6) is None
 
@@ -323,7 +323,7 @@ def test_prepared_transactions_without_decision_log_stop_the_start(tmp_path):
     old.create()
     write_task(sink, old, TWOPHASE, iter(batches(1)), identity=(0, 0, 0))
     fresh = DecisionLog(str(tmp_path / "new"), "s1")  # checkpoint deleted, same sink id
-    with pytest.raises(OrphanedTransactions) as err:
+    with pytest.raises(OrphanedTransactionsError) as err:
         Coordinator(sink, fresh).sweep(planned_batch=0)
     assert "eoskit txn resolve" in str(err.value)
     assert "eoskit:s1:0:0:" in str(err.value)
@@ -409,7 +409,7 @@ def test_replay_with_other_rows_than_the_committed_attempt_is_refused(env):
     nothing would lose rows, writing them would duplicate: refuse."""
     db, sink, decisions, _ = env
     task(sink, decisions, 3, 0, [1, 2, 3], mode=IDEMPOTENT)
-    with pytest.raises(ReplayMismatch, match="batch 3 .* task 0 now has 2 rows where the committed attempt wrote 3"):
+    with pytest.raises(ReplayMismatchError, match="batch 3 .* task 0 now has 2 rows where the committed attempt wrote 3"):
         task(sink, decisions, 3, 0, [1, 2], attempt=1, mode=IDEMPOTENT)
     assert committed_values(db) == [1, 2, 3]
 

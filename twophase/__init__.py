@@ -10,13 +10,13 @@ from eoskit.twophase.contract import (
     SinkError,
     TwoPhaseCommitting,
 )
-from eoskit.twophase.coordinator import Coordinator, CoordinatorError, OrphanedTransactions
+from eoskit.twophase.coordinator import Coordinator, CoordinatorError, OrphanedTransactionsError
 from eoskit.twophase.decision_log import Decision, DecisionLog
 from eoskit.twophase.messages import CommittedByTask, NothingToCommit, PreparedTransaction, TaskAck
 from eoskit.twophase.txn_id import TxnId
 
 __all__ = [
     "CommitMode", "CommittedByTask", "Coordinator", "CoordinatorError", "Decision", "DecisionLog",
-    "DirectCommitting", "MarkedCommitting", "NothingToCommit", "OrphanedTransactions",
+    "DirectCommitting", "MarkedCommitting", "NothingToCommit", "OrphanedTransactionsError",
     "PreparedTransaction", "Sink", "SinkError", "TaskAck", "TwoPhaseCommitting", "TxnId",
 ]

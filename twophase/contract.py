@@ -54,7 +54,7 @@ class SinkError(RuntimeError):
     transient: ClassVar[bool] = False
 
 
-class ServiceUnavailable(SinkError, ConnectionError):
+class ServiceUnavailableError(SinkError, ConnectionError):
     """The sink's service did not answer (unreachable, restarting, timed out):
     a restart may well fix it."""
 
@@ -291,7 +291,7 @@ def resolve_commit_mode(sink_type: type[Sink], requested: str | None) -> CommitM
 
 __all__ = [
     "CommitMode", "CommittingWriter", "DirectCommitting", "EXACTLY_ONCE", "MarkedCommitting",
-    "MarkedWriter", "Marker", "PreparingWriter", "ServiceUnavailable", "Sink", "SinkContext",
+    "MarkedWriter", "Marker", "PreparingWriter", "ServiceUnavailableError", "Sink", "SinkContext",
     "SinkError",
     "TaskWriter", "TwoPhaseCommitting", "commit_modes", "resolve_commit_mode",
 ]

@@ -28,7 +28,7 @@ executor (Spark does not wait for it) rolls back what it prepares late.
 every prepared id of the sink by the decision log: listed in its batch's
 decision -> commit; otherwise -> roll back. Batches newer than the one being
 planned are left alone. A prepared id with no decision log at all stops the
-query (``OrphanedTransactions``).
+query (``OrphanedTransactionsError``).
 """
 
 from __future__ import annotations
@@ -53,14 +53,14 @@ class CoordinatorError(RuntimeError):
     transient: ClassVar[bool] = False
 
 
-class LostPreparedTransaction(CoordinatorError):
+class LostPreparedTransactionError(CoordinatorError):
     """An acked transaction is no longer prepared before the decision."""
 
     #: runtime/failures.py: a restart may fix it.
     transient: ClassVar[bool] = True
 
 
-class OrphanedTransactions(CoordinatorError):
+class OrphanedTransactionsError(CoordinatorError):
     """Prepared transactions of a sink whose decision log is gone."""
 
     def __init__(self, sink: TwoPhaseCommitting, sink_id: str, ids: list[str], location: str) -> None:
@@ -96,7 +96,7 @@ class Coordinator:
                 prepared = set(self.sink.list_prepared(batch_prefix(self.sink_id, batch)))
             missing = [txn for txn in acked if txn not in prepared]
             if missing:
-                raise LostPreparedTransaction(
+                raise LostPreparedTransactionError(
                     f"batch {batch}: acked transactions are no longer prepared in "
                     f"{self.sink.describe()}: {', '.join(missing)}; the batch is not "
                     "committed and will be replayed"
@@ -159,7 +159,7 @@ class Coordinator:
         if not prepared:
             return {"committed": [], "rolled_back": []}
         if not self.decisions.exists():
-            raise OrphanedTransactions(self.sink, self.sink_id, sorted(prepared),
+            raise OrphanedTransactionsError(self.sink, self.sink_id, sorted(prepared),
                                        self.decisions.root)
         committed, rolled_back = [], []
         cache: dict[int, Decision | None] = {}

@@ -45,11 +45,11 @@ from eoskit.twophase.messages import (
 from eoskit.twophase.txn_id import TxnId, task_prefix
 
 
-class TaskIdentityUnavailable(RuntimeError):
+class TaskIdentityError(RuntimeError):
     """The task runs outside a streaming micro-batch (no batch id)."""
 
 
-class ReplayMismatch(SinkError):
+class ReplayMismatchError(SinkError):
     """A replayed task's rows differ from those its committed attempt wrote."""
 
 
@@ -60,7 +60,7 @@ def task_identity() -> tuple[int, int, int]:
     context = TaskContext.get()
     batch = context.getLocalProperty("streaming.sql.batchId") if context else None
     if context is None or batch is None:
-        raise TaskIdentityUnavailable(
+        raise TaskIdentityError(
             "eoskit transactional sinks write from streaming micro-batches only "
             "(no streaming.sql.batchId in the task's local properties)"
         )
@@ -184,7 +184,7 @@ def _check_replay_rows(marker: Marker, expected: int, batches: Iterator[pa.Recor
     and writing would duplicate or lose rows. Refuse, saying so."""
     rows = sum(b.num_rows for b in batches)
     if rows != expected:
-        raise ReplayMismatch(
+        raise ReplayMismatchError(
             f"batch {marker.batch} is being replayed, and its task {marker.partition} now has "
             f"{rows} rows where the committed attempt wrote {expected}: the query's "
             "partitioning or transformation changed between runs (a different parallelism, "

@@ -22,13 +22,13 @@ _ID = re.compile(
 )
 
 
-class InvalidSinkId(ValueError):
+class InvalidSinkIdError(ValueError):
     """A sinkId option that cannot namespace transaction ids."""
 
 
 def validate_sink_id(sink_id: str) -> str:
     if not SINK_ID_PATTERN.match(sink_id):
-        raise InvalidSinkId(
+        raise InvalidSinkIdError(
             f"option 'sinkId' = {sink_id!r}: use 1 to 24 letters, digits, '_' or '-' "
             "(it is part of every transaction id, which must fit 64 bytes)"
         )

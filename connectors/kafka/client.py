@@ -52,11 +52,11 @@ DEFAULT_CLIENT_ID = "eoskit-kafka-source"
 LIBRDKAFKA_LOG = logging.getLogger("eoskit.connectors.kafka.librdkafka")
 
 
-class BrokerUnreachable(ConnectionError):
+class BrokerUnreachableError(ConnectionError):
     """The bootstrap servers did not answer a metadata request in time."""
 
 
-class AuthenticationFailed(PermissionError):
+class KafkaAuthenticationError(PermissionError):
     """The broker refused the client's SASL credentials (or its TLS handshake
     failed): retrying with the same settings cannot help."""
 
@@ -72,7 +72,7 @@ _AUTH_MARKERS = ("SASL authentication error", "Authentication failed", "SSL hand
                  "certificate verify failed")
 
 
-class PartitionNotFound(LookupError):
+class PartitionNotFoundError(LookupError):
     """A partition the source asked about does not exist on the broker (any more)."""
 
 
@@ -212,7 +212,7 @@ class KafkaMetadata:
                 self._drain_log()
                 self._check_auth()
                 if time.monotonic() >= deadline:
-                    raise BrokerUnreachable(
+                    raise BrokerUnreachableError(
                         f"cannot reach Kafka at kafka.bootstrap.servers={self._bootstrap!r} "
                         f"within {self._timeout_s:g} s: {_reason(exc)}{self._log.reason()}"
                     ) from None
@@ -224,19 +224,19 @@ class KafkaMetadata:
         }
 
     def _check_auth(self) -> None:
-        """Raise :class:`AuthenticationFailed` if the client's log says the
+        """Raise :class:`KafkaAuthenticationError` if the client's log says the
         broker refused its credentials or the TLS handshake failed."""
         line = self._log.auth_error
         if line is None:
             return
         reason = line.rsplit("]: ", 1)[-1]
         if "SSL" in line and "SASL" not in line:
-            raise AuthenticationFailed(
+            raise KafkaAuthenticationError(
                 f"the TLS handshake with Kafka at kafka.bootstrap.servers={self._bootstrap!r} "
                 f"failed: {reason}; check kafka.ssl.truststore.location (the CA that signed the "
                 "broker's certificate) and kafka.ssl.endpoint.identification.algorithm")
         user = self._settings.get("sasl.username")
-        raise AuthenticationFailed(
+        raise KafkaAuthenticationError(
             f"Kafka at kafka.bootstrap.servers={self._bootstrap!r} refused the SASL credentials "
             f"of kafka.sasl.jaas.config (user {user!r}, kafka.sasl.mechanism="
             f"{self._settings.get('sasl.mechanism')}): {reason}; check the username and password")
@@ -259,11 +259,11 @@ class KafkaMetadata:
                 self._drain_log()
                 error = exc.args[0] if exc.args else None
                 if error is not None and error.code() in _NOT_FOUND:
-                    raise PartitionNotFound(
+                    raise PartitionNotFoundError(
                         f"partition {tp.topic}-{tp.partition} does not exist at "
                         f"kafka.bootstrap.servers={self._bootstrap!r} ({_reason(exc)})"
                     ) from None
-                raise BrokerUnreachable(
+                raise BrokerUnreachableError(
                     f"listing offsets of {tp.topic}-{tp.partition} at "
                     f"kafka.bootstrap.servers={self._bootstrap!r} failed: "
                     f"{_reason(exc)}{self._log.reason()}"

@@ -1,8 +1,8 @@
 """Which confluent-kafka errors mean the brokers are gone for now, or
 refused us (``eoskit.connectors.failures``).
 
-eoskit's own Kafka errors say it themselves: ``BrokerUnreachable`` is a
-``ConnectionError`` (gone), ``AuthenticationFailed`` declares
+eoskit's own Kafka errors say it themselves: ``BrokerUnreachableError`` is a
+``ConnectionError`` (gone), ``KafkaAuthenticationError`` declares
 ``service_failure = REFUSED``.
 """
 

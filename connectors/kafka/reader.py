@@ -44,7 +44,7 @@ class DataLossError(RuntimeError):
     """Offsets planned for a task are gone from the broker (failOnDataLoss=true)."""
 
 
-class ReadTimeout(TimeoutError):
+class ReadTimeoutError(TimeoutError):
     """Records known to exist did not arrive within kafkaConsumer.pollTimeoutMs."""
 
 
@@ -211,7 +211,7 @@ def _read_range(
                     position = current
                     deadline = time.monotonic() + poll_timeout_ms / 1000
             if position < end and time.monotonic() > deadline:
-                raise ReadTimeout(
+                raise ReadTimeoutError(
                     f"reading {topic}-{partition} [{offset_range.start}, {end}) from "
                     f"kafka.bootstrap.servers={kafka_settings.get('bootstrap.servers')!r}: "
                     f"no record after offset {position} within kafkaConsumer.pollTimeoutMs="

@@ -200,7 +200,7 @@ STREAM_ONLY = (MAX_OFFSETS_PER_TRIGGER, MIN_OFFSETS_PER_TRIGGER, MAX_TRIGGER_DEL
                MIN_PAUSE_BETWEEN_BATCHES)
 
 
-class TopicNotFound(LookupError):
+class TopicNotFoundError(LookupError):
     """A topic or partition named by ``subscribe`` or ``assign`` does not exist."""
 
 
@@ -241,14 +241,14 @@ class Subscription:
         if self.topics:
             missing = [t for t in self.topics if t not in broker_topics]
             if missing:
-                raise TopicNotFound(
+                raise TopicNotFoundError(
                     f"option 'subscribe' names {_topics(missing)} that {_do(missing)} "
                     f"not exist {where}; {hint}"
                 )
         if self.assigned:
             missing = sorted({t for t, _ in self.assigned if t not in broker_topics})
             if missing:
-                raise TopicNotFound(
+                raise TopicNotFoundError(
                     f"option 'assign' names {_topics(missing)} that {_do(missing)} "
                     f"not exist {where}; {hint}"
                 )
@@ -258,7 +258,7 @@ class Subscription:
                     f"{t} has partitions {_span(broker_topics[t])}"
                     for t in sorted({t for t, _ in absent})
                 )
-                raise TopicNotFound(
+                raise TopicNotFoundError(
                     "option 'assign' names partitions that do not exist "
                     f"{where}: {', '.join(f'{t}-{p}' for t, p in absent)} ({have})"
                 )

@@ -66,7 +66,7 @@ from eoskit.twophase.contract import (
     CommittingWriter,
     MarkedWriter,
     Marker,
-    ServiceUnavailable,
+    ServiceUnavailableError,
     SinkError,
 )
 
@@ -119,7 +119,7 @@ def producer(settings: KafkaSinkSettings, transactional_id: str | None) -> Produ
                  f"starting the Kafka transactions of {transactional_id}")
     except KafkaException as exc:
         close_producer(made)
-        raise ServiceUnavailable(
+        raise ServiceUnavailableError(
             f"cannot start the Kafka transactions of {transactional_id} at "
             f"kafka.bootstrap.servers={settings.bootstrap_servers!r}: {_error_text(exc)}"
         ) from None
@@ -185,7 +185,7 @@ def read_marker(settings: KafkaSinkSettings, group: str) -> sink_markers.Committ
                     and time.monotonic() < deadline):
                 time.sleep(0.2)
                 continue
-            raise ServiceUnavailable(f"cannot read the progress marker of group {group!r} on "
+            raise ServiceUnavailableError(f"cannot read the progress marker of group {group!r} on "
                                      f"{settings.marker_topic}-0 at kafka.bootstrap.servers="
                                      f"{settings.bootstrap_servers!r}: {_error_text(exc)}") from None
     if committed.error is not None:
@@ -212,7 +212,7 @@ class _Topics:
         try:
             metadata = self.producer.list_topics(topic, timeout=TIMEOUT_S)
         except KafkaException as exc:
-            raise ServiceUnavailable(f"cannot reach Kafka at kafka.bootstrap.servers="
+            raise ServiceUnavailableError(f"cannot reach Kafka at kafka.bootstrap.servers="
                             f"{self.settings.bootstrap_servers!r}: {_error_text(exc)}") from None
         found = metadata.topics.get(topic)
         if found is None or found.error is not None or not found.partitions:
@@ -537,7 +537,7 @@ class KafkaMarkedWriter(MarkedWriter):
                 marker_consumer(self.settings, group).consumer_group_metadata(), TIMEOUT_S),
                 f"sending the progress marker of {what}")
             _bounded(lambda: made.commit_transaction(TIMEOUT_S), f"committing {what}")
-        except ServiceUnavailable:
+        except ServiceUnavailableError:
             self._broken = True  # a call still hangs in its thread: do not wait on another
             raise
         except KafkaException as exc:
@@ -595,7 +595,7 @@ def _bounded(call: Any, what: str, timeout: float = TIMEOUT_S + 30) -> None:
     thread.start()
     thread.join(timeout)
     if not outcome:
-        raise ServiceUnavailable(f"{what} did not finish within {timeout:.0f} s (the broker "
+        raise ServiceUnavailableError(f"{what} did not finish within {timeout:.0f} s (the broker "
                                  "did not answer); the task fails, and its retry fences this "
                                  "producer")
     if outcome[0] is not None:

@@ -23,7 +23,7 @@ from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
 from eoskit.connectors.dead_letters import source_columns
 from eoskit.connectors.kafka import sink_markers
-from eoskit.connectors.kafka.client import BrokerUnreachable, KafkaMetadata
+from eoskit.connectors.kafka.client import BrokerUnreachableError, KafkaMetadata
 from eoskit.connectors.kafka.schema import HEADER_SPARK_TYPE
 from eoskit.connectors.kafka.sink_settings import KafkaSinkSettings
 from eoskit.connectors.kafka.sink_writer import (
@@ -41,7 +41,7 @@ from eoskit.twophase.contract import (
     DirectCommitting,
     Marker,
     MarkedCommitting,
-    ServiceUnavailable,
+    ServiceUnavailableError,
     SinkContext,
     SinkError,
 )
@@ -101,8 +101,8 @@ class KafkaTransactions(MarkedCommitting, DirectCommitting):
         check_columns(schema, self.settings)
         try:
             topics = KafkaMetadata(self.settings.kafka, timeout_s=15).topics()
-        except BrokerUnreachable as exc:
-            raise ServiceUnavailable(str(exc)) from None
+        except BrokerUnreachableError as exc:
+            raise ServiceUnavailableError(str(exc)) from None
         if self.settings.topic is not None and self.settings.topic not in topics:
             raise SinkError(missing_topic_message(self.settings.topic))
         self._check_dead_letters(schema, topics)

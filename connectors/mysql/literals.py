@@ -36,7 +36,7 @@ from eoskit.twophase.contract import SinkError
 NULL = pa.scalar("NULL", pa.string())
 
 
-class UnwritableValue(SinkError):
+class UnwritableValueError(SinkError):
     """A value no MySQL column can hold (NaN, text that is not UTF-8): a
     row the server would refuse, found before anything is sent."""
 
@@ -74,7 +74,7 @@ def _utf8(column: pa.Array, name: str) -> pa.Array:
         bad = next((i for i, v in enumerate(column.cast(pa.binary()).to_pylist())
                     if v is not None and not _decodes(v)), None)
         where = f" (row {bad} of the batch)" if bad is not None else ""
-        raise UnwritableValue(
+        raise UnwritableValueError(
             f"column {name!r} holds text that is not valid UTF-8{where}; MySQL would reject "
             "or mangle it. CAST(binary AS STRING) makes such strings: keep the column binary, "
             "or clean it in the transform", name, "text that is not valid UTF-8"
@@ -139,7 +139,7 @@ def literals(column: pa.Array, name: str) -> pa.Array:
     elif pa.types.is_floating(kind):
         finite = pc.is_finite(column)
         if not pc.all(pc.or_kleene(finite, pc.is_null(column))).as_py():
-            raise UnwritableValue(f"column {name!r} holds NaN or Infinity, which MySQL cannot store: "
+            raise UnwritableValueError(f"column {name!r} holds NaN or Infinity, which MySQL cannot store: "
                                   "filter or replace them in the transform", name,
                                   "NaN or Infinity, which MySQL cannot store")
         text = pc.cast(column, pa.string())

@@ -61,7 +61,7 @@ from eoskit.connectors.mysql.dialect import (
     server_version,
 )
 from eoskit.connectors.dead_letters import cut_json, dead_letter, isolate
-from eoskit.connectors.mysql.literals import UnwritableValue, statements, value_rows
+from eoskit.connectors.mysql.literals import UnwritableValueError, statements, value_rows
 from eoskit.connectors.sql import deadletter
 from eoskit.connectors.sql.identifiers import parse_table_name
 from eoskit.connectors.sql.refusals import Refusal
@@ -76,7 +76,7 @@ from eoskit.twophase.contract import (
     MarkedCommitting,
     MarkedWriter,
     PreparingWriter,
-    ServiceUnavailable,
+    ServiceUnavailableError,
     SinkContext,
     SinkError,
     TwoPhaseCommitting,
@@ -319,9 +319,9 @@ class MySQLTransaction(PreparingWriter, MarkedWriter):
         kept = list(range(rows.num_rows))
         try:
             literals = value_rows(rows)
-        except UnwritableValue:
+        except UnwritableValueError:
             found = isolate(rows.num_rows, lambda start, length: value_rows(rows.slice(start, length)),
-                            lambda exc: isinstance(exc, UnwritableValue))
+                            lambda exc: isinstance(exc, UnwritableValueError))
             refused += [(offset, self._unwritable(exc, offset)) for offset, exc in found]
             dropped = {offset for offset, _ in found}
             kept = [i for i in kept if i not in dropped]
@@ -376,7 +376,7 @@ class MySQLTransaction(PreparingWriter, MarkedWriter):
         return dataclasses.replace(refusal, row=row).message()
 
     def _unwritable(self, exc: BaseException, offset: int) -> str:
-        assert isinstance(exc, UnwritableValue)
+        assert isinstance(exc, UnwritableValueError)
         target = self.sink.target
         column = target.column_of.get(exc.column, exc.column)
         return Refusal("MySQL", target.qualified, f"the value is {exc.reason}", (column,),
@@ -523,7 +523,7 @@ class MySQLTransactions(deadletter.SqlTargetMixin, TwoPhaseCommitting, MarkedCom
         try:
             return resolve_table(engine, self.settings, self.schema, self.dead_letter_sources)
         except sa.exc.OperationalError as exc:
-            raise ServiceUnavailable(f"cannot connect to MySQL at {safe(self.url)}: "
+            raise ServiceUnavailableError(f"cannot connect to MySQL at {safe(self.url)}: "
                             f"{error_text(exc.orig)}") from None
         except sa.exc.DBAPIError as exc:
             raise SinkError(f"cannot read table {self.settings.dbtable} in MySQL at "
@@ -589,7 +589,7 @@ class MySQLTransactions(deadletter.SqlTargetMixin, TwoPhaseCommitting, MarkedCom
         try:
             return cached_connection(self.url)
         except pymysql.MySQLError as exc:
-            raise ServiceUnavailable(f"cannot connect to MySQL at {safe(self.url)}: "
+            raise ServiceUnavailableError(f"cannot connect to MySQL at {safe(self.url)}: "
                             f"{error_text(exc)}") from None
 
     def begin_prepared(self, txn_id: str) -> MySQLTransaction:

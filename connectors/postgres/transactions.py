@@ -56,7 +56,7 @@ from eoskit.twophase.contract import (
     MarkedCommitting,
     MarkedWriter,
     PreparingWriter,
-    ServiceUnavailable,
+    ServiceUnavailableError,
     SinkContext,
     SinkError,
     TwoPhaseCommitting,
@@ -512,7 +512,7 @@ class PostgresTransactions(deadletter.SqlTargetMixin, TwoPhaseCommitting, Marked
         try:
             return resolve_table(engine, self.settings, self.schema, self.dead_letter_sources)
         except sa.exc.OperationalError as exc:
-            raise ServiceUnavailable(f"cannot connect to PostgreSQL at {safe(self.url)}: "
+            raise ServiceUnavailableError(f"cannot connect to PostgreSQL at {safe(self.url)}: "
                             f"{str(exc.orig).strip().splitlines()[0]}") from None
         finally:
             engine.dispose()

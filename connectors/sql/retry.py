@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
-from eoskit.twophase.contract import ServiceUnavailable
+from eoskit.twophase.contract import ServiceUnavailableError
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ MAX_DELAY_S = 2.0
 _reached: set[str] = set()
 
 
-class ConnectionLost(ServiceUnavailable):
+class ConnectionLostError(ServiceUnavailableError):
     """The database could not be reached (again within ``RECONNECT_WITHIN_S``)."""
 
 
@@ -123,10 +123,10 @@ def reconnecting(
                 raise
             drop()
             if not reached and server not in _reached:
-                raise ConnectionLost(f"{what}: cannot reach the database ({_first_line(exc)})") from exc
+                raise ConnectionLostError(f"{what}: cannot reach the database ({_first_line(exc)})") from exc
             now = clock()
             if now >= deadline:
-                raise ConnectionLost(
+                raise ConnectionLostError(
                     f"{what}: the connection to the database was lost and no new one could be "
                     f"made within {within:.0f} s (last error: {_first_line(exc)})"
                 ) from None

@@ -26,7 +26,7 @@ from pyspark.sql.types import StructType
 
 from eoskit.connectors.sql.identifiers import Part, TableName, ascii_lower, display
 from eoskit.connectors.sql.settings import SqlSinkSettings
-from eoskit.connectors.sql.types import UnsupportedType, can_fill, sqlalchemy_type
+from eoskit.connectors.sql.types import UnsupportedTypeError, can_fill, sqlalchemy_type
 from eoskit.twophase.contract import SinkError
 
 _MYSQL = ("mysql", "mariadb")
@@ -172,7 +172,7 @@ def create_table(engine: sa.Engine, settings: SqlSinkSettings, schema: StructTyp
         in_key = spark_field.name in key
         try:
             column_type = sqlalchemy_type(spark_field.dataType, key=in_key)
-        except UnsupportedType as exc:
+        except UnsupportedTypeError as exc:
             raise SinkError(f"cannot create {settings.dbtable}: column {spark_field.name!r}: {exc}") from None
         # autoincrement=False: an integer key holds the DataFrame's values, never
         # a generated serial / AUTO_INCREMENT (which MySQL would apply to 0).

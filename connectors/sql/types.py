@@ -19,7 +19,7 @@ from sqlalchemy.dialects import mysql
 _MYSQL = ("mysql", "mariadb")
 
 
-class UnsupportedType(TypeError):
+class UnsupportedTypeError(TypeError):
     """A Spark column type the SQL sinks cannot write."""
 
 
@@ -51,7 +51,7 @@ def sqlalchemy_type(spark_type: T.DataType, key: bool = False) -> sa.types.TypeE
     if isinstance(spark_type, T.BinaryType):
         return sa.LargeBinary().with_variant(
             mysql.VARBINARY(255) if key else mysql.LONGBLOB(), *_MYSQL)
-    raise UnsupportedType(f"Spark type {spark_type.simpleString()} has no SQL column mapping")
+    raise UnsupportedTypeError(f"Spark type {spark_type.simpleString()} has no SQL column mapping")
 
 
 def _python_type(column_type: sa.types.TypeEngine) -> type | None:

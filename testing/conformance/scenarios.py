@@ -206,7 +206,7 @@ class Run:
         self.run_in_process(**extra)
 
     def run_in_process(self, **extra: str) -> str:
-        """Run the job until caught up in ``self.spark``; raises PipelineFailed."""
+        """Run the job until caught up in ``self.spark``; raises PipelineError."""
         from eoskit.runtime.jobfile import load_pipeline
 
         job = self.workdir / "job.py"
@@ -229,11 +229,11 @@ class Run:
             code, log = self.run_job(**extra)
             assert code == 1, f"the job did not fail (exit {code}):\n{log[-3000:]}"
             return log
-        from eoskit.runtime.pipeline import PipelineFailed
+        from eoskit.runtime.pipeline import PipelineError
 
         try:
             self.run_in_process(**extra)
-        except PipelineFailed as exc:
+        except PipelineError as exc:
             return str(exc)
         raise AssertionError("the job did not fail")
 
