@@ -51,7 +51,7 @@ from eoskit.connectors.files import layout
 from eoskit.connectors.files.manifests import compact, compacted_through
 from eoskit.connectors.files.settings import FilesSettings
 from eoskit.connectors.files.storage import Storage, describe_os_error
-from eoskit.connectors.files.writer import FilesTransaction, StagedFile, read_manifest
+from eoskit.connectors.files.writer import FilesWriter, StagedFile, read_manifest
 from eoskit.twophase.contract import (
     CommitMode,
     DirectCommitting,
@@ -157,15 +157,15 @@ class FilesTransactions(TwoPhaseCommitting, DirectCommitting):
 
     # -- tasks, on executors -----------------------------------------------------------
 
-    def begin_prepared(self, txn_id: str) -> FilesTransaction:
+    def begin_prepared(self, txn_id: str) -> FilesWriter:
         parsed = TxnId.parse(txn_id)
         if parsed is None:
             raise SinkError(f"{txn_id!r} is not an eoskit transaction id")
-        return FilesTransaction(self, txn_id, parsed.sink_id, parsed.batch, parsed.partition)
+        return FilesWriter(self, txn_id, parsed.sink_id, parsed.batch, parsed.partition)
 
-    def begin_direct(self, marker: Marker, attempt: int) -> FilesTransaction:
+    def begin_direct(self, marker: Marker, attempt: int) -> FilesWriter:
         txn_id = str(TxnId.new(marker.sink_id, marker.batch, marker.partition, attempt))
-        return FilesTransaction(self, txn_id, marker.sink_id, marker.batch, marker.partition)
+        return FilesWriter(self, txn_id, marker.sink_id, marker.batch, marker.partition)
 
     # -- the driver's side ----------------------------------------------------------------
 

@@ -169,7 +169,7 @@ class _JsonFile(_OpenFile):
 # -- the task's transaction ----------------------------------------------------------
 
 
-class FilesTransaction(PreparingWriter, CommittingWriter):
+class FilesWriter(PreparingWriter, CommittingWriter):
     """One task attempt's files; ``prepare`` (two-phase) or ``commit``
     (at-least-once) ends it."""
 

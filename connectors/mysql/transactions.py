@@ -153,7 +153,7 @@ DETACH_WAIT_S = 30.0
 MAX_STATEMENT_BYTES = 4 << 20
 
 
-class MySQLTransaction(PreparingWriter, MarkedWriter):
+class MySQLWriter(PreparingWriter, MarkedWriter):
     """One task attempt's transaction: XA on a session of its own
     (``twophase``), or a local transaction on the process's cached session
     (``idempotent``, ``at_least_once``)."""
@@ -592,15 +592,15 @@ class MySQLTransactions(deadletter.SqlTargetMixin, TwoPhaseCommitting, MarkedCom
             raise ServiceUnavailableError(f"cannot connect to MySQL at {safe(self.url)}: "
                             f"{error_text(exc)}") from None
 
-    def begin_prepared(self, txn_id: str) -> MySQLTransaction:
-        return MySQLTransaction(self, txn_id, xa=True)
+    def begin_prepared(self, txn_id: str) -> MySQLWriter:
+        return MySQLWriter(self, txn_id, xa=True)
 
-    def begin_marked(self, marker: Marker, attempt: int) -> MySQLTransaction:
-        return MySQLTransaction(self, str(TxnId.new(marker.sink_id, marker.batch, marker.partition,
+    def begin_marked(self, marker: Marker, attempt: int) -> MySQLWriter:
+        return MySQLWriter(self, str(TxnId.new(marker.sink_id, marker.batch, marker.partition,
                                                     attempt)), xa=False, marker=marker)
 
-    def begin_direct(self, marker: Marker, attempt: int) -> MySQLTransaction:
-        return MySQLTransaction(self, str(TxnId.new(marker.sink_id, marker.batch, marker.partition,
+    def begin_direct(self, marker: Marker, attempt: int) -> MySQLWriter:
+        return MySQLWriter(self, str(TxnId.new(marker.sink_id, marker.batch, marker.partition,
                                                     attempt)), xa=False)
 
     def forget_markers(self, sink_id: str, below_batch: int) -> None:
@@ -700,4 +700,4 @@ class MySQLTransactions(deadletter.SqlTargetMixin, TwoPhaseCommitting, MarkedCom
         return sorted(found)
 
 
-__all__ = ["MySQLTransaction", "MySQLTransactions"]
+__all__ = ["MySQLWriter", "MySQLTransactions"]

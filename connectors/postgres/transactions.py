@@ -124,7 +124,7 @@ def copy_position(context: str | None, relations: list[str], columns: list[str])
     return None, None
 
 
-class PostgresTransaction(PreparingWriter, MarkedWriter):
+class PostgresWriter(PreparingWriter, MarkedWriter):
     """One task attempt's transaction on the executor's cached connection."""
 
     def __init__(self, sink: "PostgresTransactions", txn_id: str, marker: Marker | None = None) -> None:
@@ -602,14 +602,14 @@ class PostgresTransactions(deadletter.SqlTargetMixin, TwoPhaseCommitting, Marked
                 f"{table.qualified} (option 'deadLetterTable'): GRANT INSERT ON "
                 f"{table.sql_name} TO {self.url.username}")
 
-    def begin_prepared(self, txn_id: str) -> PostgresTransaction:
-        return PostgresTransaction(self, txn_id)
+    def begin_prepared(self, txn_id: str) -> PostgresWriter:
+        return PostgresWriter(self, txn_id)
 
-    def begin_marked(self, marker: Marker, attempt: int) -> PostgresTransaction:
-        return PostgresTransaction(self, str(TxnId.new(marker.sink_id, marker.batch, marker.partition, attempt)), marker)
+    def begin_marked(self, marker: Marker, attempt: int) -> PostgresWriter:
+        return PostgresWriter(self, str(TxnId.new(marker.sink_id, marker.batch, marker.partition, attempt)), marker)
 
-    def begin_direct(self, marker: Marker, attempt: int) -> PostgresTransaction:
-        return PostgresTransaction(self, str(TxnId.new(marker.sink_id, marker.batch, marker.partition, attempt)))
+    def begin_direct(self, marker: Marker, attempt: int) -> PostgresWriter:
+        return PostgresWriter(self, str(TxnId.new(marker.sink_id, marker.batch, marker.partition, attempt)))
 
     def forget_markers(self, sink_id: str, below_batch: int) -> None:
         conn = cached_connection(self.url)
