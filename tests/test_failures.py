@@ -12,7 +12,9 @@ import sqlalchemy.exc
 from confluent_kafka import KafkaError, KafkaException
 
 from eoskit.connectors.failures import Kind, lost, service_failure
-from eoskit.connectors.kafka.client import KafkaAuthenticationError, BrokerUnreachableError
+from eoskit.connectors.kafka.client import BrokerUnreachableError, KafkaAuthenticationError
+from eoskit.connectors.mysql.failures import lost as mysql_lost
+from eoskit.connectors.postgres.failures import lost as postgres_lost
 from eoskit.runtime.cli_errors import FAILED, UNREACHABLE, describe
 from eoskit.runtime.failures import classify, transient
 
@@ -24,12 +26,17 @@ LOST, REFUSED = Kind.LOST, Kind.REFUSED
     (psycopg.OperationalError("connection failed: Connection refused"), LOST),
     (psycopg.errors.AdminShutdown("terminating connection due to administrator command"), LOST),
     (psycopg.errors.CannotConnectNow("the database system is starting up"), LOST),
+    (psycopg.errors.ConnectionFailure("connection failure"), LOST),
+    (psycopg.errors.QueryCanceled("canceling statement due to statement timeout"), None),
+    (psycopg.errors.UndefinedObject("prepared transaction does not exist"), None),
     (psycopg.errors.InvalidPassword("password authentication failed for user \"u\""), REFUSED),
     (psycopg.errors.LockNotAvailable("lock timeout"), None),
     (psycopg.errors.UndefinedTable("relation \"t\" does not exist"), None),
     # MySQL / MariaDB: by error number
     (pymysql.err.OperationalError(2003, "Can't connect to MySQL server on '127.0.0.1'"), LOST),
     (pymysql.err.OperationalError(1927, "Connection was killed"), LOST),
+    (pymysql.err.OperationalError(2006, "MySQL server has gone away"), LOST),
+    (pymysql.err.OperationalError(1397, "XAER_NOTA: Unknown XID"), None),
     (pymysql.err.InterfaceError(0, ""), LOST),
     (pymysql.err.OperationalError(1045, "Access denied for user 'u'@'localhost'"), REFUSED),
     (pymysql.err.OperationalError(1205, "Lock wait timeout exceeded"), None),
@@ -49,6 +56,9 @@ def test_each_service_sorts_its_errors_once(exc, kind):
     verdict = service_failure(exc)
     assert (verdict.kind if verdict else None) is kind
     assert lost(exc) is (kind is LOST)
+    # What the SQL sinks' reconnecting calls retry: their service's own verdict.
+    assert postgres_lost(exc) is (kind is LOST and isinstance(exc, psycopg.Error))
+    assert mysql_lost(exc) is (kind is LOST and isinstance(exc, pymysql.MySQLError))
 
 
 def test_the_verdict_keeps_the_service_s_own_line():

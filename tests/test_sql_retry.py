@@ -4,12 +4,8 @@ sinks' classifiers of "connection lost" on the drivers' own exceptions."""
 
 from __future__ import annotations
 
-import psycopg
-import pymysql
 import pytest
 
-from eoskit.connectors.mysql.failures import lost as mysql_lost
-from eoskit.connectors.postgres.failures import lost as postgres_lost
 from eoskit.connectors.sql.retry import (
     MAX_DELAY_S,
     Attempt,
@@ -221,31 +217,3 @@ def test_a_lost_connection_outside_sending_is_not_maybe_applied():
     assert reconnecting(attempt, lost=lost, drop=lambda: None, what="x", clock=clock,
                         sleep=clock.sleep) == 1
     assert seen == [False, False]
-
-
-@pytest.mark.parametrize("exc, expected", [
-    (psycopg.errors.AdminShutdown("terminating connection due to administrator command"), True),
-    (psycopg.errors.CannotConnectNow("the database system is starting up"), True),
-    (psycopg.errors.ConnectionFailure("connection failure"), True),
-    (psycopg.OperationalError("connection failed: Connection refused"), True),
-    (psycopg.errors.QueryCanceled("canceling statement due to statement timeout"), False),
-    (psycopg.errors.LockNotAvailable("lock timeout"), False),
-    (psycopg.errors.UndefinedObject("prepared transaction does not exist"), False),
-    (ValueError("not a driver error"), False),
-])
-def test_postgres_connection_lost(exc, expected):
-    assert postgres_lost(exc) is expected
-
-
-@pytest.mark.parametrize("exc, expected", [
-    (pymysql.err.OperationalError(2013, "Lost connection to MySQL server during query"), True),
-    (pymysql.err.OperationalError(2006, "MySQL server has gone away"), True),
-    (pymysql.err.OperationalError(2003, "Can't connect to MySQL server"), True),
-    (pymysql.err.OperationalError(1927, "Connection was killed"), True),
-    (pymysql.err.InterfaceError(0, ""), True),
-    (pymysql.err.OperationalError(1205, "Lock wait timeout exceeded"), False),
-    (pymysql.err.OperationalError(1397, "XAER_NOTA: Unknown XID"), False),
-    (pymysql.err.ProgrammingError(1064, "syntax"), False),
-])
-def test_mysql_connection_lost(exc, expected):
-    assert mysql_lost(exc) is expected
