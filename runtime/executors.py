@@ -32,6 +32,7 @@ from collections.abc import Iterable
 from functools import partial
 from typing import Any
 
+from eoskit.runtime.components import Formatted
 from eoskit.twophase.decision_log import fs_path
 from eoskit.twophase.identity import qualified_location
 
@@ -159,14 +160,9 @@ def explain_failure(error: BaseException, python: str) -> str:
 
 
 def format_of(component: Any) -> str | None:
-    """The Spark format a Pipeline source or sink reads or writes, where it says
-    (``format_name``, its data source's ``short_name``, or ``format``)."""
-    for candidate in (getattr(component, "format_name", None),
-                      getattr(getattr(component, "data_source", None), "short_name", None),
-                      getattr(component, "format", None)):
-        if isinstance(candidate, str):
-            return candidate
-    return None
+    """The Spark format a Pipeline source or sink reads or writes, where it
+    says (``runtime.components.Formatted``)."""
+    return component.spark_format if isinstance(component, Formatted) else None
 
 
 def connector_modules(*components: Any) -> list[str]:

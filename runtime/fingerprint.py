@@ -39,6 +39,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from eoskit.runtime.components import Formatted
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
@@ -60,11 +62,9 @@ _PLAN_OPERATOR = re.compile(
 
 def component(part: Any) -> tuple[str, dict[str, str]] | None:
     """(format, options) of a pipeline source or sink, where it tells them."""
-    fmt = getattr(part, "spark_format", None)
-    options = getattr(part, "all_options", None)
-    if not isinstance(fmt, str) or not callable(options):
+    if not isinstance(part, Formatted):
         return None
-    return fmt, dict(options())
+    return part.spark_format, dict(part.all_options())
 
 
 def source_part(fmt: str, options: Mapping[str, str]) -> dict[str, Any]:

@@ -11,12 +11,13 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol, TextIO
+from typing import Any, TextIO
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
+from pyspark.sql.streaming import StreamingQuery
 
 from eoskit.runtime import state_backend
+from eoskit.runtime.components import Pausable, Sink, Source
 from eoskit.runtime.executors import check_executors, connector_modules
 from eoskit.runtime.listeners import RunListener
 from eoskit.runtime.progress import RunSummary
@@ -26,22 +27,6 @@ from eoskit.runtime.spark import get_session
 from eoskit.twophase.identity import qualified_location
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-class Source(Protocol):
-    """A source component. Optionally also ``spark_format`` and ``all_options()``
-    (what a savepoint's fingerprint records of it) and ``with_min_pause(seconds,
-    checkpoint)`` (the same source holding batches back: the ``min_pause`` setting)."""
-
-    def read_stream(self, spark: SparkSession) -> DataFrame: ...
-    def describe(self) -> str: ...
-
-
-class Sink(Protocol):
-    """A sink component; optionally ``spark_format`` and ``all_options()``, as a source."""
-
-    def write_stream(self, df: DataFrame) -> DataStreamWriter: ...
-    def describe(self) -> str: ...
 
 
 class Pipeline:
@@ -70,7 +55,7 @@ class Pipeline:
 
     def check_settings(self, settings: JobSettings) -> None:
         """What the settings ask of this job's parts, checked before anything runs."""
-        if settings.min_pause and not hasattr(self.source, "with_min_pause"):
+        if settings.min_pause and not isinstance(self.source, Pausable):
             raise SettingError(
                 f"setting min_pause (--min-pause) = {settings.min_pause:g} s: the source "
                 f"{self.source.describe()} cannot hold a batch back (eoskit-kafka can); "
@@ -80,8 +65,8 @@ class Pipeline:
         """The source, transformed: the query's input, not started.
         ``min_pause``: (seconds, checkpoint) for a source that holds batches back."""
         source = self.source
-        if min_pause is not None:
-            source = source.with_min_pause(*min_pause)  # type: ignore[attr-defined]
+        if min_pause is not None and isinstance(source, Pausable):
+            source = source.with_min_pause(*min_pause)
         df = source.read_stream(spark)
         return df if self.transform is None else self.transform(df)
 

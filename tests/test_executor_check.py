@@ -105,3 +105,26 @@ def test_connector_modules_of_pipeline_components():
     modules = connector_modules(source, sink, SparkSink("memory"))
     assert "eoskit.connectors.postgres.datasource" in modules
     assert all(m.startswith("eoskit.connectors.") for m in modules) and len(modules) == 2
+
+
+def test_a_component_says_its_format_through_the_typed_protocol():
+    """runtime.components.Formatted: spark_format and all_options(), or nothing
+    (no probing for other attribute names such as ``format``)."""
+    from eoskit.connectors.kafka.pipeline_source import KafkaSource
+    from eoskit.runtime.components import Formatted, Pausable
+    from eoskit.runtime.fingerprint import component
+
+    class Users:
+        spark_format = "delta"
+
+        def all_options(self) -> dict[str, str]:
+            return {"path": "/t"}
+
+    class Bare:
+        format = "delta"  # not the protocol: not read
+
+    source = KafkaSource("127.0.0.1:9092", {"subscribe": "orders"})
+    assert isinstance(Users(), Formatted) and not isinstance(Bare(), Formatted)
+    assert (format_of(Users()), format_of(Bare())) == ("delta", None)
+    assert component(Users()) == ("delta", {"path": "/t"}) and component(Bare()) is None
+    assert isinstance(source, Pausable) and not isinstance(Users(), Pausable)

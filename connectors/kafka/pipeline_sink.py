@@ -25,8 +25,6 @@ class KafkaSink:
     per key is the current value) writes through ``foreach_batch()``, on the
     same task-commit protocol."""
 
-    #: The Spark format (what a cluster's executors must be able to import).
-    format_name: ClassVar[str] = SHORT_NAME
     bootstrap_servers: str
     options: dict[str, str] = field(default_factory=dict)
     output_mode: str = "append"
@@ -36,8 +34,9 @@ class KafkaSink:
         KafkaSinkSettings.parse(self.all_options())
         check_output_mode(self.output_mode, SHORT_NAME)
 
-    #: The format name, for the job's fingerprint in savepoints.
-    spark_format = SHORT_NAME
+    #: The Spark format (runtime.components.Formatted): the savepoint's
+    #: fingerprint, and the connector every executor must import.
+    spark_format: ClassVar[str] = SHORT_NAME
 
     def all_options(self) -> dict[str, str]:
         return {"kafka.bootstrap.servers": self.bootstrap_servers, **self.options}

@@ -22,8 +22,6 @@ class KafkaSource:
     ``spark.readStream.format("eoskit-kafka").options(**options)``.
     """
 
-    #: The Spark format (what a cluster's executors must be able to import).
-    format_name: ClassVar[str] = SHORT_NAME
     bootstrap_servers: str
     options: dict[str, str] = field(default_factory=dict)
 
@@ -34,8 +32,9 @@ class KafkaSource:
     def all_options(self) -> dict[str, str]:
         return {"kafka.bootstrap.servers": self.bootstrap_servers, **self.options}
 
-    #: The format name, for the job's fingerprint in savepoints.
-    spark_format = SHORT_NAME
+    #: The Spark format (runtime.components.Formatted): the savepoint's
+    #: fingerprint, and the connector every executor must import.
+    spark_format: ClassVar[str] = SHORT_NAME
 
     def with_min_pause(self, seconds: float, checkpoint: str) -> "KafkaSource":
         """This source holding each batch back until ``seconds`` after the
