@@ -3,9 +3,10 @@ connector edits no shared file:
 
 - the packages: every folder with an ``__init__.py`` under the folders
   pyproject's ``package-dir`` maps onto ``eoskit.*``;
-- the top-level ``pyspark_*`` modules in ``connectors/pyspark_modules/``
-  (Spark 4 imports every installed ``pyspark_*`` module and registers its
-  ``DefaultSource``);
+- the top-level ``pyspark_*`` modules, one per format a
+  ``connectors/<name>/plugin.py`` declares, written at build time from its
+  ``Plugin(format=..., data_source=...)`` (Spark 4 imports every installed
+  ``pyspark_*`` module and registers its ``DefaultSource``);
 - the ``eoskit.plugins`` entry points: one per ``connectors/<name>/plugin.py``
   (see ``eoskit.connectors.plugins``); the pytest plugin is not one: it
   loads where asked for (``-p eoskit.testing.pytest_plugin``), not in every
@@ -14,6 +15,7 @@ connector edits no shared file:
   (``connectors/pyspark_modules/eoskit-spark-python.pth``).
 """
 
+import ast
 from pathlib import Path
 
 from setuptools import setup
@@ -35,8 +37,31 @@ def packages() -> list[str]:
     return found
 
 
-def pyspark_modules() -> list[str]:
-    return sorted(p.stem for p in (ROOT / MODULES_DIR).glob("pyspark_*.py"))
+def declared_formats() -> dict[str, str]:
+    """Spark format -> ``module:Class`` of its data source, read (not
+    imported: the build has no dependencies) from every ``Plugin(...)`` call
+    with literal ``format`` and ``data_source`` in a ``plugin.py``."""
+    found: dict[str, str] = {}
+    for path in sorted((ROOT / "connectors").glob("*/plugin.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Plugin":
+                given = {k.arg: k.value.value for k in node.keywords
+                         if isinstance(k.value, ast.Constant) and isinstance(k.value.value, str)}
+                if "format" not in given or "data_source" not in given:
+                    raise SystemExit(f"{path}: Plugin(...) needs literal format= and data_source=")
+                found[given["format"]] = given["data_source"]
+    return found
+
+
+def discovery_module(fmt: str, data_source: str) -> tuple[str, str]:
+    """(file name, text) of the ``pyspark_*`` module that serves ``fmt``."""
+    module, _, name = data_source.partition(":")
+    text = (f'"""Spark 4 registers ``DefaultSource`` of every installed ``pyspark_*``\n'
+            f'module: this one makes ``{fmt}`` available in every session. Written by\n'
+            f'eoskit\'s setup.py from the connector\'s plugin.py."""\n\n'
+            f"from {module} import {name} as DefaultSource\n\n"
+            f'__all__ = ["DefaultSource"]\n')
+    return "pyspark_" + fmt.replace("-", "_") + ".py", text
 
 
 def plugin_entry_points() -> list[str]:
@@ -45,20 +70,25 @@ def plugin_entry_points() -> list[str]:
 
 
 class BuildPyWithPth(build_py):
-    """A ``.pth`` file is not a module or package data; copy it to the root
-    of the build so that the wheel installs it into site-packages."""
+    """The top of site-packages gets what is not a package: the ``.pth``
+    file (copied) and the ``pyspark_*`` discovery modules (written from the
+    plugin declarations)."""
 
     def run(self) -> None:
         super().run()
         self.copy_file(str(PTH), str(Path(self.build_lib) / PTH.name), preserve_mode=False)
+        for fmt, data_source in declared_formats().items():
+            name, text = discovery_module(fmt, data_source)
+            (Path(self.build_lib) / name).write_text(text)
 
     def get_outputs(self, include_bytecode: bool = True) -> list[str]:
-        return [*super().get_outputs(include_bytecode), str(Path(self.build_lib) / PTH.name)]
+        written = [discovery_module(f, d)[0] for f, d in declared_formats().items()]
+        return [*super().get_outputs(include_bytecode),
+                *(str(Path(self.build_lib) / n) for n in [PTH.name, *written])]
 
 
 setup(
     packages=packages(),
-    py_modules=pyspark_modules(),
     entry_points={
         "console_scripts": ["eoskit = eoskit.runtime.cli:main"],
         "eoskit.plugins": plugin_entry_points(),

@@ -10,7 +10,8 @@ central lists connectors, so a new sink is a new folder:
 
 - Spark finds the data source through the top-level ``pyspark_<name>``
   module Spark 4 imports for every installed ``pyspark_*`` module (eoskit's
-  own are in ``connectors/pyspark_modules/``, collected by ``setup.py``);
+  own are written by ``setup.py`` at build time from each ``Plugin``'s
+  literal ``format`` and ``data_source``);
 - the worker daemon preloads each plugin's ``preload`` modules;
 - ``eoskit txn`` asks each plugin's ``in_doubt`` for the sink that owns a
   target, to list and settle its in-doubt transactions;
