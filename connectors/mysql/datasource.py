@@ -1,10 +1,14 @@
-"""``eoskit-mysql``: the MySQL / MariaDB sink as a PySpark streaming data source."""
+"""``eoskit-mysql``, the MySQL / MariaDB sink, declared: its PySpark streaming
+data source and its ``Pipeline`` component. The sink itself (driver side and
+each task's writer) is ``transactions.py``; its registry entry ``plugin.py``."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from eoskit.connectors.mysql.connection import check_url
 from eoskit.connectors.mysql.transactions import BACKENDS, MySQLTransactions
-from eoskit.connectors.sql.datasource import SqlDataSource
+from eoskit.connectors.sql.datasource import SqlDataSource, SqlPipelineSink
 from eoskit.connectors.sql.urls import parse_url
 
 SHORT_NAME = "eoskit-mysql"
@@ -21,3 +25,12 @@ class MySQLDataSource(SqlDataSource):
         # Before anything connects: URL keys that could change how the server
         # reads the sink's literals are refused (see connection.py).
         check_url(parse_url(self.settings.url, BACKENDS))
+
+
+@dataclass
+class MySQLSink(SqlPipelineSink):
+    """``eoskit-mysql`` with its options (``mode``, ``key``, ``commitMode``,
+    ``sinkId``, ``createTable``, ``markerTable``)."""
+
+    data_source = MySQLDataSource
+    backends = BACKENDS
