@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 

@@ -28,7 +28,7 @@ with it the transaction) are found before anything is sent.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import dataclasses
 import logging

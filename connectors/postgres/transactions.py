@@ -17,7 +17,7 @@ this; only a refusal pays for the bisection.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import hashlib
@@ -39,11 +39,12 @@ from eoskit.connectors.postgres.connection import (
     check_url,
     drop_connection,
 )
+from eoskit.connectors.postgres import checks
 from eoskit.connectors.postgres.csv import to_copy_csv
+from eoskit.connectors.postgres.dialect import in_schema, table_sql
 from eoskit.connectors.sql import deadletter
 from eoskit.connectors.sql.identifiers import parse_table_name
 from eoskit.connectors.sql.refusals import Refusal
-from eoskit.connectors.sql.registry import claim_sink_id
 from eoskit.connectors.sql.retry import Attempt, reconnecting
 from eoskit.connectors.sql.settings import SqlSinkSettings
 from eoskit.connectors.sql.tables import TargetTable, constraint_columns, resolve_table
@@ -80,16 +81,6 @@ def refused_row(exc: BaseException) -> bool:
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-def _table_sql(target: TargetTable) -> sql.Composable:
-    if target.schema:
-        return sql.Identifier(target.schema, target.name)
-    return sql.Identifier(target.name)
-
-
-def _in_schema(target: TargetTable, name: str) -> sql.Composable:
-    return sql.Identifier(*([target.schema] if target.schema else []), name)
 
 
 def _describe_error(exc: psycopg.Error, target: str) -> str:
@@ -167,14 +158,14 @@ class PostgresWriter(PreparingWriter, MarkedWriter):
         inserted = conn.execute(sql.SQL(
             "INSERT INTO {} (sink_id, batch, task_partition) VALUES (%s, %s, %s) "
             "ON CONFLICT DO NOTHING"
-        ).format(_in_schema(self.sink.target, self.sink.settings.marker_table)),
+        ).format(in_schema(self.sink.target, self.sink.settings.marker_table)),
             (self.marker.sink_id, self.marker.batch, self.marker.partition)).rowcount
         return inserted == 1
 
     def _begin(self, columns: list[str]) -> None:
         conn = self._open()
         target = self.sink.target
-        into = _table_sql(target)
+        into = table_sql(target)
         if self.sink.settings.mode == "upsert":
             self._stage = "eoskit_stage_" + hashlib.sha1(self.txn_id.encode()).hexdigest()[:16]
             stage = sql.Identifier(*([target.schema] if target.schema else []), self._stage)
@@ -211,12 +202,12 @@ class PostgresWriter(PreparingWriter, MarkedWriter):
     def _begin_setting_aside(self, columns: list[str]) -> None:
         conn = self._open()
         target = self.sink.target
-        into = _table_sql(target)
+        into = table_sql(target)
         self._columns = target.table_columns(columns)
         copied = list(self._columns)
         if self.sink.settings.mode == "upsert":
             self._stage = "eoskit_stage_" + hashlib.sha1(self.txn_id.encode()).hexdigest()[:16]
-            stage = _in_schema(target, self._stage)
+            stage = in_schema(target, self._stage)
             conn.execute(sql.SQL(
                 "CREATE UNLOGGED TABLE {} (LIKE {} INCLUDING DEFAULTS, {} bigint NOT NULL)"
             ).format(stage, into, sql.Identifier(ROW_COLUMN)))
@@ -279,7 +270,7 @@ class PostgresWriter(PreparingWriter, MarkedWriter):
         (offsets in the batch) with their errors. The staging table is
         emptied for the next batch."""
         assert self._conn is not None and self._stage is not None
-        stage = _in_schema(self.sink.target, self._stage)
+        stage = in_schema(self.sink.target, self._stage)
         refused: list[tuple[int, BaseException]] = []
         try:
             with self._savepoint():
@@ -310,7 +301,7 @@ class PostgresWriter(PreparingWriter, MarkedWriter):
         """Merge the row that ``row`` (refused) superseded, if the batch has
         one: (that row, its error) if it is refused too, else (None, None)."""
         assert self._conn is not None and self._stage is not None
-        stage = _in_schema(self.sink.target, self._stage)
+        stage = in_schema(self.sink.target, self._stage)
         same_key = sql.SQL(" AND ").join(
             sql.SQL("s.{k} IS NOT DISTINCT FROM r.{k}").format(k=sql.Identifier(k))
             for k in self.sink.target.key)
@@ -361,7 +352,7 @@ class PostgresWriter(PreparingWriter, MarkedWriter):
             if self._stage is not None and self._into is not None:
                 assert self._conn is not None  # dead-letter mode merged batch by batch
                 self._conn.execute(sql.SQL("DROP TABLE {}").format(
-                    _in_schema(self.sink.target, self._stage)))
+                    in_schema(self.sink.target, self._stage)))
             elif self._stage is not None:
                 self._merge_stage()
         except psycopg.errors.LockNotAvailable:
@@ -422,7 +413,7 @@ class PostgresWriter(PreparingWriter, MarkedWriter):
             "INSERT INTO {target} ({cols}) SELECT DISTINCT ON ({keys}) {cols} FROM {stage} "
             "{where}ORDER BY {keys}, {row} DESC ON CONFLICT ({keys}) {action}"
         ).format(
-            target=_table_sql(target), cols=sql.SQL(", ").join(columns), stage=stage,
+            target=table_sql(target), cols=sql.SQL(", ").join(columns), stage=stage,
             keys=sql.SQL(", ").join(map(sql.Identifier, key)), action=on_conflict,
             where=where, row=sql.Identifier(ROW_COLUMN),
         )
@@ -430,7 +421,7 @@ class PostgresWriter(PreparingWriter, MarkedWriter):
     def _merge_stage(self) -> None:
         assert self._conn is not None
         self._conn.execute(self._merge_sql())
-        self._conn.execute(sql.SQL("DROP TABLE {}").format(_in_schema(self.sink.target, self._stage)))
+        self._conn.execute(sql.SQL("DROP TABLE {}").format(in_schema(self.sink.target, self._stage)))
 
     def _lock_error(self) -> str:
         return (
@@ -529,78 +520,26 @@ class PostgresTransactions(deadletter.SqlTargetMixin, TwoPhaseCommitting, Marked
             engine.dispose()
 
     def check(self, schema: StructType, context: SinkContext) -> None:
-        self._target = self._resolve()
+        self._target = target = self._resolve()
         self._dead_letters = None
         conn = cached_connection(self.url)
-        self._check_privileges(conn)
-        self._check_dead_letter_table(conn)
+        checks.check_privileges(conn, target, self.settings, self.url)
+        if self.dead_letter_table is not None:
+            engine = self._engine()
+            try:
+                self.dead_letter_table.ensure(engine)
+            finally:
+                engine.dispose()
+            checks.check_dead_letter_table(conn, self.dead_letter_table, self.url)
         if self.settings.commit_mode is CommitMode.TWOPHASE:
-            limit = int(conn.execute("SHOW max_prepared_transactions").fetchone()[0])
-            if limit == 0:
-                raise SinkError(
-                    f"PostgreSQL at {safe(self.url)} has max_prepared_transactions = 0, so it "
-                    "cannot prepare transactions: set it to at least twice the number of "
-                    "write tasks per batch in postgresql.conf and restart the server "
-                    "(or use commitMode=idempotent, which needs no prepared transactions)"
-                )
+            checks.check_prepared_transactions(conn, self.url)
         engine = self._engine()
         try:
-            claim_sink_id(engine, self._target.schema, context, self.describe())
-        except sa.exc.DBAPIError as exc:
-            raise SinkError(
-                f"cannot record sink id {context.sink_id!r} in {self.describe()}: "
-                f"{str(exc.orig).strip().splitlines()[0]} (the user needs CREATE on the schema "
-                "once, then SELECT and INSERT on eoskit_sinks)"
-            ) from None
+            checks.claim(engine, target, context, self.describe())
         finally:
             engine.dispose()
         if self.settings.commit_mode is CommitMode.IDEMPOTENT:
-            try:
-                conn.execute(sql.SQL(
-                    "CREATE TABLE IF NOT EXISTS {} (sink_id text NOT NULL, batch bigint NOT NULL, "
-                    "task_partition integer NOT NULL, committed_at timestamptz NOT NULL DEFAULT now(), "
-                    "PRIMARY KEY (sink_id, batch, task_partition))"
-                ).format(_in_schema(self._target, self.settings.marker_table)))
-            except psycopg.Error as exc:
-                raise SinkError(f"cannot create the marker table {self.settings.marker_table}: "
-                                f"{exc.diag.message_primary or exc}") from None
-
-    def _check_privileges(self, conn: psycopg.Connection) -> None:
-        assert self._target is not None
-        qualified = sql.SQL(".").join(
-            sql.Identifier(p) for p in ([self._target.schema] if self._target.schema else []) + [self._target.name]
-        ).as_string(conn)
-        needed = ["INSERT"] + (["UPDATE"] if self.settings.mode == "upsert" else [])
-        for privilege in needed:
-            allowed = conn.execute("SELECT has_table_privilege(%s, %s)", (qualified, privilege)).fetchone()[0]
-            if not allowed:
-                raise SinkError(
-                    f"user {self.url.username!r} lacks {privilege} on {self._target.qualified}: "
-                    f"GRANT {privilege} ON {qualified} TO {self.url.username}"
-                )
-        if self.settings.mode == "upsert":
-            schema_name = self._target.schema or conn.execute("SELECT current_schema()").fetchone()[0]
-            if not conn.execute("SELECT has_schema_privilege(%s, 'CREATE')", (schema_name,)).fetchone()[0]:
-                raise SinkError(
-                    f"user {self.url.username!r} lacks CREATE on schema {schema_name!r}, needed "
-                    "for upsert's staging table: GRANT CREATE ON SCHEMA "
-                    f"{schema_name} TO {self.url.username}"
-                )
-
-    def _check_dead_letter_table(self, conn: psycopg.Connection) -> None:
-        table = self.dead_letter_table
-        if table is None:
-            return
-        engine = self._engine()
-        try:
-            table.ensure(engine)
-        finally:
-            engine.dispose()
-        if not conn.execute("SELECT has_table_privilege(%s, 'INSERT')", (table.sql_name,)).fetchone()[0]:
-            raise SinkError(
-                f"user {self.url.username!r} lacks INSERT on the dead-letter table "
-                f"{table.qualified} (option 'deadLetterTable'): GRANT INSERT ON "
-                f"{table.sql_name} TO {self.url.username}")
+            checks.create_marker_table(conn, target, self.settings)
 
     def begin_prepared(self, txn_id: str) -> PostgresWriter:
         return PostgresWriter(self, txn_id)
@@ -614,7 +553,7 @@ class PostgresTransactions(deadletter.SqlTargetMixin, TwoPhaseCommitting, Marked
     def forget_markers(self, sink_id: str, below_batch: int) -> None:
         conn = cached_connection(self.url)
         conn.execute(sql.SQL("DELETE FROM {} WHERE sink_id = %s AND batch < %s").format(
-            _in_schema(self.target, self.settings.marker_table)), (sink_id, below_batch))
+            in_schema(self.target, self.settings.marker_table)), (sink_id, below_batch))
 
     def reconnecting(self, what: str, action: Callable[[Attempt], T]) -> T:
         """``action`` on the cached connection, tried again on a new one
