@@ -34,7 +34,6 @@ import dataclasses
 import logging
 import re
 import time
-from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -63,28 +62,24 @@ from eoskit.connectors.mysql.dialect import (
 from eoskit.connectors.dead_letters import cut_json, dead_letter, isolate
 from eoskit.connectors.mysql.literals import UnwritableValueError, statements, value_rows
 from eoskit.connectors.sql import deadletter
-from eoskit.connectors.sql.identifiers import parse_table_name
 from eoskit.connectors.sql.refusals import Refusal
-from eoskit.connectors.sql.retry import Attempt, reconnecting
+from eoskit.connectors.sql.retry import Attempt
 from eoskit.connectors.sql.settings import SqlSinkSettings
-from eoskit.connectors.sql.tables import TargetTable, constraint_columns, resolve_table
+from eoskit.connectors.sql.sink import SqlSink
+from eoskit.connectors.sql.tables import TargetTable, resolve_table
 from eoskit.connectors.sql.urls import parse_url, safe
 from eoskit.twophase.contract import (
     CommitMode,
-    DirectCommitting,
     Marker,
-    MarkedCommitting,
     MarkedWriter,
     PreparingWriter,
     ServiceUnavailableError,
     SinkContext,
     SinkError,
-    TwoPhaseCommitting,
 )
 from eoskit.twophase.txn_id import TxnId
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 BACKENDS = ("mysql", "mariadb")
 DRIVER = "mysql+pymysql"
@@ -476,8 +471,7 @@ def upsert_clause(columns: list[str], key: tuple[str, ...], server_info: str) ->
     return f" ON DUPLICATE KEY UPDATE {sets}"
 
 
-class MySQLTransactions(deadletter.SqlTargetMixin, TwoPhaseCommitting, MarkedCommitting,
-                        DirectCommitting):
+class MySQLTransactions(SqlSink):
     """The sink for one target table in MySQL or MariaDB, with all three commit
     capabilities; picklable."""
 
@@ -486,24 +480,16 @@ class MySQLTransactions(deadletter.SqlTargetMixin, TwoPhaseCommitting, MarkedCom
     #: or double quotes as under ANSI_QUOTES.
     identifier_quotes = '`"'
     DATABASE = "MySQL"
+    BACKENDS = BACKENDS
 
     def __init__(self, settings: SqlSinkSettings, schema: StructType) -> None:
         self.settings = settings
-        self.url: URL = parse_url(settings.url, BACKENDS).set(drivername=DRIVER)
+        self.url: URL = parse_url(settings.url, self.BACKENDS).set(drivername=DRIVER)
         self.schema = schema
         self._target: TargetTable | None = None
         self._budget: int | None = None
         self._packet: int | None = None
         self._dead_letters: deadletter.DeadLetterTable | None = None
-
-    @classmethod
-    def for_url(cls, url: str) -> "MySQLTransactions":
-        """Enough of a sink to list and settle prepared ids (no table needed)."""
-        settings = SqlSinkSettings(url=url, table=parse_table_name("-"), mode="append", key=(),
-                                   commit_mode=CommitMode.TWOPHASE, create_table=False)
-        sink = cls(settings, StructType([]))
-        sink.in_query = False
-        return sink
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
@@ -528,17 +514,6 @@ class MySQLTransactions(deadletter.SqlTargetMixin, TwoPhaseCommitting, MarkedCom
         except sa.exc.DBAPIError as exc:
             raise SinkError(f"cannot read table {self.settings.dbtable} in MySQL at "
                             f"{safe(self.url)}: {error_text(exc.orig)}") from None
-        finally:
-            engine.dispose()
-
-    def constraint_columns(self, constraint: str) -> tuple[str, ...]:
-        """The target's columns a constraint or key covers, for an error
-        message (empty if they cannot be read)."""
-        engine = self._engine()
-        try:
-            return constraint_columns(engine, self.target, constraint)
-        except sa.exc.SQLAlchemyError:
-            return ()
         finally:
             engine.dispose()
 
@@ -592,28 +567,18 @@ class MySQLTransactions(deadletter.SqlTargetMixin, TwoPhaseCommitting, MarkedCom
             raise ServiceUnavailableError(f"cannot connect to MySQL at {safe(self.url)}: "
                             f"{error_text(exc)}") from None
 
-    def begin_prepared(self, txn_id: str) -> MySQLWriter:
-        return MySQLWriter(self, txn_id, xa=True)
+    def _writer(self, txn_id: str, prepared: bool, marker: Marker | None) -> MySQLWriter:
+        return MySQLWriter(self, txn_id, xa=prepared, marker=marker)
 
-    def begin_marked(self, marker: Marker, attempt: int) -> MySQLWriter:
-        return MySQLWriter(self, str(TxnId.new(marker.sink_id, marker.batch, marker.partition,
-                                                    attempt)), xa=False, marker=marker)
+    _connection_lost = staticmethod(connection_lost)
 
-    def begin_direct(self, marker: Marker, attempt: int) -> MySQLWriter:
-        return MySQLWriter(self, str(TxnId.new(marker.sink_id, marker.batch, marker.partition,
-                                                    attempt)), xa=False)
+    def _drop_connection(self) -> None:
+        drop_connection(self.url)
 
     def forget_markers(self, sink_id: str, below_batch: int) -> None:
         with cached_connection(self.url).cursor() as cursor:
             cursor.execute(f"DELETE FROM {self.marker_table_sql} WHERE sink_id = %s AND batch < %s",
                            (sink_id, below_batch))
-
-    def reconnecting(self, what: str, action: Callable[[Attempt], T]) -> T:
-        """``action`` on the cached session, tried again on a new one while
-        the server is unreachable (``eoskit.connectors.sql.retry``)."""
-        return reconnecting(action, lost=connection_lost, drop=lambda: drop_connection(self.url),
-                            what=f"{what} in {self.describe()}", server=safe(self.url),
-                            reached=self.in_query)
 
     def _finish(self, verb: str, txn_id: str) -> bool:
         """``XA COMMIT`` / ``XA ROLLBACK``; False if no prepared transaction

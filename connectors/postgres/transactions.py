@@ -17,12 +17,11 @@ this; only a refusal pays for the bisection.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 import hashlib
 import logging
-from typing import TypeVar
 
 import psycopg
 import pyarrow as pa
@@ -43,24 +42,21 @@ from eoskit.connectors.postgres import checks
 from eoskit.connectors.postgres.csv import to_copy_csv
 from eoskit.connectors.postgres.dialect import in_schema, table_sql
 from eoskit.connectors.sql import deadletter
-from eoskit.connectors.sql.identifiers import parse_table_name
 from eoskit.connectors.sql.refusals import Refusal
-from eoskit.connectors.sql.retry import Attempt, reconnecting
+from eoskit.connectors.sql.retry import Attempt
 from eoskit.connectors.sql.settings import SqlSinkSettings
-from eoskit.connectors.sql.tables import TargetTable, constraint_columns, resolve_table
+from eoskit.connectors.sql.sink import SqlSink
+from eoskit.connectors.sql.tables import TargetTable, resolve_table
 from eoskit.connectors.sql.urls import parse_url, safe
 from eoskit.twophase import timings
 from eoskit.twophase.contract import (
     CommitMode,
-    DirectCommitting,
     Marker,
-    MarkedCommitting,
     MarkedWriter,
     PreparingWriter,
     ServiceUnavailableError,
     SinkContext,
     SinkError,
-    TwoPhaseCommitting,
 )
 from eoskit.twophase.txn_id import TxnId
 
@@ -80,7 +76,6 @@ def refused_row(exc: BaseException) -> bool:
     return isinstance(exc, psycopg.Error) and (exc.sqlstate or "").startswith(("22", "23"))
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 
 def _describe_error(exc: psycopg.Error, target: str) -> str:
@@ -468,32 +463,23 @@ class PostgresWriter(PreparingWriter, MarkedWriter):
             drop_connection(self.sink.url)
 
 
-class PostgresTransactions(deadletter.SqlTargetMixin, TwoPhaseCommitting, MarkedCommitting,
-                           DirectCommitting):
+class PostgresTransactions(SqlSink):
     """The sink for one PostgreSQL table, with all three commit capabilities; picklable."""
 
     kind = "postgres"
     #: How ``dbtable`` quotes a name (read by SqlSinkSettings.parse).
     identifier_quotes = '"'
     DATABASE = "PostgreSQL"
+    BACKENDS = ("postgresql",)
 
     def __init__(self, settings: SqlSinkSettings, schema: StructType) -> None:
         self.settings = settings
-        url = parse_url(settings.url, ("postgresql",))
+        url = parse_url(settings.url, self.BACKENDS)
         check_url(url)  # before anything connects: the session's encoding stays UTF-8
         self.url: URL = url.set(drivername="postgresql+psycopg")
         self.schema = schema
         self._target: TargetTable | None = None
         self._dead_letters: deadletter.DeadLetterTable | None = None
-
-    @classmethod
-    def for_url(cls, url: str) -> "PostgresTransactions":
-        """Enough of a sink to list and settle prepared ids (no table needed)."""
-        settings = SqlSinkSettings(url=url, table=parse_table_name("-"), mode="append", key=(),
-                                   commit_mode=CommitMode.TWOPHASE, create_table=False)
-        sink = cls(settings, StructType([]))
-        sink.in_query = False
-        return sink
 
     def _engine(self) -> sa.Engine:
         return sa.create_engine(self.url, poolclass=NullPool)
@@ -505,17 +491,6 @@ class PostgresTransactions(deadletter.SqlTargetMixin, TwoPhaseCommitting, Marked
         except sa.exc.OperationalError as exc:
             raise ServiceUnavailableError(f"cannot connect to PostgreSQL at {safe(self.url)}: "
                             f"{str(exc.orig).strip().splitlines()[0]}") from None
-        finally:
-            engine.dispose()
-
-    def constraint_columns(self, constraint: str) -> tuple[str, ...]:
-        """The target's columns a constraint covers, for an error message
-        (empty if they cannot be read)."""
-        engine = self._engine()
-        try:
-            return constraint_columns(engine, self.target, constraint)
-        except sa.exc.SQLAlchemyError:
-            return ()
         finally:
             engine.dispose()
 
@@ -541,26 +516,18 @@ class PostgresTransactions(deadletter.SqlTargetMixin, TwoPhaseCommitting, Marked
         if self.settings.commit_mode is CommitMode.IDEMPOTENT:
             checks.create_marker_table(conn, target, self.settings)
 
-    def begin_prepared(self, txn_id: str) -> PostgresWriter:
-        return PostgresWriter(self, txn_id)
+    def _writer(self, txn_id: str, prepared: bool, marker: Marker | None) -> PostgresWriter:
+        return PostgresWriter(self, txn_id, marker)
 
-    def begin_marked(self, marker: Marker, attempt: int) -> PostgresWriter:
-        return PostgresWriter(self, str(TxnId.new(marker.sink_id, marker.batch, marker.partition, attempt)), marker)
+    _connection_lost = staticmethod(connection_lost)
 
-    def begin_direct(self, marker: Marker, attempt: int) -> PostgresWriter:
-        return PostgresWriter(self, str(TxnId.new(marker.sink_id, marker.batch, marker.partition, attempt)))
+    def _drop_connection(self) -> None:
+        drop_connection(self.url)
 
     def forget_markers(self, sink_id: str, below_batch: int) -> None:
         conn = cached_connection(self.url)
         conn.execute(sql.SQL("DELETE FROM {} WHERE sink_id = %s AND batch < %s").format(
             in_schema(self.target, self.settings.marker_table)), (sink_id, below_batch))
-
-    def reconnecting(self, what: str, action: Callable[[Attempt], T]) -> T:
-        """``action`` on the cached connection, tried again on a new one
-        while the server is unreachable (``eoskit.connectors.sql.retry``)."""
-        return reconnecting(action, lost=connection_lost, drop=lambda: drop_connection(self.url),
-                            what=f"{what} in {self.describe()}", server=safe(self.url),
-                            reached=self.in_query)
 
     def _finish(self, verb: str, txn_id: str) -> bool:
         """``COMMIT PREPARED`` / ``ROLLBACK PREPARED``; False if no prepared

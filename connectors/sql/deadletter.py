@@ -26,14 +26,12 @@ import sqlalchemy as sa
 from pyspark.sql.types import StructType
 from sqlalchemy.dialects.mysql import dialect as mysql_dialect
 from sqlalchemy.dialects.postgresql import dialect as postgresql_dialect
-from sqlalchemy.engine import URL
 
 from eoskit.connectors.dead_letters import SQL_SOURCE_DEFAULT, DeadLetter, source_columns
 from eoskit.connectors.sink_options import DEAD_LETTER_TABLE
 from eoskit.connectors.sql.identifiers import TableName, display
 from eoskit.connectors.sql.settings import SqlSinkSettings
 from eoskit.connectors.sql.tables import NameRules, TargetTable
-from eoskit.connectors.sql.urls import safe
 from eoskit.twophase.contract import SinkError
 
 #: The columns a task fills, in the order of ``values``.
@@ -152,51 +150,3 @@ def source_columns_of(settings: SqlSinkSettings, schema: StructType) -> tuple[st
         return ()
     return source_columns(settings.dead_letter_source_columns, schema.fieldNames(),
                           SQL_SOURCE_DEFAULT)
-
-
-class SqlTargetMixin:
-    """What both SQL sinks say the same way about their target table and
-    dead-letter table, driver side and on executors: each is found once
-    (``_resolve``, the sink's own lookup against its database) and cached.
-    A sink sets ``settings``, ``schema``, ``url``, ``_target`` and
-    ``_dead_letters`` (None), names its database in ``DATABASE`` and has
-    ``_resolve() -> TargetTable``."""
-
-    DATABASE: str
-    #: Part of a running query, whose start-up check reached the server: a
-    #: lost connection is waited for in every process of the job, even one
-    #: that has not talked to the server yet (``retry.reconnecting``). False
-    #: for a sink made to settle transactions by hand (``for_url``): a server
-    #: it never reached fails at once.
-    in_query: bool = True
-    settings: SqlSinkSettings
-    schema: StructType
-    url: URL
-    _target: TargetTable | None
-    _dead_letters: DeadLetterTable | None
-
-    def describe(self) -> str:
-        return f"{self.DATABASE} {safe(self.url)} table {self.settings.dbtable}"
-
-    def dead_letter_destination(self) -> str | None:
-        table = self.settings.dead_letter_table
-        return None if table is None else f"{self.DATABASE} table {table}"
-
-    @property
-    def dead_letter_table(self) -> DeadLetterTable | None:
-        """Where refused rows go; None: a refused row fails the batch."""
-        if self._dead_letters is None and self.settings.dead_letter_table is not None:
-            self._dead_letters = DeadLetterTable.locate(self.settings.dead_letter_table,
-                                                        self.target)
-        return self._dead_letters
-
-    @property
-    def dead_letter_sources(self) -> tuple[str, ...]:
-        """The DataFrame columns a dead letter carries as its source position."""
-        return source_columns_of(self.settings, self.schema)
-
-    @property
-    def target(self) -> TargetTable:
-        if self._target is None:
-            self._target = self._resolve()  # type: ignore[attr-defined]
-        return self._target

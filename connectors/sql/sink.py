@@ -1,0 +1,150 @@
+"""What both SQL sinks do the same way, on the driver and on executors.
+
+``SqlSink`` is the base of ``PostgresTransactions`` and ``MySQLTransactions``:
+their target and dead-letter tables (each found once, by the sink's own
+lookup against its database, and cached), a sink made to settle prepared
+transactions by hand (``for_url``), the writers it begins for each commit
+mode, and its calls that ride out a lost connection (``reconnecting``). A
+dialect supplies the rest: its engine, its table lookup, its writer, and
+which of its driver's errors mean a lost connection (its ``failures.py``).
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Callable
+from typing import Any, ClassVar, TypeVar
+
+import sqlalchemy as sa
+from pyspark.sql.types import StructType
+from sqlalchemy.engine import URL
+
+from eoskit.connectors.sql.deadletter import DeadLetterTable, source_columns_of
+from eoskit.connectors.sql.identifiers import parse_table_name
+from eoskit.connectors.sql.retry import Attempt, reconnecting
+from eoskit.connectors.sql.settings import SqlSinkSettings
+from eoskit.connectors.sql.tables import TargetTable, constraint_columns
+from eoskit.connectors.sql.urls import safe
+from eoskit.twophase.contract import (
+    CommitMode,
+    DirectCommitting,
+    MarkedCommitting,
+    Marker,
+    TwoPhaseCommitting,
+)
+from eoskit.twophase.txn_id import TxnId
+
+T = TypeVar("T")
+
+
+class SqlSink(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
+    """A SQL table as a sink with all three commit capabilities; picklable.
+    A dialect sets ``settings``, ``schema``, ``url``, ``_target`` and
+    ``_dead_letters`` (None) in its ``__init__``, names its database in
+    ``DATABASE`` and its URL backends in ``BACKENDS``."""
+
+    DATABASE: ClassVar[str]
+    BACKENDS: ClassVar[tuple[str, ...]]
+    #: Part of a running query, whose start-up check reached the server: a
+    #: lost connection is waited for in every process of the job, even one
+    #: that has not talked to the server yet (``retry.reconnecting``). False
+    #: for a sink made to settle transactions by hand (``for_url``): a server
+    #: it never reached fails at once.
+    in_query: bool = True
+    settings: SqlSinkSettings
+    schema: StructType
+    url: URL
+    _target: TargetTable | None
+    _dead_letters: DeadLetterTable | None
+
+    # -- what a dialect supplies ----------------------------------------------
+
+    @abstractmethod
+    def _engine(self) -> sa.Engine:
+        """A SQLAlchemy engine without a pool, for one lookup (disposed after)."""
+
+    @abstractmethod
+    def _resolve(self) -> TargetTable:
+        """The target table as the database has it (or creates it)."""
+
+    @abstractmethod
+    def _writer(self, txn_id: str, prepared: bool, marker: Marker | None) -> Any:
+        """A task's writer: ``prepared`` for the two-phase mode, ``marker``
+        for the idempotent one, neither for at-least-once."""
+
+    @staticmethod
+    @abstractmethod
+    def _connection_lost(exc: BaseException) -> bool:
+        """Whether ``exc`` lost the connection (the dialect's ``failures.lost``)."""
+
+    @abstractmethod
+    def _drop_connection(self) -> None:
+        """Forget this process's cached connection to ``url``."""
+
+    # -- the same for both ------------------------------------------------------
+
+    @classmethod
+    def for_url(cls, url: str) -> "SqlSink":
+        """Enough of a sink to list and settle prepared ids (no table needed)."""
+        settings = SqlSinkSettings(url=url, table=parse_table_name("-"), mode="append", key=(),
+                                   commit_mode=CommitMode.TWOPHASE, create_table=False)
+        sink = cls(settings, StructType([]))  # type: ignore[call-arg]
+        sink.in_query = False
+        return sink
+
+    def describe(self) -> str:
+        return f"{self.DATABASE} {safe(self.url)} table {self.settings.dbtable}"
+
+    def dead_letter_destination(self) -> str | None:
+        table = self.settings.dead_letter_table
+        return None if table is None else f"{self.DATABASE} table {table}"
+
+    @property
+    def target(self) -> TargetTable:
+        if self._target is None:
+            self._target = self._resolve()
+        return self._target
+
+    @property
+    def dead_letter_table(self) -> DeadLetterTable | None:
+        """Where refused rows go; None: a refused row fails the batch."""
+        if self._dead_letters is None and self.settings.dead_letter_table is not None:
+            self._dead_letters = DeadLetterTable.locate(self.settings.dead_letter_table,
+                                                        self.target)
+        return self._dead_letters
+
+    @property
+    def dead_letter_sources(self) -> tuple[str, ...]:
+        """The DataFrame columns a dead letter carries as its source position."""
+        return source_columns_of(self.settings, self.schema)
+
+    def constraint_columns(self, constraint: str) -> tuple[str, ...]:
+        """The target's columns a constraint or key covers, for an error
+        message (empty if they cannot be read)."""
+        engine = self._engine()
+        try:
+            return constraint_columns(engine, self.target, constraint)
+        except sa.exc.SQLAlchemyError:
+            return ()
+        finally:
+            engine.dispose()
+
+    def begin_prepared(self, txn_id: str) -> Any:
+        return self._writer(txn_id, prepared=True, marker=None)
+
+    def begin_marked(self, marker: Marker, attempt: int) -> Any:
+        return self._writer(self._attempt_id(marker, attempt), prepared=False, marker=marker)
+
+    def begin_direct(self, marker: Marker, attempt: int) -> Any:
+        return self._writer(self._attempt_id(marker, attempt), prepared=False, marker=None)
+
+    @staticmethod
+    def _attempt_id(marker: Marker, attempt: int) -> str:
+        return str(TxnId.new(marker.sink_id, marker.batch, marker.partition, attempt))
+
+    def reconnecting(self, what: str, action: Callable[[Attempt], T]) -> T:
+        """``action`` on the cached connection, tried again on a new one
+        while the server is unreachable (``eoskit.connectors.sql.retry``)."""
+        return reconnecting(action, lost=self._connection_lost, drop=self._drop_connection,
+                            what=f"{what} in {self.describe()}", server=safe(self.url),
+                            reached=self.in_query)
