@@ -52,7 +52,8 @@ class Plugin:
     format: str
     #: ``module:Class`` of the PySpark ``DataSource``.
     data_source: str
-    #: Modules a Python worker imports before its first task.
+    #: Modules a Python worker imports before its first task, besides the
+    #: data source's own (``modules_to_preload``).
     preload: tuple[str, ...] = ()
     #: Settles in-doubt transactions by hand (two-phase sinks only).
     in_doubt: InDoubt | None = field(default=None, compare=False)
@@ -60,6 +61,11 @@ class Plugin:
     #: or refused us (``eoskit.connectors.failures``): the library's
     #: top-level module -> ``module:function``, imported for its errors only.
     failures: Mapping[str, str] = field(default_factory=dict, compare=False)
+
+    def modules_to_preload(self) -> tuple[str, ...]:
+        """The data source's module, then ``preload``."""
+        first = self.data_source.partition(":")[0]
+        return (first, *(m for m in self.preload if m != first))
 
     def data_source_class(self) -> type:
         module, _, name = self.data_source.partition(":")

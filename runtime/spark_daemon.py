@@ -66,7 +66,7 @@ def preload(worker_module: str | None) -> None:
     try:
         from eoskit.connectors.plugins import plugins
 
-        names += tuple(module for plugin in plugins() for module in plugin.preload)
+        names += tuple(module for plugin in plugins() for module in plugin.modules_to_preload())
     except Exception:  # noqa: BLE001 - a broken plug-in fails where it is used, with its name
         pass
     for name in names:

@@ -47,7 +47,7 @@ def test_every_connector_folder_with_a_plugin_is_registered():
     assert len(plugins()) >= len(folders) >= 3
     for plugin in plugins():
         assert plugin.data_source_class().name() == plugin.format
-        for module in plugin.preload:
+        for module in plugin.modules_to_preload():
             importlib.import_module(module)
 
 

@@ -13,14 +13,14 @@ from pyspark.sql import DataFrame
 from pyspark.sql.streaming import DataStreamWriter
 from pyspark.sql.types import StructType
 
+from eoskit.connectors.files.plugin import PLUGIN
 from eoskit.connectors.files.settings import FilesSettings
 from eoskit.connectors.files.transactions import FilesTransactions
 from eoskit.twophase.adapter import TransactionalDataSource
 from eoskit.twophase.contract import CommitMode, Sink
 from eoskit.twophase.options import OptionError
 
-PARQUET = "eoskit-parquet"
-JSON = "eoskit-json"
+PARQUET, JSON = (plugin.format for plugin in PLUGIN)  # declared in plugin.py
 
 
 class FilesDataSource(TransactionalDataSource):

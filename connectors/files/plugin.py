@@ -24,12 +24,10 @@ PLUGIN = (
     Plugin(
         format="eoskit-parquet",
         data_source="eoskit.connectors.files.datasource:ParquetDataSource",
-        preload=("eoskit.connectors.files.datasource",),
         in_doubt=_in_doubt,
     ),
     Plugin(
         format="eoskit-json",
         data_source="eoskit.connectors.files.datasource:JsonDataSource",
-        preload=("eoskit.connectors.files.datasource",),
     ),
 )

@@ -7,7 +7,6 @@ from eoskit.connectors.plugins import Plugin
 PLUGIN = Plugin(
     format="eoskit-kafka",
     data_source="eoskit.connectors.kafka.source:KafkaDataSource",
-    preload=("eoskit.connectors.kafka.source",),
     failures={"confluent_kafka": "eoskit.connectors.kafka.failures:classify",
               "cimpl": "eoskit.connectors.kafka.failures:classify"},  # KafkaException's own module
 )

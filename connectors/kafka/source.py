@@ -48,6 +48,7 @@ from eoskit.connectors.kafka.offsets import (
     split_ranges,
     to_json_dict,
 )
+from eoskit.connectors.kafka.plugin import PLUGIN
 from eoskit.connectors.kafka.reader import DataLossError, read_range
 from eoskit.connectors.kafka.schema import spark_schema
 from eoskit.connectors.kafka.settings import KafkaSourceSettings
@@ -59,7 +60,7 @@ from eoskit.twophase.decision_log import last_commit_time
 
 log = logging.getLogger(__name__)
 
-SHORT_NAME = "eoskit-kafka"
+SHORT_NAME = PLUGIN.format  # declared in plugin.py
 
 
 class KafkaInputPartition(InputPartition):

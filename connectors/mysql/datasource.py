@@ -7,11 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from eoskit.connectors.mysql.connection import check_url
-from eoskit.connectors.mysql.transactions import BACKENDS, MySQLTransactions
+from eoskit.connectors.mysql.plugin import BACKENDS, PLUGIN
+from eoskit.connectors.mysql.transactions import MySQLTransactions
 from eoskit.connectors.sql.datasource import SqlDataSource, SqlPipelineSink
 from eoskit.connectors.sql.urls import parse_url
 
-SHORT_NAME = "eoskit-mysql"
+SHORT_NAME = PLUGIN.format
 
 
 class MySQLDataSource(SqlDataSource):

@@ -1,25 +1,20 @@
-"""The MySQL / MariaDB sink in eoskit's plug-in registry (``eoskit.connectors.plugins``)."""
+"""The MySQL / MariaDB sink, declared for eoskit's plug-in registry
+(``eoskit.connectors.plugins``): its format, written here once (the data
+source reads it from here, setup.py writes Spark's discovery module from
+it), its data source, the sink ``eoskit txn`` settles prepared ids with, and
+which of PyMySQL's errors mean the server is gone."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from eoskit.connectors.plugins import Plugin
-from eoskit.connectors.sql.urls import owns_url
+from eoskit.connectors.sql.urls import in_doubt_for
 
-
-def _in_doubt(kind: str, target: str, options: Mapping[str, str]):
-    if not owns_url(kind, target, ("mysql", "mariadb")):
-        return None
-    from eoskit.connectors.mysql.transactions import MySQLTransactions
-
-    return MySQLTransactions.for_url(target)
-
+#: The SQLAlchemy URL backends the sink takes.
+BACKENDS = ("mysql", "mariadb")
 
 PLUGIN = Plugin(
     format="eoskit-mysql",
     data_source="eoskit.connectors.mysql.datasource:MySQLDataSource",
-    preload=("eoskit.connectors.mysql.datasource",),
-    in_doubt=_in_doubt,
+    in_doubt=in_doubt_for("eoskit.connectors.mysql.transactions:MySQLTransactions", BACKENDS),
     failures={"pymysql": "eoskit.connectors.mysql.failures:classify"},
 )

@@ -44,7 +44,6 @@ from sqlalchemy.engine import URL
 from sqlalchemy.pool import NullPool
 
 from eoskit.connectors.mysql import checks
-from eoskit.connectors.mysql.failures import lost as connection_lost
 from eoskit.connectors.mysql.connection import (
     cached_connection,
     close_quietly,
@@ -60,7 +59,9 @@ from eoskit.connectors.mysql.dialect import (
     server_version,
 )
 from eoskit.connectors.dead_letters import cut_json, dead_letter, isolate
+from eoskit.connectors.mysql.failures import lost as connection_lost
 from eoskit.connectors.mysql.literals import UnwritableValueError, statements, value_rows
+from eoskit.connectors.mysql.plugin import BACKENDS
 from eoskit.connectors.sql import deadletter
 from eoskit.connectors.sql.refusals import Refusal
 from eoskit.connectors.sql.retry import Attempt
@@ -81,7 +82,6 @@ from eoskit.twophase.txn_id import TxnId
 
 log = logging.getLogger(__name__)
 
-BACKENDS = ("mysql", "mariadb")
 DRIVER = "mysql+pymysql"
 
 # Server error numbers the sink reacts to.

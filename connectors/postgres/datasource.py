@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from eoskit.connectors.postgres.plugin import PLUGIN
 from eoskit.connectors.postgres.transactions import PostgresTransactions
 from eoskit.connectors.sql.datasource import SqlDataSource, SqlPipelineSink
 
-SHORT_NAME = "eoskit-postgres"
+SHORT_NAME = PLUGIN.format
 
 
 class PostgresDataSource(SqlDataSource):

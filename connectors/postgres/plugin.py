@@ -1,25 +1,20 @@
-"""The PostgreSQL sink in eoskit's plug-in registry (``eoskit.connectors.plugins``)."""
+"""The PostgreSQL sink, declared for eoskit's plug-in registry
+(``eoskit.connectors.plugins``): its format, written here once (the data
+source reads it from here, setup.py writes Spark's discovery module from
+it), its data source, the sink ``eoskit txn`` settles prepared ids with, and
+which of psycopg's errors mean the server is gone."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from eoskit.connectors.plugins import Plugin
-from eoskit.connectors.sql.urls import owns_url
+from eoskit.connectors.sql.urls import in_doubt_for
 
-
-def _in_doubt(kind: str, target: str, options: Mapping[str, str]):
-    if not owns_url(kind, target, ("postgresql",)):
-        return None
-    from eoskit.connectors.postgres.transactions import PostgresTransactions
-
-    return PostgresTransactions.for_url(target)
-
+#: The SQLAlchemy URL backends the sink takes.
+BACKENDS = ("postgresql",)
 
 PLUGIN = Plugin(
     format="eoskit-postgres",
     data_source="eoskit.connectors.postgres.datasource:PostgresDataSource",
-    preload=("eoskit.connectors.postgres.datasource",),
-    in_doubt=_in_doubt,
+    in_doubt=in_doubt_for("eoskit.connectors.postgres.transactions:PostgresTransactions", BACKENDS),
     failures={"psycopg": "eoskit.connectors.postgres.failures:classify"},
 )

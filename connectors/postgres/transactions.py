@@ -32,15 +32,16 @@ from sqlalchemy.engine import URL
 from sqlalchemy.pool import NullPool
 
 from eoskit.connectors.dead_letters import dead_letter, isolate
-from eoskit.connectors.postgres.failures import lost as connection_lost
+from eoskit.connectors.postgres import checks
 from eoskit.connectors.postgres.connection import (
     cached_connection,
     check_url,
     drop_connection,
 )
-from eoskit.connectors.postgres import checks
 from eoskit.connectors.postgres.csv import to_copy_csv
 from eoskit.connectors.postgres.dialect import in_schema, table_sql
+from eoskit.connectors.postgres.failures import lost as connection_lost
+from eoskit.connectors.postgres.plugin import BACKENDS
 from eoskit.connectors.sql import deadletter
 from eoskit.connectors.sql.refusals import Refusal
 from eoskit.connectors.sql.retry import Attempt
@@ -470,7 +471,7 @@ class PostgresTransactions(SqlSink):
     #: How ``dbtable`` quotes a name (read by SqlSinkSettings.parse).
     identifier_quotes = '"'
     DATABASE = "PostgreSQL"
-    BACKENDS = ("postgresql",)
+    BACKENDS = BACKENDS
 
     def __init__(self, settings: SqlSinkSettings, schema: StructType) -> None:
         self.settings = settings

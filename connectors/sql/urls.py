@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
@@ -26,6 +30,20 @@ def parse_url(text: str, allowed_backends: tuple[str, ...]) -> URL:
 def safe(url: URL) -> str:
     """The URL as it may appear in logs and errors."""
     return url.render_as_string(hide_password=True)
+
+
+def in_doubt_for(sink: str, backends: tuple[str, ...]) -> Callable[[str, str, Mapping[str, str]], Any]:
+    """A SQL sink's ``Plugin.in_doubt``: for a database URL of one of
+    ``backends``, the sink class ``sink`` (``module:Class``, imported only
+    then) made ``for_url`` it, to list and settle its prepared ids."""
+
+    def in_doubt(kind: str, target: str, options: Mapping[str, str]) -> Any:
+        if not owns_url(kind, target, backends):
+            return None
+        module, _, name = sink.partition(":")
+        return getattr(importlib.import_module(module), name).for_url(target)
+
+    return in_doubt
 
 
 def owns_url(kind: str, target: str, backends: tuple[str, ...]) -> bool:
