@@ -22,6 +22,7 @@ import importlib
 import os
 import re
 import signal
+import socket
 import sys
 import zipfile
 from pathlib import Path
@@ -115,17 +116,42 @@ class _DaemonSignals:
         return signal.signal(signum, handler)
 
 
-def _exit_alone(_signum: int, frame: object) -> None:
+def _exit_alone(_signum: int, _frame: object) -> None:
     """The daemon's SIGTERM: remove its Unix socket if it made one (as
     PySpark's shutdown does) and exit, sending its workers nothing."""
     try:
-        while frame is not None and frame.f_code.co_name != "manager":
-            frame = frame.f_back
-        path = frame.f_locals.get("socket_path") if frame is not None else None
-        if path and os.path.exists(path):
-            os.remove(path)
+        remove_listening_unix_sockets()
     finally:
         os._exit(1)  # PySpark's daemon exits 1 on SIGTERM too
+
+
+def remove_listening_unix_sockets() -> list[str]:
+    """Remove the file of every Unix socket this process listens on (the
+    daemon's, in Spark's ``spark.python.unix.domain.socket.enabled`` mode),
+    found through the process's own descriptors rather than the daemon's
+    variables; returns the paths removed. Nothing where ``/proc`` is absent."""
+    removed: list[str] = []
+    try:
+        descriptors = [int(fd) for fd in os.listdir("/proc/self/fd")]
+    except OSError:
+        return removed
+    for fd in descriptors:
+        try:
+            probe = socket.socket(fileno=os.dup(fd))
+        except OSError:
+            continue  # not a socket, or closed meanwhile
+        try:
+            if probe.family != socket.AF_UNIX or not probe.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
+                continue
+            path = probe.getsockname()
+            if isinstance(path, str) and path and os.path.exists(path):
+                os.remove(path)
+                removed.append(path)
+        except OSError:
+            continue
+        finally:
+            probe.close()
+    return removed
 
 
 def run_manager() -> None:

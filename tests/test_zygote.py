@@ -200,3 +200,26 @@ def test_a_daemon_stopped_by_sigterm_leaves_its_workers_and_one_whose_jvm_is_gon
     report = json.loads(result.stdout)
     assert report["sigterm"] == {"worker_alive": True, "worker_ended": True}, report
     assert report["stdin closed"] == {"worker_alive": False, "worker_ended": True}, report
+
+
+def test_a_sigterm_d_daemon_finds_its_unix_socket_by_its_descriptors(tmp_path):
+    """spark.python.unix.domain.socket.enabled mode: the daemon's socket file
+    is removed on SIGTERM, found through /proc/self/fd (no frame walking into
+    PySpark's manager for its socket_path)."""
+    import socket
+
+    from eoskit.runtime.spark_daemon import remove_listening_unix_sockets
+
+    listening, connected_path = tmp_path / "daemon.sock", tmp_path / "other.sock"
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(listening))
+    server.listen()
+    bound_only = socket.socket(socket.AF_UNIX)
+    bound_only.bind(str(connected_path))  # bound, not listening: not the daemon's
+    try:
+        assert remove_listening_unix_sockets() == [str(listening)]
+        assert not listening.exists() and connected_path.exists()
+        assert server.fileno() >= 0  # its own descriptor left open
+    finally:
+        server.close()
+        bound_only.close()
