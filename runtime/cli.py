@@ -25,7 +25,7 @@ def _run(args: argparse.Namespace) -> int:
     spark = get_session(pipeline.name, pipeline.spark_conf)
     if not is_verbose(args):
         quiet_failure_logs(spark)  # the failure's root cause is our one line
-    listeners = ([PrometheusMetrics(args.metrics_port)] if args.metrics_port else []) + \
+    listeners = ([PrometheusMetrics(args.metrics_port, args.metrics_host)] if args.metrics_port else []) + \
         ([StatusFile(args.status_file)] if args.status_file else [])
     pipeline.run(args.checkpoint_dir, until_caught_up=args.until_caught_up, spark=spark,
                  settings=from_flags(args), listeners=tuple(listeners),
@@ -54,12 +54,22 @@ def _demo(args: argparse.Namespace) -> int:
     return main()
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("eoskit")
+    except PackageNotFoundError:  # run from a source tree, not installed
+        return "(not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="eoskit", description="Exactly-once Kafka-to-sink jobs on Spark.",
         epilog="Exit codes: 0 success, 1 the job or operation failed, 2 bad usage or input, "
         "3 a service cannot be reached, 130 interrupted.",
     )
+    parser.add_argument("--version", action="version", version=f"eoskit {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     run = commands.add_parser("run", help="run the `pipeline` defined in a job file")
@@ -79,7 +89,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="with --from-savepoint: restore even if a sink of the savepoint is not "
                      "restored, because this job names a new sink id (Flink's --allowNonRestoredState)")
     run.add_argument("--metrics-port", type=int, metavar="PORT",
-                     help="serve Prometheus metrics on 127.0.0.1:PORT/metrics")
+                     help="serve Prometheus metrics on HOST:PORT/metrics (see --metrics-host)")
+    run.add_argument("--metrics-host", metavar="HOST", default="127.0.0.1",
+                     help="the address the metrics are served on: 127.0.0.1 (default, this "
+                     "machine only), 0.0.0.0 for every interface (a Prometheus in another "
+                     "pod or host), or one interface's address")
     run.add_argument("--status-file", metavar="PATH",
                      help="keep the run's state in this JSON file, replaced at every event")
     from eoskit.runtime.settings import add_flags

@@ -170,7 +170,8 @@ class StatusFile(RunListener):
 
 
 class PrometheusMetrics(RunListener):
-    """Metrics on ``http://127.0.0.1:<port>/metrics`` (prometheus-client)."""
+    """Metrics on ``http://<address>:<port>/metrics`` (prometheus-client);
+    ``address`` 127.0.0.1 by default (``eoskit run --metrics-host``)."""
 
     def __init__(self, port: int, address: str = "127.0.0.1") -> None:
         from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server

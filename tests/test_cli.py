@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from eoskit.runtime import cli_errors
+from eoskit.runtime import cli, cli_errors
 from eoskit.runtime.cli import main
 from eoskit.runtime.cli_errors import FAILED, INTERRUPTED, UNREACHABLE, USAGE, describe, guarded, redact
 from eoskit.runtime.spark_errors import RootCause, python_error, root_cause
@@ -255,3 +255,38 @@ def test_without_python_the_innermost_jvm_message_is_the_cause():
     outer = RuntimeError("Job aborted due to stage failure: Task 0 in stage 3.0 failed 1 times")
     outer.__cause__ = inner
     assert str(root_cause(outer)) == "org.apache.spark.SparkRuntimeException: [USER_RAISED_EXCEPTION] poison record"
+
+
+def test_version_names_the_installed_package(capsys):
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.strip() == f"eoskit {version('eoskit')}"
+
+
+def test_metrics_can_be_served_on_every_interface(tmp_path):
+    import socket
+    import urllib.request
+
+    from eoskit.runtime.listeners import PrometheusMetrics
+
+    args = cli.build_parser().parse_args(["run", "job.py", "--checkpoint-dir", str(tmp_path),
+                                          "--metrics-port", "1", "--metrics-host", "0.0.0.0"])
+    assert (args.metrics_host, args.metrics_port) == ("0.0.0.0", 1)
+    assert cli.build_parser().parse_args(["run", "j.py", "--checkpoint-dir", "c"]).metrics_host == "127.0.0.1"
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    metrics = PrometheusMetrics(port, "0.0.0.0")
+    try:
+        assert metrics.server.server_address[0] == "0.0.0.0"
+        try:  # reached on the host's own address where it has one besides loopback
+            host = socket.gethostbyname(socket.gethostname())
+        except OSError:
+            host = "127.0.0.1"
+        with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=10) as answer:
+            assert b"eoskit_batches" in answer.read()
+    finally:
+        metrics.on_end(None)
