@@ -210,12 +210,38 @@ def _kafka_leg(endpoints: ServiceEndpoints, work: Path, env: dict[str, str],
 
 def main(work_dir: str = ".eoskit/demo", services_dir: str = ".eoskit/dev",
          endpoints: ServiceEndpoints | None = None) -> int:
+    """The demo; on services at ``endpoints``, or else local ones under
+    ``services_dir``, of which it stops at the end those it started."""
+    if endpoints is not None:
+        return _demo(work_dir, endpoints)
+    services = LocalServices(services_dir)
+    running_before = set(services.pids())
+    _say(f"starting local Kafka, PostgreSQL and MariaDB under {services_dir}")
+    try:
+        return _demo(work_dir, services.up())
+    finally:
+        started = [s.name for s in services.services if s.name not in running_before]
+        if started:
+            services.down(started)
+        _say(stop_line(services_dir, started, sorted(running_before)))
+
+
+def stop_line(services_dir: str, stopped: list[str], left: list[str]) -> str:
+    """What the demo did with the local services at its end."""
+    parts = []
+    if stopped:
+        parts.append(f"stopped the local services it started ({', '.join(stopped)}; their data "
+                     f"is kept: `eoskit dev up --dir {services_dir}` starts them again)")
+    if left:
+        parts.append(f"left running the ones that ran before it ({', '.join(left)}; "
+                     f"`eoskit dev down --dir {services_dir}` stops them)")
+    return "; ".join(parts) or "no local service to stop"
+
+
+def _demo(work_dir: str, endpoints: ServiceEndpoints) -> int:
     work = Path(work_dir)
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    if endpoints is None:
-        _say(f"starting local Kafka, PostgreSQL and MariaDB under {services_dir}")
-        endpoints = LocalServices(services_dir).up()
     _psql(endpoints.postgres_url, f"DROP TABLE IF EXISTS {TABLE}, {TOTALS_TABLE}")
     _say(f"producing {ORDERS} JSON orders to topic '{TOPIC}' ({PARTITIONS} partitions)")
     recreate_topic(endpoints.kafka_bootstrap, TOPIC, PARTITIONS)
