@@ -81,6 +81,18 @@ def open_location(location: str, storage_options: StorageOptions | None = None
     return fs, path.rstrip("/") or "/"
 
 
+def require_directory(location: str, storage_options: StorageOptions | None = None
+                      ) -> tuple[AbstractFileSystem, str]:
+    """``open_location``, refusing (``CheckpointError``: bad input, exit 2) a
+    location that does not exist or is a file, before anything is started."""
+    fs, root = open_location(location, storage_options)
+    if not fs.exists(root):
+        raise CheckpointError(f"checkpoint {location}: no such directory")
+    if not fs.isdir(root):
+        raise CheckpointError(f"checkpoint {location} is a file, not a checkpoint directory")
+    return fs, root
+
+
 def location_url(fs: AbstractFileSystem, path: str, given: str) -> str:
     """An absolute path for a local location; any other as given (a URL)."""
     return path if isinstance(fs, LocalFileSystem) else given.rstrip("/")
@@ -212,13 +224,9 @@ class Checkpoint:
     def __init__(self, location: str, storage_options: StorageOptions | None = None) -> None:
         self.location = str(location)
         self.storage_options = storage_options
-        self.fs, self.root = open_location(self.location, storage_options)
+        self.fs, self.root = require_directory(self.location, storage_options)
         #: The location as an absolute path (local) or a URL with its protocol.
         self.url = location_url(self.fs, self.root, self.location)
-        if not self.fs.exists(self.root):
-            raise CheckpointError(f"checkpoint {self.location}: no such directory")
-        if not self.fs.isdir(self.root):
-            raise CheckpointError(f"checkpoint {self.location} is a file, not a checkpoint directory")
         names = {basename(p) for p in self.fs.ls(self.root, detail=False)}
         if "offsets" not in names and "metadata" not in names:
             raise CheckpointError(

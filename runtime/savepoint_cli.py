@@ -101,8 +101,10 @@ def default_target(checkpoint: str) -> str:
 
 
 def _trigger(args: argparse.Namespace) -> int:
+    from eoskit.runtime.checkpoints import require_directory
     from eoskit.runtime.control import ControlDir, ControlError
 
+    require_directory(args.checkpoint_dir)
     control = ControlDir(args.checkpoint_dir)
     request = control.send("savepoint", args.target or default_target(args.checkpoint_dir))
     answer = control.wait_answer(request, args.timeout)
@@ -115,8 +117,10 @@ def _trigger(args: argparse.Namespace) -> int:
 def _stop(args: argparse.Namespace) -> int:
     import time
 
+    from eoskit.runtime.checkpoints import require_directory
     from eoskit.runtime.control import ControlDir, ControlError
 
+    require_directory(args.checkpoint_dir)
     control = ControlDir(args.checkpoint_dir)
     request = control.send("stop", args.savepoint)
     answer = control.wait_answer(request, args.timeout)

@@ -55,8 +55,10 @@ def print_summary(summary: Any, indent: str = "") -> None:
 
 
 def _inspect(args: argparse.Namespace) -> int:
+    from eoskit.runtime.checkpoints import Checkpoint
     from eoskit.runtime.state_inspect import summarize
 
+    Checkpoint(args.dir)  # bad input is refused before Spark starts
     summary = summarize(session(), args.dir, args.batch)
     if args.json:
         print(json.dumps(summary.to_json(), indent=2))
@@ -77,8 +79,10 @@ def _cell(value: Any) -> str:
 
 
 def _read(args: argparse.Namespace) -> int:
+    from eoskit.runtime.checkpoints import Checkpoint
     from eoskit.runtime.state_inspect import read_state
 
+    Checkpoint(args.dir)  # bad input is refused before Spark starts
     rows = read_state(session(), args.dir, args.operator, store=args.store, variable=args.state_var,
                       timers=args.timers, key=args.key or (), batch=args.batch,
                       limit=None if args.limit == 0 else args.limit)

@@ -290,3 +290,19 @@ def test_metrics_can_be_served_on_every_interface(tmp_path):
             assert b"eoskit_batches" in answer.read()
     finally:
         metrics.on_end(None)
+
+
+@pytest.mark.parametrize("argv", [
+    ["stop", "--checkpoint-dir", "{missing}"],
+    ["savepoint", "trigger", "--checkpoint-dir", "{missing}"],
+    ["checkpoint", "list", "{missing}"],
+    ["state", "inspect", "{missing}"],
+    ["state", "read", "{missing}", "--operator", "0"],
+])
+def test_a_missing_checkpoint_is_bad_input_in_every_verb_before_spark_starts(argv, tmp_path, capsys):
+    """Exit 2 naming the directory, for every verb that takes a checkpoint;
+    the unit tier's guard (tests/conftest.py) fails the test if Spark starts."""
+    missing = str(tmp_path / "nowhere")
+    code, out, err = run(capsys, *[a.replace("{missing}", missing) for a in argv])
+    assert code == USAGE, err
+    assert f"checkpoint {missing}: no such directory" in err
