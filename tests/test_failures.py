@@ -99,7 +99,7 @@ def traceback_of(qualified: str, message: str) -> str:
     ("eoskit.connectors.kafka.client.BrokerUnreachableError", False),
     ("eoskit.twophase.options.OptionError", True),  # eoskit's bad input: a ValueError
     ("eoskit.connectors.kafka.java_regex.JavaRegexError", True),
-    ("eoskit.connectors.kafka.reader.DataLossError", False),
+    ("eoskit.connectors.kafka.reader.DataLossError", True),  # the same offsets are still gone
     ("eoskit.no_such_module.SinkError", False),  # unknown: to the restart strategy
     ("ValueError", False),  # a user's UDF
     ("psycopg.OperationalError", False),

@@ -13,7 +13,7 @@ import json
 import logging
 import time
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -42,6 +42,10 @@ _TIMESTAMP_TYPE = {0: -1, 1: 0, 2: 1}
 
 class DataLossError(RuntimeError):
     """Offsets planned for a task are gone from the broker (failOnDataLoss=true)."""
+
+    #: runtime/failures.py: a restart replays the same offsets, still gone;
+    #: the message says what to change (failOnDataLoss=false).
+    transient: ClassVar[bool] = False
 
 
 class ReadTimeoutError(TimeoutError):
