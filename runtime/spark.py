@@ -11,6 +11,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from eoskit.connectors.plugins import register_data_source  # noqa: F401 - re-exported
+from eoskit.runtime import jvm_archive
 from eoskit.runtime.zygote import ENV as ZYGOTE_ENV
 from eoskit.twophase.crash import remember_driver_process_group
 
@@ -59,6 +60,10 @@ def get_session(app_name: str, conf: Mapping[str, str] | None = None) -> SparkSe
     if "spark.master" not in conf and not os.environ.get("MASTER") and not submitted:
         conf.setdefault("spark.master", os.environ.get("EOSKIT_SPARK_MASTER", "local[*]"))
     conf.setdefault("spark.ui.showConsoleProgress", "false")
+    if not submitted and SparkSession.getActiveSession() is None:
+        # The JVM eoskit is about to start maps its classes from an archive
+        # (made once, in the background): see eoskit.runtime.jvm_archive.
+        jvm_archive.use_or_make(conf)
     # Warm Python workers (see eoskit.runtime.spark_daemon).
     conf.setdefault("spark.python.daemon.module", DAEMON_MODULE)
     for key, value in conf.items():

@@ -1,0 +1,83 @@
+"""The driver JVM's class-sharing archive (eoskit.runtime.jvm_archive):
+where it is, when it is used, and that one maker runs per key. Making one
+runs a JVM: integration_tests/test_jvm_archive.py."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from eoskit.runtime import jvm_archive
+
+
+@pytest.fixture
+def java(tmp_path: Path) -> Path:
+    """A stand-in ``java`` under a JAVA_HOME of our own."""
+    binary = tmp_path / "jdk" / "bin" / "java"
+    binary.parent.mkdir(parents=True)
+    binary.write_text("#!/bin/sh\n")
+    binary.chmod(0o755)
+    return binary
+
+
+def env_for(java: Path, tmp_path: Path, **extra: str) -> dict[str, str]:
+    return {"JAVA_HOME": str(java.parent.parent), "PATH": "/nonexistent",
+            jvm_archive.DIR_ENV: str(tmp_path / "archives"), **extra}
+
+
+def test_the_archive_is_keyed_by_the_jvm_build(java, tmp_path):
+    first = jvm_archive.archive_path(env_for(java, tmp_path))
+    assert first is not None and first.parent == tmp_path / "archives" and first.suffix == ".jsa"
+    assert jvm_archive.archive_path(env_for(java, tmp_path)) == first
+    os.utime(java, ns=(time.time_ns(), time.time_ns() + 10**9))  # another build of the JVM
+    assert jvm_archive.archive_path(env_for(java, tmp_path)) != first
+
+
+@pytest.mark.parametrize("off", ["0", "false", "off"])
+def test_it_can_be_turned_off(java, tmp_path, off):
+    assert jvm_archive.archive_path(env_for(java, tmp_path, **{jvm_archive.ENV: off})) is None
+
+
+def test_no_java_no_archive(tmp_path):
+    assert jvm_archive.archive_path({"PATH": "/nonexistent", jvm_archive.DIR_ENV: str(tmp_path)}) is None
+
+
+def test_the_job_s_own_java_options_come_first(tmp_path):
+    archive = tmp_path / "a.jsa"
+    options = jvm_archive.java_options("-Xmx2g -Dx=1", archive)
+    assert options.startswith("-Xmx2g -Dx=1 -XX:SharedArchiveFile=") and str(archive) in options
+    assert "-Xshare:auto" in options  # a JVM that cannot map it starts without it
+    assert jvm_archive.java_options(None, archive).startswith("-XX:SharedArchiveFile=")
+
+
+def test_a_session_uses_an_archive_that_exists_and_starts_one_maker_otherwise(java, tmp_path, monkeypatch):
+    for key, value in env_for(java, tmp_path).items():
+        monkeypatch.setenv(key, value)
+    started: list[list[str]] = []
+    monkeypatch.setattr(jvm_archive.subprocess, "Popen", lambda argv, **_: started.append(argv))
+    conf: dict[str, str] = {"spark.driver.extraJavaOptions": "-Xmx1g"}
+    assert jvm_archive.use_or_make(conf) is None and conf == {"spark.driver.extraJavaOptions": "-Xmx1g"}
+    assert jvm_archive.use_or_make({}) is None  # its maker is at work: not a second one
+    assert len(started) == 1 and started[0][1:3] == ["-m", "eoskit.runtime.jvm_archive"]
+
+    archive = Path(started[0][3])
+    archive.write_bytes(b"made")  # what the maker moves into place when done
+    assert jvm_archive.use_or_make(conf) == archive
+    assert conf["spark.driver.extraJavaOptions"].startswith(f"-Xmx1g -XX:SharedArchiveFile={archive}")
+
+
+def test_a_maker_that_died_does_not_hold_its_key_for_good(java, tmp_path, monkeypatch):
+    for key, value in env_for(java, tmp_path).items():
+        monkeypatch.setenv(key, value)
+    started: list[list[str]] = []
+    monkeypatch.setattr(jvm_archive.subprocess, "Popen", lambda argv, **_: started.append(argv))
+    archive = jvm_archive.archive_path()
+    assert archive is not None
+    assert jvm_archive.start_maker(archive) and not jvm_archive.start_maker(archive)
+    lock = archive.with_name(archive.name + ".making")
+    stale = time.time() - jvm_archive.MAKE_TIMEOUT_S - 1
+    os.utime(lock, (stale, stale))
+    assert jvm_archive.start_maker(archive) and len(started) == 2
