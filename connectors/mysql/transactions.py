@@ -505,17 +505,15 @@ class MySQLTransactions(SqlSink):
                                 connect_args=engine_connect_args(self.url))
 
     def _resolve(self) -> TargetTable:
-        engine = self._engine()
-        try:
-            return resolve_table(engine, self.settings, self.schema, self.dead_letter_sources)
-        except sa.exc.OperationalError as exc:
-            raise ServiceUnavailableError(f"cannot connect to MySQL at {safe(self.url)}: "
-                            f"{error_text(exc.orig)}") from None
-        except sa.exc.DBAPIError as exc:
-            raise SinkError(f"cannot read table {self.settings.dbtable} in MySQL at "
-                            f"{safe(self.url)}: {error_text(exc.orig)}") from None
-        finally:
-            engine.dispose()
+        with self.lookup() as engine:
+            try:
+                return resolve_table(engine, self.settings, self.schema, self.dead_letter_sources)
+            except sa.exc.OperationalError as exc:
+                raise ServiceUnavailableError(f"cannot connect to MySQL at {safe(self.url)}: "
+                                              f"{error_text(exc.orig)}") from None
+            except sa.exc.DBAPIError as exc:
+                raise SinkError(f"cannot read table {self.settings.dbtable} in MySQL at "
+                                f"{safe(self.url)}: {error_text(exc.orig)}") from None
 
     def statement_budget(self, conn: pymysql.connections.Connection) -> int:
         """Bytes per INSERT: MAX_STATEMENT_BYTES, or half the server's
@@ -544,21 +542,13 @@ class MySQLTransactions(SqlSink):
         if self.settings.commit_mode is CommitMode.TWOPHASE:
             checks.check_xa_support(conn, self.url)
             checks.check_xa_rights(conn, self.url, who)
-        engine = self._engine()
-        try:
+        with self.lookup() as engine:
             checks.claim(engine, target, context, self.describe(), self.url, who)
-        finally:
-            engine.dispose()
         if self.settings.commit_mode is CommitMode.IDEMPOTENT:
             checks.create_marker_table(conn, target, self.settings, self.url, who)
-        if self.dead_letter_table is not None:
-            engine = self._engine()
-            try:
-                self.dead_letter_table.ensure(engine)
-            finally:
-                engine.dispose()
-            checks.check_dead_letter_table(conn, self.dead_letter_table, self.settings,
-                                           self.url, who)
+        dead_letters = self.ensure_dead_letter_table()
+        if dead_letters is not None:
+            checks.check_dead_letter_table(conn, dead_letters, self.settings, self.url, who)
 
     def _checked_connection(self) -> pymysql.connections.Connection:
         try:

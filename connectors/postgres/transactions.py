@@ -486,34 +486,25 @@ class PostgresTransactions(SqlSink):
         return sa.create_engine(self.url, poolclass=NullPool)
 
     def _resolve(self) -> TargetTable:
-        engine = self._engine()
-        try:
-            return resolve_table(engine, self.settings, self.schema, self.dead_letter_sources)
-        except sa.exc.OperationalError as exc:
-            raise ServiceUnavailableError(f"cannot connect to PostgreSQL at {safe(self.url)}: "
-                            f"{str(exc.orig).strip().splitlines()[0]}") from None
-        finally:
-            engine.dispose()
+        with self.lookup() as engine:
+            try:
+                return resolve_table(engine, self.settings, self.schema, self.dead_letter_sources)
+            except sa.exc.OperationalError as exc:
+                raise ServiceUnavailableError(f"cannot connect to PostgreSQL at {safe(self.url)}: "
+                                              f"{str(exc.orig).strip().splitlines()[0]}") from None
 
     def check(self, schema: StructType, context: SinkContext) -> None:
         self._target = target = self._resolve()
         self._dead_letters = None
         conn = cached_connection(self.url)
         checks.check_privileges(conn, target, self.settings, self.url)
-        if self.dead_letter_table is not None:
-            engine = self._engine()
-            try:
-                self.dead_letter_table.ensure(engine)
-            finally:
-                engine.dispose()
-            checks.check_dead_letter_table(conn, self.dead_letter_table, self.url)
+        dead_letters = self.ensure_dead_letter_table()
+        if dead_letters is not None:
+            checks.check_dead_letter_table(conn, dead_letters, self.url)
         if self.settings.commit_mode is CommitMode.TWOPHASE:
             checks.check_prepared_transactions(conn, self.url)
-        engine = self._engine()
-        try:
+        with self.lookup() as engine:
             checks.claim(engine, target, context, self.describe())
-        finally:
-            engine.dispose()
         if self.settings.commit_mode is CommitMode.IDEMPOTENT:
             checks.create_marker_table(conn, target, self.settings)
 

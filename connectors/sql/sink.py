@@ -12,7 +12,8 @@ which of its driver's errors mean a lost connection (its ``failures.py``).
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, ClassVar, TypeVar
 
 import sqlalchemy as sa
@@ -118,16 +119,31 @@ class SqlSink(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
         """The DataFrame columns a dead letter carries as its source position."""
         return source_columns_of(self.settings, self.schema)
 
+    @contextmanager
+    def lookup(self) -> Iterator[sa.Engine]:
+        """An engine for one lookup or check, disposed after it."""
+        engine = self._engine()
+        try:
+            yield engine
+        finally:
+            engine.dispose()
+
+    def ensure_dead_letter_table(self) -> DeadLetterTable | None:
+        """The dead-letter table, created if missing (driver side, at the check)."""
+        table = self.dead_letter_table
+        if table is not None:
+            with self.lookup() as engine:
+                table.ensure(engine)
+        return table
+
     def constraint_columns(self, constraint: str) -> tuple[str, ...]:
         """The target's columns a constraint or key covers, for an error
         message (empty if they cannot be read)."""
-        engine = self._engine()
-        try:
-            return constraint_columns(engine, self.target, constraint)
-        except sa.exc.SQLAlchemyError:
-            return ()
-        finally:
-            engine.dispose()
+        with self.lookup() as engine:
+            try:
+                return constraint_columns(engine, self.target, constraint)
+            except sa.exc.SQLAlchemyError:
+                return ()
 
     def begin_prepared(self, txn_id: str) -> Any:
         return self._writer(txn_id, prepared=True, marker=None)
