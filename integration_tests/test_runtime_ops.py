@@ -174,8 +174,11 @@ def test_in_doubt_transactions_settled_at_a_restart_are_counted(run, tmp_path):
 
 
 def test_a_trigger_for_a_directory_no_job_runs_on_is_refused(tmp_path):
+    (tmp_path / "idle").mkdir()
+    result = eoskit("savepoint", "trigger", "--checkpoint-dir", str(tmp_path / "idle"))
+    assert result.returncode == 1 and "no job is running on checkpoint" in result.stderr
     result = eoskit("savepoint", "trigger", "--checkpoint-dir", str(tmp_path / "nothing"))
-    assert result.returncode != 0 and "no job is running on checkpoint" in result.stderr
+    assert result.returncode == 2 and "nothing: no such directory" in result.stderr
 
 
 def test_metrics_are_served_while_the_job_runs(run):

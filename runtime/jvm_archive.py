@@ -12,8 +12,9 @@ The archive, top to bottom:
 
 1. Its name carries a key of the JVM it was made by (the ``java`` binary
    Spark will start, resolved, and its modification time) and of the Spark
-   installation (PySpark's version and its jars): another Java or Spark
-   makes another archive, and one that does not fit is never mapped.
+   installation (PySpark's version, its jars and their folder: the JVM maps
+   an archive only for the class path it was made with): another Java,
+   Spark or environment makes another archive.
 2. It is made once per key, in the background: ``get_session`` finds no
    archive and starts ``python -m eoskit.runtime.jvm_archive <path>``
    detached, which runs a small streaming query (a Python data source into
@@ -72,9 +73,11 @@ def key(java: str) -> str:
     """What the archive depends on: the JVM build and Spark's jars."""
     import pyspark
 
-    jars = Path(pyspark.__file__).parent / "jars"
+    jars = (Path(pyspark.__file__).parent / "jars").resolve()
     names = sorted(p.name for p in jars.glob("*.jar")) if jars.is_dir() else []
-    parts = [java, str(os.stat(java).st_mtime_ns), pyspark.__version__, *names]
+    # The JVM maps an archive only for the class path it was made with: the
+    # jars' folder itself, not only their names (another venv is another key).
+    parts = [java, str(os.stat(java).st_mtime_ns), pyspark.__version__, str(jars), *names]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 

@@ -81,3 +81,15 @@ def test_a_maker_that_died_does_not_hold_its_key_for_good(java, tmp_path, monkey
     stale = time.time() - jvm_archive.MAKE_TIMEOUT_S - 1
     os.utime(lock, (stale, stale))
     assert jvm_archive.start_maker(archive) and len(started) == 2
+
+
+def test_another_environment_of_the_same_spark_is_another_key(java, tmp_path, monkeypatch):
+    """The JVM maps an archive only for the class path it was made with: a
+    venv elsewhere (a CI clone) must not share the archive of this one."""
+    import pyspark
+
+    first = jvm_archive.key(str(java))
+    other = tmp_path / "venv2" / "pyspark"
+    (other / "jars").mkdir(parents=True)
+    monkeypatch.setattr(pyspark, "__file__", str(other / "__init__.py"))
+    assert jvm_archive.key(str(java)) != first
