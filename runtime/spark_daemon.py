@@ -137,9 +137,14 @@ def remove_listening_unix_sockets() -> list[str]:
         return removed
     for fd in descriptors:
         try:
-            probe = socket.socket(fileno=os.dup(fd))
+            copy = os.dup(fd)
         except OSError:
-            continue  # not a socket, or closed meanwhile
+            continue  # closed meanwhile
+        try:
+            probe = socket.socket(fileno=copy)
+        except OSError:
+            os.close(copy)  # not a socket
+            continue
         try:
             if probe.family != socket.AF_UNIX or not probe.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
                 continue
