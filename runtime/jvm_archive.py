@@ -103,13 +103,30 @@ def use_or_make(conf: dict[str, str]) -> Path | None:
     """The archive added to ``conf``'s driver options if it exists, else its
     making started in the background (once per key); the archive or None."""
     archive = archive_path()
-    if archive is None:
+    if archive is None or _defaults_set_driver_options(conf):
         return None
     if archive.is_file():
         conf["spark.driver.extraJavaOptions"] = java_options(conf.get("spark.driver.extraJavaOptions"), archive)
         return archive
     start_maker(archive)
     return None
+
+
+def _defaults_set_driver_options(conf: dict[str, str]) -> bool:
+    """Whether ``spark-defaults.conf`` gives driver Java options the job's
+    conf does not: setting ours would replace them, so the archive is left out."""
+    if "spark.driver.extraJavaOptions" in conf:
+        return False
+    folders = [os.environ.get("SPARK_CONF_DIR"),
+               os.path.join(os.environ["SPARK_HOME"], "conf") if os.environ.get("SPARK_HOME") else None]
+    for folder in filter(None, folders):
+        try:
+            lines = Path(folder, "spark-defaults.conf").read_text().splitlines()
+        except OSError:
+            continue
+        if any(line.split(None, 1)[:1] == ["spark.driver.extraJavaOptions"] for line in lines):
+            return True
+    return False
 
 
 def _lock(archive: Path) -> Path:

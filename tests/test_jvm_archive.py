@@ -93,3 +93,20 @@ def test_another_environment_of_the_same_spark_is_another_key(java, tmp_path, mo
     (other / "jars").mkdir(parents=True)
     monkeypatch.setattr(pyspark, "__file__", str(other / "__init__.py"))
     assert jvm_archive.key(str(java)) != first
+
+
+def test_driver_options_from_spark_defaults_are_not_replaced(java, tmp_path, monkeypatch):
+    for key, value in env_for(java, tmp_path).items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(jvm_archive.subprocess, "Popen", lambda argv, **_: None)
+    archive = jvm_archive.archive_path()
+    assert archive is not None
+    archive.parent.mkdir(parents=True)
+    archive.write_bytes(b"made")
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "spark-defaults.conf").write_text("spark.driver.extraJavaOptions -Dsite=1\n")
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path / "conf"))
+    conf: dict[str, str] = {}
+    assert jvm_archive.use_or_make(conf) is None and conf == {}  # the site's options stay
+    given = {"spark.driver.extraJavaOptions": "-Xmx1g"}  # the job's own: ours go after them
+    assert jvm_archive.use_or_make(given) == archive
