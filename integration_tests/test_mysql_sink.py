@@ -164,10 +164,10 @@ def test_timestamps_are_utc_in_timestamp_columns(spark, kafka, mysql, records_to
         (decimal.Decimal("1780308000.000000"), datetime.datetime(2026, 6, 1, 10, 0))]
 
 
-def test_missing_table_is_refused_naming_it(spark, kafka, mysql, records_topic, table, tmp_path):
+def test_missing_table_is_refused_naming_it_when_creating_is_off(spark, kafka, mysql, records_topic, table, tmp_path):
     topic = records_topic([{"id": 1, "amount": 1, "customer": "x"}])
-    message = failure(spark, kafka, topic, tmp_path, url=mysql, dbtable=table)
-    assert f"table {table} does not exist" in message and "createTable=true" in message
+    message = failure(spark, kafka, topic, tmp_path, url=mysql, dbtable=table, createTable="false")
+    assert f"table {table} does not exist" in message and "createTable=false" in message
 
 
 def test_column_type_the_dataframe_cannot_fill_is_refused(spark, kafka, mysql, records_topic, table, tmp_path):

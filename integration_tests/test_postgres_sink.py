@@ -80,10 +80,10 @@ def failure(spark, kafka, topic, tmp_path, **options) -> str:
     return str(q.exception())
 
 
-def test_missing_table_is_refused_naming_it(spark, kafka, postgres, records_topic, table, tmp_path):
+def test_missing_table_is_refused_naming_it_when_creating_is_off(spark, kafka, postgres, records_topic, table, tmp_path):
     topic = records_topic([{"id": 1, "amount": 1, "customer": "x"}])
-    message = failure(spark, kafka, topic, tmp_path, url=postgres, dbtable=table)
-    assert f"table {table} does not exist" in message and "createTable=true" in message
+    message = failure(spark, kafka, topic, tmp_path, url=postgres, dbtable=table, createTable="false")
+    assert f"table {table} does not exist" in message and "createTable=false" in message
 
 
 def test_column_type_the_dataframe_cannot_fill_is_refused(spark, kafka, postgres, records_topic, table, tmp_path):

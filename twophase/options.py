@@ -132,6 +132,12 @@ class OptionSet:
     options: tuple[Option[Any], ...]
     passthrough_prefixes: tuple[str, ...] = ()
     owner: str = "data source"
+    #: Options a user brings from another system (Spark's JDBC source, say)
+    #: that this one does not take: name -> what to do instead. Refused by
+    #: name, never mistaken for a typo, and listed in the docs.
+    refused: Mapping[str, str] = field(default_factory=dict)
+    #: Where the refused options come from, for their error ("Spark JDBC").
+    refused_from: str = ""
     _by_name: dict[str, Option[Any]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -145,6 +151,11 @@ class OptionSet:
                 continue
             if any(key.startswith(p.lower()) for p in self.passthrough_prefixes):
                 continue
+            for name, instead in self.refused.items():
+                if name.lower() == key:
+                    origin = f"a {self.refused_from} option that " if self.refused_from else ""
+                    raise OptionError(f"option '{name}' is {origin}{self.owner} does not take: "
+                                      f"{instead}")
             names = [o.name for o in self.options]
             close = difflib.get_close_matches(key, [n.lower() for n in names], n=1)
             hint = ""
@@ -177,3 +188,5 @@ class OptionSet:
         for o in self.options:
             default = "" if o.default is None else f"`{o.default}`"
             yield f"| `{o.name}` | {default} | {o.help} |"
+        for name, instead in self.refused.items():
+            yield f"| `{name}` | refused | {instead[:1].upper()}{instead[1:]}. |"

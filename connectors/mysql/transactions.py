@@ -61,6 +61,7 @@ from eoskit.connectors.mysql.dialect import (
 from eoskit.connectors.dead_letters import cut_json, dead_letter, isolate
 from eoskit.connectors.mysql.failures import lost as connection_lost
 from eoskit.connectors.mysql.literals import UnwritableValueError, statements, value_rows
+from eoskit.connectors.mysql.jdbc import JDBC
 from eoskit.connectors.mysql.plugin import BACKENDS
 from eoskit.connectors.sql import deadletter
 from eoskit.connectors.sql.refusals import Refusal
@@ -184,6 +185,9 @@ class MySQLWriter(PreparingWriter, MarkedWriter):
         conn = connect(self.sink.url) if self.xa else cached_connection(self.sink.url)
         try:
             with conn.cursor() as cursor:
+                level = self.sink.settings.isolation_level
+                if level:  # SQL's spelling of a declared choice (jdbc.ISOLATION_SQL)
+                    cursor.execute(f"SET TRANSACTION ISOLATION LEVEL {level}")
                 if self.xa:
                     cursor.execute("XA START %s", (self.txn_id,))
                 else:
@@ -481,6 +485,7 @@ class MySQLTransactions(SqlSink):
     identifier_quotes = '`"'
     DATABASE = "MySQL"
     BACKENDS = BACKENDS
+    JDBC = JDBC
 
     def __init__(self, settings: SqlSinkSettings, schema: StructType) -> None:
         self.settings = settings

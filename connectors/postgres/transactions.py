@@ -41,6 +41,7 @@ from eoskit.connectors.postgres.connection import (
 from eoskit.connectors.postgres.csv import to_copy_csv
 from eoskit.connectors.postgres.dialect import in_schema, table_sql
 from eoskit.connectors.postgres.failures import lost as connection_lost
+from eoskit.connectors.postgres.jdbc import JDBC
 from eoskit.connectors.postgres.plugin import BACKENDS
 from eoskit.connectors.sql import deadletter
 from eoskit.connectors.sql.refusals import Refusal
@@ -144,8 +145,15 @@ class PostgresWriter(PreparingWriter, MarkedWriter):
         answered nothing of this transaction exists, and the server rolls
         back the open transaction of a session that is gone."""
         conn = cached_connection(self.sink.url)
-        conn.execute("BEGIN")
+        settings = self.sink.settings
+        # The isolation level is SQL's own spelling of a declared choice
+        # (jdbc.ISOLATION_SQL), never text the user gave.
+        conn.execute(sql.SQL("BEGIN ISOLATION LEVEL {}").format(sql.SQL(settings.isolation_level))
+                     if settings.isolation_level else "BEGIN")
         conn.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(LOCK_TIMEOUT)))
+        if settings.query_timeout:
+            conn.execute(sql.SQL("SET LOCAL statement_timeout = {}").format(
+                sql.Literal(f"{settings.query_timeout}s")))
         return conn
 
     def claim(self) -> bool:
@@ -471,6 +479,7 @@ class PostgresTransactions(SqlSink):
     #: How ``dbtable`` quotes a name (read by SqlSinkSettings.parse).
     identifier_quotes = '"'
     DATABASE = "PostgreSQL"
+    JDBC = JDBC
     BACKENDS = BACKENDS
 
     def __init__(self, settings: SqlSinkSettings, schema: StructType) -> None:

@@ -55,8 +55,9 @@ class SqlPipelineSink:
 
     def __post_init__(self) -> None:
         self.options = {k: str(v) for k, v in self.options.items()}
-        self.data_source(self.all_options())  # every option check the data source makes
-        parse_url(self.url, self.backends)
+        # Every option check the data source makes; its settings hold the URL
+        # it connects with (a JDBC URL and user/password options translated).
+        self._url = parse_url(self.data_source(self.all_options()).settings.url, self.backends)
         check_output_mode(self.output_mode, self.data_source.short_name)
 
     @property
@@ -78,4 +79,4 @@ class SqlPipelineSink:
         return write_stream(df, self.data_source, self.all_options(), self.output_mode)
 
     def describe(self) -> str:
-        return f"{self.data_source.short_name} ({safe(parse_url(self.url, self.backends))} {self.dbtable})"
+        return f"{self.data_source.short_name} ({safe(self._url)} {self.dbtable})"

@@ -1,7 +1,10 @@
 """Options of the SQL sinks (PostgreSQL, MySQL/MariaDB), declared once.
 
-Names follow Spark's JDBC data source where one exists (``url``,
-``dbtable``); ``url`` is a SQLAlchemy URL rather than a JDBC one.
+Names follow Spark's JDBC data source, and its writer's options are taken
+as a job written for ``format("jdbc")`` gives them (``jdbc.py``): ``url``
+is a SQLAlchemy URL or a JDBC one, ``user``, ``password``, ``driver``,
+``createTableColumnTypes``, ... A missing table is created, as Spark's
+JDBC writer creates it (``createTable=false`` refuses one instead).
 ``dbtable`` is read as SQL, as Spark's JDBC source reads it (see
 ``identifiers.py``).
 """
@@ -10,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from eoskit.twophase.options import (
     Option,
@@ -20,12 +24,20 @@ from eoskit.twophase.options import (
     parse_str,
 )
 from eoskit.connectors.sink_options import DEAD_LETTER_SOURCE_COLUMNS, DEAD_LETTER_TABLE
+from eoskit.connectors.sql import jdbc
 from eoskit.connectors.sql.identifiers import QUOTES, IdentifierError, TableName, parse_table_name
-from eoskit.twophase.contract import CommitMode, Sink, resolve_commit_mode
+from eoskit.connectors.sql.jdbc import ColumnType
+from eoskit.twophase.contract import CommitMode, resolve_commit_mode
 from eoskit.twophase.sink_options import COMMIT_MODE, COMMON
 
+if TYPE_CHECKING:
+    from eoskit.connectors.sql.sink import SqlSink
+
 URL = Option("url", parse_str, None,
-             "SQLAlchemy URL of the database, e.g. postgresql+psycopg://user:pw@host:5432/db.",
+             "The database: a SQLAlchemy URL (`postgresql://user:pw@host:5432/db`, "
+             "`mysql://...`) or Spark's JDBC URL (`jdbc:postgresql://host:5432/db`, "
+             "`jdbc:mysql://...`, `jdbc:mariadb://...`), whose parameters are mapped to the "
+             "Python driver's or refused by name.",
              secret=True)
 DBTABLE = Option("dbtable", parse_str, None,
                  "Target table, `table` or `schema.table`, written as in SQL: a bare name is "
@@ -39,13 +51,16 @@ KEY = Option("key", parse_str, None,
 MARKER_TABLE = Option("markerTable", parse_str, "eoskit_markers",
                       "Table of the idempotent mode's progress markers, in the target's "
                       "schema; created if missing.")
-CREATE_TABLE = Option("createTable", parse_bool, False,
-                      "Create the table from the DataFrame schema if it does not exist "
-                      "(with `key` as primary key in upsert mode).")
+CREATE_TABLE = Option("createTable", parse_bool, True,
+                      "Create the table from the DataFrame schema if it does not exist, as "
+                      "Spark's JDBC writer does (with `key` as primary key in upsert mode); "
+                      "`false` refuses a missing table instead.")
 OPTIONS = OptionSet(
     (URL, DBTABLE, MODE, KEY, CREATE_TABLE, MARKER_TABLE, DEAD_LETTER_TABLE,
-     DEAD_LETTER_SOURCE_COLUMNS, *COMMON),
+     DEAD_LETTER_SOURCE_COLUMNS, *jdbc.OPTIONS, *COMMON),
     owner="this eoskit SQL sink",
+    refused=jdbc.REFUSED,
+    refused_from="Spark JDBC",
 )
 
 
@@ -62,6 +77,14 @@ class SqlSinkSettings:
     dead_letter_table: TableName | None = None
     #: ``deadLetterSourceColumns`` as given; None: the default columns.
     dead_letter_source_columns: tuple[str, ...] | None = None
+    #: ``isolationLevel`` as SQL spells it; None: the server's default.
+    isolation_level: str | None = None
+    #: ``queryTimeout`` in seconds; 0: no limit.
+    query_timeout: int = 0
+    #: ``createTableColumnTypes``: (column, type) pairs.
+    column_types: tuple[tuple[str, ColumnType], ...] = ()
+    #: ``createTableOptions`` as SQLAlchemy ``Table`` keyword arguments.
+    table_options: tuple[tuple[str, object], ...] = ()
 
     @property
     def dbtable(self) -> str:
@@ -70,13 +93,20 @@ class SqlSinkSettings:
 
     @classmethod
     def parse(cls, options: Mapping[str, str], sink_name: str,
-              sink_type: type[Sink]) -> "SqlSinkSettings":
+              sink_type: "type[SqlSink]") -> "SqlSinkSettings":
         """The options as settings; ``commitMode`` resolved against the
-        capabilities of ``sink_type``."""
+        capabilities of ``sink_type``, JDBC's options by its ``JDBC``."""
         raw = OPTIONS.normalise(options)
         url = URL.read(raw)
         if not url:
-            raise OptionError(f"{sink_name} needs the option 'url' (a SQLAlchemy URL)")
+            raise OptionError(f"{sink_name} needs the option 'url' (a SQLAlchemy or JDBC URL)")
+        dialect = sink_type.JDBC
+        jdbc.check_driver(raw, dialect)
+        query_timeout = jdbc.QUERY_TIMEOUT.read(raw)
+        url = jdbc.connection_url(url, raw, dialect, query_timeout)
+        isolation = jdbc.ISOLATION_LEVEL.read(raw)
+        column_types = jdbc.CREATE_TABLE_COLUMN_TYPES.read(raw)
+        table_options = jdbc.CREATE_TABLE_OPTIONS.read(raw)
         dbtable = DBTABLE.read(raw)
         if not dbtable:
             raise OptionError(f"{sink_name} needs the option 'dbtable'")
@@ -104,4 +134,8 @@ class SqlSinkSettings:
         return cls(url=url, table=table, mode=mode, key=key,
                    commit_mode=resolve_commit_mode(sink_type, COMMIT_MODE.read(raw)), create_table=CREATE_TABLE.read(raw),
                    marker_table=MARKER_TABLE.read(raw), dead_letter_table=dead_letter_table,
-                   dead_letter_source_columns=sources)
+                   dead_letter_source_columns=sources,
+                   isolation_level=jdbc.ISOLATION_SQL[isolation] if isolation else None,
+                   query_timeout=query_timeout,
+                   column_types=jdbc.parse_column_types(column_types) if column_types else (),
+                   table_options=dialect.table_options(table_options) if table_options else ())

@@ -22,6 +22,7 @@ from sqlalchemy.engine import URL
 
 from eoskit.connectors.sql.deadletter import DeadLetterTable, source_columns_of
 from eoskit.connectors.sql.identifiers import parse_table_name
+from eoskit.connectors.sql.jdbc import JdbcDialect
 from eoskit.connectors.sql.retry import Attempt, reconnecting
 from eoskit.connectors.sql.settings import SqlSinkSettings
 from eoskit.connectors.sql.tables import TargetTable, constraint_columns
@@ -42,10 +43,13 @@ class SqlSink(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
     """A SQL table as a sink with all three commit capabilities; picklable.
     A dialect sets ``settings``, ``schema``, ``url``, ``_target`` and
     ``_dead_letters`` (None) in its ``__init__``, names its database in
-    ``DATABASE`` and its URL backends in ``BACKENDS``."""
+    ``DATABASE``, its URL backends in ``BACKENDS`` and its JDBC mapping in
+    ``JDBC``."""
 
     DATABASE: ClassVar[str]
     BACKENDS: ClassVar[tuple[str, ...]]
+    #: How Spark's JDBC URLs and options map to this database (``sql/jdbc.py``).
+    JDBC: ClassVar[JdbcDialect]
     #: Part of a running query, whose start-up check reached the server: a
     #: lost connection is waited for in every process of the job, even one
     #: that has not talked to the server yet (``retry.reconnecting``). False

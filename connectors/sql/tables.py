@@ -25,8 +25,9 @@ import sqlalchemy as sa
 from pyspark.sql.types import StructType
 
 from eoskit.connectors.sql.identifiers import Part, TableName, ascii_lower, display
+from eoskit.connectors.sql.jdbc import table_kwargs
 from eoskit.connectors.sql.settings import SqlSinkSettings
-from eoskit.connectors.sql.types import UnsupportedTypeError, can_fill, sqlalchemy_type
+from eoskit.connectors.sql.types import UnsupportedTypeError, can_fill, declared_type, sqlalchemy_type
 from eoskit.twophase.contract import SinkError
 
 _MYSQL = ("mysql", "mariadb")
@@ -168,18 +169,42 @@ def create_table(engine: sa.Engine, settings: SqlSinkSettings, schema: StructTyp
     metadata = sa.MetaData()
     columns = []
     key, _ = match_key(settings.key, schema.fieldNames())
+    declared = _declared_types(settings, schema, key)
     for spark_field in schema.fields:
         in_key = spark_field.name in key
         try:
-            column_type = sqlalchemy_type(spark_field.dataType, key=in_key)
+            column_type = declared.get(spark_field.name) or sqlalchemy_type(spark_field.dataType, key=in_key)
         except UnsupportedTypeError as exc:
             raise SinkError(f"cannot create {settings.dbtable}: column {spark_field.name!r}: {exc}") from None
         # autoincrement=False: an integer key holds the DataFrame's values, never
         # a generated serial / AUTO_INCREMENT (which MySQL would apply to 0).
         columns.append(sa.Column(spark_field.name, column_type, primary_key=in_key,
                                  nullable=not in_key, autoincrement=False))
-    sa.Table(table_name, metadata, *columns, schema=table_schema)
+    sa.Table(table_name, metadata, *columns, schema=table_schema, **table_kwargs(settings.table_options))
     metadata.create_all(engine, checkfirst=True)
+
+
+def _declared_types(settings: SqlSinkSettings, schema: StructType,
+                    key: tuple[str, ...]) -> dict[str, sa.types.TypeEngine]:
+    """``createTableColumnTypes`` by DataFrame column, each checked to hold
+    the column's values before anything is created (Spark matches the names
+    case-insensitively, as here)."""
+    by_lower = {name.lower(): name for name in schema.fieldNames()}
+    spark_types = {f.name: f.dataType for f in schema.fields}
+    declared: dict[str, sa.types.TypeEngine] = {}
+    for column, column_type in settings.column_types:
+        name = by_lower.get(column.lower())
+        if name is None:
+            raise SinkError(f"cannot create {settings.dbtable}: option 'createTableColumnTypes' "
+                            f"names column {column!r}, which the DataFrame does not have "
+                            f"(its columns: {_names(schema.fieldNames())})")
+        declared[name] = declared_type(column_type.name, column_type.args, key=name in key)
+        if not can_fill(spark_types[name], declared[name]):
+            raise SinkError(f"cannot create {settings.dbtable}: option 'createTableColumnTypes' "
+                            f"makes column {name!r} {column_type}, which cannot hold the "
+                            f"DataFrame's {spark_types[name].simpleString()}: cast the column in "
+                            "the transform, or declare a type that holds it")
+    return declared
 
 
 def _names(names: list[str]) -> str:
@@ -253,8 +278,9 @@ def resolve_table(engine: sa.Engine, settings: SqlSinkSettings, schema: StructTy
                             f"{found.variant}{create}")
         if not settings.create_table:
             raise SinkError(
-                f"table {rules.show(found.schema, found.name)} does not exist; create it, or set "
-                "the option createTable=true to create it from the DataFrame schema"
+                f"table {rules.show(found.schema, found.name)} does not exist (the option "
+                "createTable=false refuses a missing table): create it, or leave createTable out "
+                "for the sink to create it from the DataFrame schema"
             )
         create_table(engine, settings, schema, found.schema, found.name)
         inspector = sa.inspect(engine)

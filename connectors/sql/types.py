@@ -54,6 +54,30 @@ def sqlalchemy_type(spark_type: T.DataType, key: bool = False) -> sa.types.TypeE
     raise UnsupportedTypeError(f"Spark type {spark_type.simpleString()} has no SQL column mapping")
 
 
+#: createTableColumnTypes' Spark type names (``jdbc.SPARK_TYPES``) as Spark types.
+_DECLARABLE = {
+    "boolean": T.BooleanType(), "tinyint": T.ByteType(), "smallint": T.ShortType(),
+    "int": T.IntegerType(), "bigint": T.LongType(), "float": T.FloatType(),
+    "double": T.DoubleType(), "date": T.DateType(), "timestamp": T.TimestampType(),
+    "timestamp_ntz": T.TimestampNTZType(), "string": T.StringType(), "binary": T.BinaryType(),
+}
+
+
+def declared_type(name: str, args: tuple[int, ...], key: bool = False) -> sa.types.TypeEngine:
+    """The column type for a ``createTableColumnTypes`` entry: a Spark SQL
+    type name (canonical, see ``jdbc.SPARK_TYPES``) and its numbers. CHAR
+    and VARCHAR keep their length, as Spark's JDBC writer does; DECIMAL
+    without numbers is Spark's DECIMAL(10, 0)."""
+    if name == "char":
+        return sa.CHAR(args[0])
+    if name == "varchar":
+        return sa.VARCHAR(args[0])
+    if name == "decimal":
+        precision, scale = (tuple(args) + (10, 0)[len(args):])[:2]
+        return sa.Numeric(precision, scale)
+    return sqlalchemy_type(_DECLARABLE[name], key=key)
+
+
 def _python_type(column_type: sa.types.TypeEngine) -> type | None:
     try:
         return column_type.python_type
