@@ -37,29 +37,34 @@ def packages() -> list[str]:
     return found
 
 
-def declared_formats() -> dict[str, str]:
-    """Spark format -> ``module:Class`` of its data source, read (not
-    imported: the build has no dependencies) from every ``Plugin(...)`` call
-    with literal ``format`` and ``data_source`` in a ``plugin.py``."""
-    found: dict[str, str] = {}
+def declared_formats() -> dict[str, tuple[str, str]]:
+    """Spark format -> (``module:Class`` of its data source, its pip extra),
+    read (not imported: the build has no dependencies) from every
+    ``Plugin(...)`` call with literal ``format``, ``data_source`` and
+    ``extra`` in a ``plugin.py``."""
+    found: dict[str, tuple[str, str]] = {}
     for path in sorted((ROOT / "connectors").glob("*/plugin.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Plugin":
                 given = {k.arg: k.value.value for k in node.keywords
                          if isinstance(k.value, ast.Constant) and isinstance(k.value.value, str)}
-                if "format" not in given or "data_source" not in given:
-                    raise SystemExit(f"{path}: Plugin(...) needs literal format= and data_source=")
-                found[given["format"]] = given["data_source"]
+                if not {"format", "data_source", "extra"} <= set(given):
+                    raise SystemExit(f"{path}: Plugin(...) needs literal format=, data_source= "
+                                     "and extra=")
+                found[given["format"]] = (given["data_source"], given["extra"])
     return found
 
 
-def discovery_module(fmt: str, data_source: str) -> tuple[str, str]:
-    """(file name, text) of the ``pyspark_*`` module that serves ``fmt``."""
-    module, _, name = data_source.partition(":")
+def discovery_module(fmt: str, declared: tuple[str, str]) -> tuple[str, str]:
+    """(file name, text) of the ``pyspark_*`` module that serves ``fmt``.
+    Without the connector's extra installed it serves a stand-in that says
+    what to install: Spark's discovery stops at a module it cannot import."""
+    data_source, extra = declared
     text = (f'"""Spark 4 registers ``DefaultSource`` of every installed ``pyspark_*``\n'
             f'module: this one makes ``{fmt}`` available in every session. Written by\n'
             f'eoskit\'s setup.py from the connector\'s plugin.py."""\n\n'
-            f"from {module} import {name} as DefaultSource\n\n"
+            f"from eoskit.connectors.plugins import load_data_source\n\n"
+            f"DefaultSource = load_data_source({fmt!r}, {data_source!r}, {extra!r})\n\n"
             f'__all__ = ["DefaultSource"]\n')
     return "pyspark_" + fmt.replace("-", "_") + ".py", text
 

@@ -57,6 +57,9 @@ class Plugin:
     preload: tuple[str, ...] = ()
     #: Settles in-doubt transactions by hand (two-phase sinks only).
     in_doubt: InDoubt | None = field(default=None, compare=False)
+    #: The pip extra that installs its client library (``eoskit[<extra>]``);
+    #: empty for a plug-in that brings its own.
+    extra: str = ""
     #: Which of its client library's errors mean the service is gone for now
     #: or refused us (``eoskit.connectors.failures``): the library's
     #: top-level module -> ``module:function``, imported for its errors only.
@@ -68,8 +71,58 @@ class Plugin:
         return (first, *(m for m in self.preload if m != first))
 
     def data_source_class(self) -> type:
-        module, _, name = self.data_source.partition(":")
+        return load_data_source(self.format, self.data_source, self.extra)
+
+
+def lazy_exports(exports: Mapping[str, str]) -> Callable[[str], object]:
+    """A package's module ``__getattr__`` (PEP 562) that imports each name
+    of ``exports`` (name -> module) on first use. A connector's package is
+    imported with its ``plugin.py``, which the registry loads for every
+    connector: its client library must load only when the connector is used,
+    so that a connector's extra need not be installed for the others."""
+
+    def __getattr__(name: str) -> object:
+        module = exports.get(name)
+        if module is None:
+            raise AttributeError(name)
         return getattr(importlib.import_module(module), name)
+
+    return __getattr__
+
+
+def load_data_source(format: str, data_source: str, extra: str) -> type:
+    """The data source class ``data_source`` (``module:Class``) serving
+    ``format``; a stand-in (``unavailable``) if its library is missing. The
+    ``pyspark_*`` discovery modules setup.py writes call this."""
+    module, _, name = data_source.partition(":")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except ImportError as exc:
+        if (exc.name or "eoskit").partition(".")[0] == "eoskit":
+            raise  # eoskit's own code: a bug to see, not an extra to install
+        return unavailable(format, extra, exc)
+
+
+def unavailable(format: str, extra: str, missing: ImportError) -> type:
+    """A stand-in data source for ``format`` whose library is not installed:
+    Spark's discovery of ``pyspark_*`` modules (which fails as a whole on a
+    module that cannot be imported) goes on, and a query that names the
+    format is told what to install."""
+    from pyspark.sql.datasource import DataSource
+
+    library = missing.name or str(missing)
+    install = f"pip install 'eoskit[{extra}]'" if extra else f"install {library}"
+
+    class Unavailable(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return format
+
+        def __init__(self, options: dict[str, str]) -> None:
+            raise PluginError(f"{format} needs {library}, which is not installed: {install}")
+
+    Unavailable.__qualname__ = Unavailable.__name__ = f"Unavailable_{format.replace('-', '_')}"
+    return Unavailable
 
 
 class PluginError(RuntimeError):

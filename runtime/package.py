@@ -159,16 +159,48 @@ def _text(name: str, text: str) -> tuple[tarfile.TarInfo, io.BytesIO]:
     return info, io.BytesIO(data)
 
 
+#: eoskit's extras that are not a connector's library.
+NOT_CONNECTORS = frozenset({"all", "test", "bench", "dev"})
+
+
+def installed_connector_extras() -> tuple[str, ...]:
+    """eoskit's connector extras (``kafka``, ``postgres``, ...) whose
+    libraries are all installed here: what the driver's environment can
+    run, and so what executors need."""
+    dist = metadata.distribution("eoskit")
+    found = []
+    for extra in dist.metadata.get_all("Provides-Extra") or ():
+        if normalize(extra) in NOT_CONNECTORS:
+            continue
+        needed = [name for name, _ in requirements(dist, frozenset({normalize(extra)}))
+                  if (name, _) not in requirements(dist, frozenset())]
+        try:
+            for name in needed:
+                metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        found.append(normalize(extra))
+    return tuple(sorted(found))
+
+
+def default_roots() -> tuple[str, ...]:
+    """eoskit with the connector extras installed here."""
+    extras = installed_connector_extras()
+    return (f"eoskit[{','.join(extras)}]" if extras else "eoskit",)
+
+
 def base_python() -> str:
     """The interpreter behind the running one (a virtualenv's base)."""
     return os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
 
 
 def pack(output: str | os.PathLike[str], extra: Iterable[str] = (), python: str | None = None,
-         compresslevel: int = 1, roots: Iterable[str] = ("eoskit",)) -> Packed:
+         compresslevel: int = 1, roots: Iterable[str] | None = None) -> Packed:
     """Write the archive (see the module doc); gzip level 1 by default: a
     few seconds for the few hundred MB of pyarrow, pandas and friends.
-    ``roots`` are what is packed besides ``extra`` (eoskit)."""
+    ``roots`` are what is packed besides ``extra``: by default eoskit with
+    every connector extra installed here (``default_roots``)."""
+    roots = default_roots() if roots is None else roots
     python = python or base_python()
     if not os.path.isabs(python):
         raise PackageError(f"--python {python!r} must be an absolute path (the interpreter's "

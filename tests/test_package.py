@@ -21,13 +21,23 @@ def _names(dists) -> set[str]:
 
 
 def test_closure_follows_requirements_and_extras_and_leaves_out_pyspark():
-    names = _names(closure(["eoskit"]))
+    names = _names(closure(["eoskit[kafka,postgres,mysql]"]))
     # eoskit's requirements, and theirs (pandas -> numpy), and an extra's (psycopg[binary]).
     assert {"eoskit", "pyarrow", "pandas", "numpy", "confluent-kafka", "psycopg", "psycopg-binary",
             "sqlalchemy", "fsspec", "pymysql"} <= names, names
     # The nodes' Spark provides PySpark; eoskit's test extra is not asked for.
     assert not names & {"pyspark", "py4j", "pytest", "moto", "pip"}, names
     assert "pyspark" in _names(closure(["eoskit", "pyspark"]))
+    # eoskit alone is the runtime, without any connector's library.
+    assert not _names(closure(["eoskit"])) & {"confluent-kafka", "psycopg", "pymysql", "sqlalchemy"}
+
+
+def test_the_archive_packs_the_connectors_installed_here():
+    from eoskit.runtime.package import default_roots, installed_connector_extras
+
+    # This environment has every connector's extra (eoskit[test] asks for all).
+    assert installed_connector_extras() == ("files", "kafka", "mysql", "postgres", "s3")
+    assert default_roots() == ("eoskit[files,kafka,mysql,postgres,s3]",)
 
 
 def test_requirement_markers_are_applied():

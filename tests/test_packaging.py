@@ -73,3 +73,104 @@ def test_spark_helper_processes_import_the_installed_pyspark_not_the_zip():
     module_file, zip_still_on_path = result.stdout.split()
     assert Path(module_file) == Path(pyspark.__file__)
     assert zip_still_on_path == "False"
+
+
+# -- one extra per connector ----------------------------------------------------------
+
+#: Each connector's client libraries, by the import name a missing one raises.
+DRIVERS = ("psycopg", "pymysql", "sqlalchemy", "confluent_kafka")
+
+_WITHOUT = """
+import importlib.abc, sys
+
+class Missing(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in {missing!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+        return None
+
+sys.meta_path.insert(0, Missing())
+"""
+
+
+def _run_without(missing: tuple[str, ...], code: str) -> str:
+    """``code`` in a fresh interpreter where ``missing`` cannot be imported,
+    as in an installation without their extras."""
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-c", _WITHOUT.format(missing=missing) + code],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_a_kafka_only_installation_loads_the_registry_the_cli_and_the_kafka_connector():
+    out = _run_without(("psycopg", "pymysql", "sqlalchemy"), """
+from eoskit.connectors.plugins import plugins, by_format
+print(sorted(p.format for p in plugins()))
+print(by_format("eoskit-kafka").data_source_class().__name__)
+import eoskit.runtime.cli, eoskit.connectors.kafka.source, eoskit.connectors.kafka
+print(eoskit.connectors.kafka.KafkaSink.__name__)
+print(sorted(m for m in sys.modules if m.partition(".")[0] in ("psycopg", "pymysql", "sqlalchemy")))
+""")
+    formats, source, sink, loaded = out.splitlines()
+    assert formats == "['eoskit-json', 'eoskit-kafka', 'eoskit-mysql', 'eoskit-parquet', 'eoskit-postgres']"
+    assert (source, sink, loaded) == ("KafkaDataSource", "KafkaSink", "[]")
+
+
+@pytest.mark.parametrize("fmt, extra, missing", [
+    ("eoskit-postgres", "postgres", ("psycopg",)),
+    ("eoskit-mysql", "mysql", ("pymysql",)),
+    ("eoskit-kafka", "kafka", ("confluent_kafka",)),
+])
+def test_a_format_whose_extra_is_missing_says_what_to_install(fmt, extra, missing):
+    """Spark imports every pyspark_* module to discover data sources, and one
+    that fails to import fails the discovery of all: the module stands in
+    with a data source that names the extra when a query uses it."""
+    out = _run_without(missing, f"""
+import importlib
+from pyspark.sql.datasource import DataSource
+source = importlib.import_module("pyspark_" + {fmt!r}.replace("-", "_")).DefaultSource
+print(issubclass(source, DataSource), source.name())
+try:
+    source({{}})
+except Exception as exc:
+    print(type(exc).__name__, exc)
+""")
+    found, error = out.splitlines()
+    assert found == f"True {fmt}"
+    assert error.startswith("PluginError ") and f"pip install 'eoskit[{extra}]'" in error
+    assert missing[0] in error
+
+
+def test_every_connector_s_libraries_are_in_its_extra():
+    """The third-party modules each connector folder imports are installed
+    by the core dependencies or by that connector's extra."""
+    import ast
+    import re
+    import sys
+    import tomllib
+    from importlib.metadata import packages_distributions
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    names = lambda reqs: {re.split(r"[\[<>=; ]", r)[0].lower().replace("_", "-") for r in reqs}  # noqa: E731
+    core = names(project["dependencies"])
+    extras = {k: names(v) for k, v in project["optional-dependencies"].items()}
+    distributions = packages_distributions()
+    for plugin in sorted((ROOT / "connectors").glob("*/plugin.py")):
+        folder = plugin.parent
+        extra = re.search(r'extra="(\w+)"', plugin.read_text())[1]
+        needed = set()
+        for path in folder.rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                modules = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                           else [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0
+                           else [])
+                for module in modules:
+                    top = module.partition(".")[0]
+                    if top in sys.stdlib_module_names or top in ("eoskit", "pyspark"):
+                        continue
+                    needed |= {d.lower().replace("_", "-") for d in distributions.get(top, [top])}
+        missing = needed - core - extras[extra]
+        assert not missing, f"connectors/{folder.name} imports {sorted(missing)}, not in eoskit[{extra}]"

@@ -23,11 +23,13 @@ def _in_doubt(kind: str, target: str, options: Mapping[str, str]):
 PLUGIN = (
     Plugin(
         format="eoskit-parquet",
+        extra="files",
         data_source="eoskit.connectors.files.datasource:ParquetDataSource",
         in_doubt=_in_doubt,
     ),
     Plugin(
         format="eoskit-json",
+        extra="files",
         data_source="eoskit.connectors.files.datasource:JsonDataSource",
     ),
 )

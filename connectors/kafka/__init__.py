@@ -1,8 +1,15 @@
 """Kafka, both ways: ``format("eoskit-kafka")`` reads (the replayable source)
-and writes (the transactional sink), as Spark's ``kafka`` format does."""
+and writes (the transactional sink), as Spark's ``kafka`` format does.
 
-from eoskit.connectors.kafka.pipeline_sink import KafkaSink
-from eoskit.connectors.kafka.pipeline_source import KafkaSource
-from eoskit.connectors.kafka.source import SHORT_NAME, KafkaDataSource
+Its names load on first use (``eoskit[kafka]`` installs confluent-kafka):
+the plug-in registry imports this package with ``plugin.py``."""
+
+from eoskit.connectors.plugins import lazy_exports
 
 __all__ = ["SHORT_NAME", "KafkaDataSource", "KafkaSink", "KafkaSource"]
+__getattr__ = lazy_exports({
+    "SHORT_NAME": "eoskit.connectors.kafka.source",
+    "KafkaDataSource": "eoskit.connectors.kafka.source",
+    "KafkaSink": "eoskit.connectors.kafka.pipeline_sink",
+    "KafkaSource": "eoskit.connectors.kafka.pipeline_source",
+})

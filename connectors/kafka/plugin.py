@@ -6,6 +6,7 @@ from eoskit.connectors.plugins import Plugin
 
 PLUGIN = Plugin(
     format="eoskit-kafka",
+    extra="kafka",
     data_source="eoskit.connectors.kafka.source:KafkaDataSource",
     failures={"confluent_kafka": "eoskit.connectors.kafka.failures:classify",
               "cimpl": "eoskit.connectors.kafka.failures:classify"},  # KafkaException's own module

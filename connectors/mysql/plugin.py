@@ -14,6 +14,7 @@ BACKENDS = ("mysql", "mariadb")
 
 PLUGIN = Plugin(
     format="eoskit-mysql",
+    extra="mysql",
     data_source="eoskit.connectors.mysql.datasource:MySQLDataSource",
     in_doubt=in_doubt_for("eoskit.connectors.mysql.transactions:MySQLTransactions", BACKENDS),
     failures={"pymysql": "eoskit.connectors.mysql.failures:classify"},

@@ -1,4 +1,8 @@
-"""SQLAlchemy URLs: parsed once, shown without their password."""
+"""SQLAlchemy URLs: parsed once, shown without their password.
+
+SQLAlchemy is imported where a URL is parsed, not with this module: the
+SQL sinks' ``plugin.py`` imports ``in_doubt_for`` from here, and the plug-in
+registry must load without the SQL sinks' extras installed."""
 
 from __future__ import annotations
 
@@ -6,13 +10,18 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError
+from typing import TYPE_CHECKING
 
 from eoskit.twophase.options import OptionError
 
+if TYPE_CHECKING:
+    from sqlalchemy.engine import URL
 
-def parse_url(text: str, allowed_backends: tuple[str, ...]) -> URL:
+
+def parse_url(text: str, allowed_backends: tuple[str, ...]) -> "URL":
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
     try:
         url = make_url(text)
     except ArgumentError:
@@ -27,7 +36,7 @@ def parse_url(text: str, allowed_backends: tuple[str, ...]) -> URL:
     return url
 
 
-def safe(url: URL) -> str:
+def safe(url: "URL") -> str:
     """The URL as it may appear in logs and errors."""
     return url.render_as_string(hide_password=True)
 
@@ -50,6 +59,9 @@ def owns_url(kind: str, target: str, backends: tuple[str, ...]) -> bool:
     """Is ``target`` a database URL of one of ``backends`` (for ``eoskit txn``)?"""
     if kind != "url":
         return False
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
     try:
         return make_url(target).get_backend_name() in backends
     except ArgumentError:
