@@ -108,7 +108,7 @@ def test_mysql_and_mariadb_jdbc_urls():
 
 def test_mysql_parameters_that_would_unpin_the_session_or_weaken_tls_are_refused():
     assert "'sessionVariables'" in refused(my, url="jdbc:mysql://h/db?sessionVariables=sql_mode=''")
-    assert "ssl_ca" in refused(my, url="jdbc:mysql://h/db?useSSL=true")
+    assert "VERIFY_CA" in refused(my, url="jdbc:mysql://h/db?useSSL=true")
     assert "UTC" in refused(my, url="jdbc:mysql://h/db?serverTimezone=Europe/Paris")
     assert "UTF-8" in refused(my, url="jdbc:mysql://h/db?characterEncoding=gbk")
 
@@ -201,3 +201,31 @@ def test_table_options_outside_the_grammar_are_refused(parse, text):
     with pytest.raises(OptionError) as err:
         parse(url="postgresql://h/db" if parse is pg else "mysql://u@h/db", createTableOptions=text)
     assert "createTableOptions" in str(err.value)
+
+
+def test_mysql_verifying_ssl_modes_map_to_pymysql_s_and_the_others_are_refused():
+    url = make_url(my(url="jdbc:mariadb://h/db?sslMode=verify-full&serverSslCert=/ca.pem").url)
+    assert dict(url.query) == {"ssl_verify_cert": "true", "ssl_verify_identity": "true",
+                               "ssl_ca": "/ca.pem"}
+    mysql_check_url(url)
+    for mode in ("REQUIRED", "PREFERRED", "trust"):
+        assert "VERIFY_CA" in refused(my, url=f"jdbc:mysql://h/db?sslMode={mode}")
+
+
+def test_mariadb_s_semicolon_parameters():
+    url = make_url(my(url=f"jdbc:mariadb://h:3306/db;user=u;password={SECRET}").url)
+    assert (url.database, url.username, url.password) == ("db", "u", SECRET)
+
+
+def test_table_comment_is_sqlalchemy_s_escaped_comment():
+    settings = my(url="mysql://u@h/db", tableComment="it's; DROP TABLE t")
+    assert "COMMENT='it''s; DROP TABLE t'" in ddl(settings, mysql_dialect.dialect())
+    assert "give it once" in refused(my, url="mysql://u@h/db", tableComment="a", createTableOptions="COMMENT='b'")
+
+
+def test_the_pipeline_component_takes_url_and_dbtable_once():
+    from eoskit.connectors.postgres import PostgresSink
+
+    with pytest.raises(OptionError) as err:
+        PostgresSink("postgresql://u@h/db", "t", {"dbtable": "other"})
+    assert "option 'dbtable' is given twice" in str(err.value)

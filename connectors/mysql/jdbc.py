@@ -29,15 +29,28 @@ def _use_ssl(value: str) -> dict[str, str]:
     raise OptionError(_TLS)
 
 
+#: sslMode (Connector/J's and MariaDB's spellings) -> PyMySQL's keys. The
+#: modes that encrypt without verifying the server (REQUIRED, PREFERRED,
+#: trust) are refused: PyMySQL encrypts only to verify.
+_SSL_MODES = {
+    "DISABLED": {"ssl_disabled": "true"}, "DISABLE": {"ssl_disabled": "true"},
+    "VERIFY_CA": {"ssl_verify_cert": "true"}, "VERIFY-CA": {"ssl_verify_cert": "true"},
+    "VERIFY_IDENTITY": {"ssl_verify_cert": "true", "ssl_verify_identity": "true"},
+    "VERIFY-FULL": {"ssl_verify_cert": "true", "ssl_verify_identity": "true"},
+}
+
+
 def _ssl_mode(value: str) -> dict[str, str]:
-    if value.strip().upper() in ("DISABLED", "DISABLE"):
-        return {"ssl_disabled": "true"}
-    raise OptionError(_TLS)
+    mapped = _SSL_MODES.get(value.strip().upper())
+    if mapped is None:
+        raise OptionError(_TLS)
+    return mapped
 
 
-_TLS = ("option 'url': TLS from a JDBC URL parameter (useSSL, sslMode) is refused here: "
-        "PyMySQL encrypts only with a CA to verify the server against; give a SQLAlchemy "
-        "URL with ssl_ca=<PEM file> (and ssl_verify_identity=true)")
+_TLS = ("option 'url': the JDBC URL asks for TLS without verifying the server (useSSL=true, "
+        "sslMode REQUIRED, PREFERRED or trust), which PyMySQL does not do: use sslMode=VERIFY_CA "
+        "or VERIFY_IDENTITY (with serverSslCert=<CA PEM file> unless the system's CAs sign "
+        "the server's certificate)")
 _UTC = ("UTC", "GMT", "Z", "+00:00", "ETC/UTC")
 
 

@@ -12,6 +12,7 @@ from pyspark.sql.types import StructType
 
 from eoskit.connectors.output_modes import check_output_mode, write_stream
 from eoskit.connectors.sql.settings import SqlSinkSettings
+from eoskit.twophase.options import OptionError
 from eoskit.connectors.sql.urls import parse_url, safe
 from eoskit.twophase.adapter import TransactionalDataSource
 from eoskit.twophase.contract import CommitMode, Sink
@@ -55,6 +56,10 @@ class SqlPipelineSink:
 
     def __post_init__(self) -> None:
         self.options = {k: str(v) for k, v in self.options.items()}
+        for given in ("url", "dbtable"):
+            if any(k.lower() == given for k in self.options):
+                raise OptionError(f"option '{given}' is given twice: as the sink's {given} "
+                                  "argument and in its options; give it once")
         # Every option check the data source makes; its settings hold the URL
         # it connects with (a JDBC URL and user/password options translated).
         self._url = parse_url(self.data_source(self.all_options()).settings.url, self.backends)

@@ -82,6 +82,10 @@ CREATE_TABLE_COLUMN_TYPES = Option(
     "`name CHAR(64), comments VARCHAR(1024)`; each a Spark SQL type (BOOLEAN, TINYINT, "
     "SMALLINT, INT, BIGINT, FLOAT, DOUBLE, DECIMAL(p,s), DATE, TIMESTAMP, TIMESTAMP_NTZ, "
     "STRING, BINARY, CHAR(n), VARCHAR(n)) of a column the DataFrame has.")
+TABLE_COMMENT = Option(
+    "tableComment", parse_str, None,
+    "A comment on a table the sink creates, as Spark's JDBC writer sets it (sent as a "
+    "bound string, escaped by SQLAlchemy).")
 CREATE_TABLE_OPTIONS = Option(
     "createTableOptions", parse_str, None,
     "Table options appended to the CREATE TABLE of a table the sink creates, as in Spark. "
@@ -91,7 +95,7 @@ CREATE_TABLE_OPTIONS = Option(
     "else is refused: create the table yourself.")
 
 OPTIONS = (USER, PASSWORD, DRIVER, BATCHSIZE, ISOLATION_LEVEL, QUERY_TIMEOUT,
-           CREATE_TABLE_COLUMN_TYPES, CREATE_TABLE_OPTIONS)
+           CREATE_TABLE_COLUMN_TYPES, CREATE_TABLE_OPTIONS, TABLE_COMMENT)
 
 _READER = ("an option of Spark's JDBC reader; eoskit's SQL sinks only write: "
            "remove it")
@@ -107,14 +111,14 @@ REFUSED: Mapping[str, str] = {
                      "the connections, repartition the DataFrame before writing "
                      "(df.coalesce(n)), and remove it",
     "sessionInitStatement": "the sink sets up its sessions itself and pins what its "
-                            "statements rely on (character set, time zone, sql_mode): "
-                            "give PostgreSQL settings in the URL (options=-c name=value), "
-                            "and remove it",
+                            "statements rely on (character set, time zone, sql_mode); "
+                            "PostgreSQL session settings can go in the URL "
+                            "(options=-c name=value): remove it",
     "query": _READER, "prepareQuery": _READER, "partitionColumn": _READER,
     "lowerBound": _READER, "upperBound": _READER, "fetchsize": _READER,
     "customSchema": _READER, "pushDownPredicate": _READER, "pushDownAggregate": _READER,
     "pushDownLimit": _READER, "pushDownOffset": _READER, "pushDownTableSample": _READER,
-    "preferTimestampNTZ": _READER,
+    "preferTimestampNTZ": _READER, "hint": _READER,
     "keytab": _KERBEROS, "principal": _KERBEROS, "refreshKrb5Config": _KERBEROS,
     "connectionProvider": "the sinks connect through their Python drivers, not a JDBC "
                           "connection provider: remove it",
@@ -166,6 +170,8 @@ class JdbcDialect:
             raise OptionError(f"option 'url': a JDBC URL for the {self.database} sink starts "
                               f"with {schemes} (host:port/database?parameters)")
         location, _, query = rest.partition("?")
+        if not query and ";" in location:  # host/db;name=value;... (MariaDB's form)
+            location, _, query = location.partition(";")
         netloc, _, database = location.partition("/")
         username = password = None
         if "@" in netloc:

@@ -106,7 +106,6 @@ class SqlSinkSettings:
         url = jdbc.connection_url(url, raw, dialect, query_timeout)
         isolation = jdbc.ISOLATION_LEVEL.read(raw)
         column_types = jdbc.CREATE_TABLE_COLUMN_TYPES.read(raw)
-        table_options = jdbc.CREATE_TABLE_OPTIONS.read(raw)
         dbtable = DBTABLE.read(raw)
         if not dbtable:
             raise OptionError(f"{sink_name} needs the option 'dbtable'")
@@ -138,4 +137,17 @@ class SqlSinkSettings:
                    isolation_level=jdbc.ISOLATION_SQL[isolation] if isolation else None,
                    query_timeout=query_timeout,
                    column_types=jdbc.parse_column_types(column_types) if column_types else (),
-                   table_options=dialect.table_options(table_options) if table_options else ())
+                   table_options=_table_options(raw, dialect))
+
+
+def _table_options(raw: Mapping[str, str], dialect: jdbc.JdbcDialect) -> tuple[tuple[str, object], ...]:
+    """``createTableOptions`` by the dialect's grammar, and ``tableComment``."""
+    text = jdbc.CREATE_TABLE_OPTIONS.read(raw)
+    options = dict(dialect.table_options(text) if text else ())
+    comment = jdbc.TABLE_COMMENT.read(raw)
+    if comment is not None:
+        if "comment" in options:
+            raise OptionError("options 'tableComment' and 'createTableOptions' both give the "
+                              "table's comment: give it once")
+        options["comment"] = comment
+    return tuple(options.items())

@@ -272,10 +272,8 @@ def resolve_table(engine: sa.Engine, settings: SqlSinkSettings, schema: StructTy
     found = _lookup(inspector, rules, settings.table)
     if not found.exists:
         if found.variant:
-            create = (f", or quote the name ({rules.quote}{found.name}{rules.quote}) to create "
-                      "a new table" if settings.create_table else "")
             raise SinkError(f"table {rules.show(found.schema, found.name)} does not exist; "
-                            f"{found.variant}{create}")
+                            f"{found.variant}")
         if not settings.create_table:
             raise SinkError(
                 f"table {rules.show(found.schema, found.name)} does not exist (the option "
