@@ -4,6 +4,7 @@ code, no trace)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -97,6 +98,13 @@ def test_run_until_caught_up_prints_progress_and_summary(
     for warning in UNACTIONABLE:
         assert warning not in result.stderr, result.stderr[-3000:]
     assert values(spark, tmp_path / "out") == list(range(60))
+    # The run kept its status beside the checkpoint: eoskit status reads it.
+    status = subprocess.run(eoskit_cmd() + ["status", "--checkpoint-dir", str(tmp_path / "ck"), "--json"],
+                            capture_output=True, text=True, timeout=60)
+    assert status.returncode == 0, status.stderr
+    shown = json.loads(status.stdout)
+    assert (shown["state"], shown["job"], shown["batches"], shown["last_batch"], shown["live"]) == (
+        "finished", "cli_test", 3, 2, False)
 
 
 def test_sigterm_stops_at_a_batch_boundary_and_restart_continues(
@@ -115,6 +123,13 @@ def test_sigterm_stops_at_a_batch_boundary_and_restart_continues(
         lines.append(line)
         if "[cli_test] batch 1:" in line:
             break
+    # While it runs: eoskit list names it, eoskit status says it is running.
+    listed = subprocess.run(eoskit_cmd() + ["list", "--json"], capture_output=True, text=True,
+                            timeout=60, env=env)
+    assert any(r["pid"] == proc.pid and r["job"] == "cli_test" for r in json.loads(listed.stdout)), listed.stdout
+    status = subprocess.run(eoskit_cmd() + ["status", "--checkpoint-dir", str(tmp_path / "ck")],
+                            capture_output=True, text=True, timeout=60)
+    assert status.stdout.startswith("job cli_test on ") and ": running (pid " in status.stdout, status.stdout
     proc.send_signal(signal.SIGTERM)
     _, rest = proc.communicate(timeout=120)
     lines.append(rest)

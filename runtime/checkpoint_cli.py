@@ -91,6 +91,45 @@ def storage_options(items: Sequence[str] | None) -> dict[str, dict[str, Any]]:
     return out
 
 
+def add_conf(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--conf KEY=VALUE`` (repeatable), as spark-submit takes it."""
+    parser.add_argument("--conf", action="append", metavar="KEY=VALUE", help=help + " (repeatable)")
+
+
+def spark_conf(items: Sequence[str] | None) -> dict[str, str]:
+    """``--conf`` items as a Spark conf; a usage error names a bad one."""
+    from eoskit.runtime.cli_errors import UsageError
+
+    conf: dict[str, str] = {}
+    for item in items or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--conf {key.strip() or item!r}: expected KEY=VALUE, e.g. "
+                             "spark.executor.memory=4g")
+        conf[key.strip()] = value
+    return conf
+
+
+def add_checkpoint_dir(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--checkpoint-dir DIR``, as every verb names the checkpoint. A bare
+    DIR, as ``checkpoint`` and ``state`` took it before, is still read but no
+    longer shown."""
+    parser.add_argument("--checkpoint-dir", metavar="DIR", help=help + " (required)")
+    parser.add_argument("dir", nargs="?", metavar="DIR", help=argparse.SUPPRESS)
+
+
+def checkpoint_dir(args: argparse.Namespace) -> str:
+    """The checkpoint ``add_checkpoint_dir`` read (a usage error without one)."""
+    from eoskit.runtime.cli_errors import UsageError
+
+    given = [d for d in (args.checkpoint_dir, args.dir) if d]
+    if not given:
+        raise UsageError("the checkpoint is missing: give --checkpoint-dir DIR")
+    if len(set(given)) > 1:
+        raise UsageError("two checkpoints given (--checkpoint-dir and a bare DIR): give one")
+    return given[0]
+
+
 def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     parser.add_argument(
@@ -108,7 +147,7 @@ def sink_cell(decision: str, has_decisions: bool) -> str:
 def _list(args: argparse.Namespace) -> int:
     from eoskit.runtime.checkpoints import Checkpoint
 
-    checkpoint = Checkpoint(args.dir, storage_options(args.storage_option))
+    checkpoint = Checkpoint(checkpoint_dir(args), storage_options(args.storage_option))
     batches, sinks = checkpoint.batches(), checkpoint.sinks()
     if args.json:
         print(json.dumps({"checkpoint": checkpoint.url, "queryId": checkpoint.query_id(),
@@ -136,7 +175,7 @@ def _list(args: argparse.Namespace) -> int:
 def _inspect(args: argparse.Namespace) -> int:
     from eoskit.runtime.checkpoints import Checkpoint, CheckpointError
 
-    checkpoint = Checkpoint(args.dir, storage_options(args.storage_option))
+    checkpoint = Checkpoint(checkpoint_dir(args), storage_options(args.storage_option))
     retained, latest = checkpoint.batch_ids(), checkpoint.latest_committed()
     number = args.batch if args.batch is not None else latest if latest is not None else (
         retained[-1] if retained else None)
@@ -180,8 +219,7 @@ def register_cli(commands: Any) -> None:
     listing = sub.add_parser("list", help="retained batches: id, time, end offsets, committed, sink decisions")
     inspect = sub.add_parser("inspect", help="one batch in detail, with the sinks and the state operators")
     for parser in (listing, inspect):
-        parser.add_argument("dir", metavar="DIR",
-                            help="the checkpoint location (local path, file:, s3a://, any fsspec URL)")
+        add_checkpoint_dir(parser, "the checkpoint location (local path, file:, s3a://, any fsspec URL)")
         add_common(parser)
     inspect.add_argument("--batch", type=int, metavar="N",
                          help="the batch to show (default: the latest committed)")

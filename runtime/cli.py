@@ -21,8 +21,13 @@ def _run(args: argparse.Namespace) -> int:
     from eoskit.runtime.listeners import PrometheusMetrics, StatusFile
     from eoskit.runtime.settings import from_flags
 
+    from eoskit.runtime.checkpoint_cli import spark_conf
+
+    conf = spark_conf(args.conf)  # a bad --conf is refused before the job file runs
+    if args.master:
+        conf["spark.master"] = args.master
     pipeline = load_pipeline(args.job)
-    spark = get_session(pipeline.name, pipeline.spark_conf)
+    spark = get_session(pipeline.name, {**pipeline.spark_conf, **conf})
     if not is_verbose(args):
         quiet_failure_logs(spark)  # the failure's root cause is our one line
     listeners = ([PrometheusMetrics(args.metrics_port, args.metrics_host)] if args.metrics_port else []) + \
@@ -95,8 +100,15 @@ def build_parser() -> argparse.ArgumentParser:
                      "machine only), 0.0.0.0 for every interface (a Prometheus in another "
                      "pod or host), or one interface's address")
     run.add_argument("--status-file", metavar="PATH",
-                     help="keep the run's state in this JSON file, replaced at every event")
+                     help="also keep the run's state in this JSON file, replaced at every event "
+                     "(every run keeps it beside its checkpoint: eoskit status)")
+    run.add_argument("--master", metavar="URL",
+                     help="Spark's master (spark.master), as spark-submit takes it: local[4], "
+                     "spark://host:7077, ...; over the job's spark_conf")
+    from eoskit.runtime.checkpoint_cli import add_conf
     from eoskit.runtime.settings import add_flags
+
+    add_conf(run, "a Spark setting, as spark-submit takes it, over the job's spark_conf")
 
     add_flags(run)
     run.set_defaults(func=guarded("run", _run))
@@ -127,12 +139,14 @@ def build_parser() -> argparse.ArgumentParser:
     from eoskit.runtime.checkpoint_cli import register_cli as register_checkpoint_cli
     from eoskit.runtime.savepoint_cli import register_cli as register_savepoint_cli
     from eoskit.runtime.state_cli import register_cli as register_state_cli
+    from eoskit.runtime.status_cli import register_cli as register_status_cli
 
     register_cli(commands)
     register_txn_cli(commands)
     register_checkpoint_cli(commands)
     register_savepoint_cli(commands)
     register_state_cli(commands)
+    register_status_cli(commands)
     add_verbose(parser)
     return parser
 

@@ -35,6 +35,7 @@ from eoskit.twophase.decision_log import fs_path
 from eoskit.twophase.identity import RUN_RECORD, qualified_location
 
 _RUN = posixpath.basename(RUN_RECORD)
+_STATUS = "status.json"
 HEARTBEAT_S = 2.0
 STALE_AFTER_S = 15.0
 
@@ -107,6 +108,19 @@ class ControlDir:
         record.beat()
         return record
 
+    # -- the run's status (listeners.CheckpointStatus) ---------------------
+
+    def write_status(self, state: dict[str, Any]) -> None:
+        self._write(_STATUS, state)
+
+    def status(self) -> dict[str, Any] | None:
+        """The last status a run wrote here, or None."""
+        return self._read(_STATUS)
+
+    def last_run(self) -> dict[str, Any] | None:
+        """The run record, live or not (a run that was killed leaves it)."""
+        return self._read(_RUN)
+
     # -- requests and answers ---------------------------------------------
 
     def send(self, kind: str, target: str | None = None) -> Request:
@@ -178,3 +192,54 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return pid > 0
+
+
+class LocalRuns:
+    """The jobs ``eoskit run`` runs on this machine, for ``eoskit list``: one
+    small file per run (``<pid>.json``: its checkpoint, job, start) under
+    ``~/.cache/eoskit/runs``, removed when the run ends; a run killed
+    without its cleanup leaves one, which is dropped once its pid is gone."""
+
+    def __init__(self, root: str | None = None) -> None:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        self.root = root or os.environ.get("EOSKIT_RUNS_DIR") or os.path.join(base, "eoskit", "runs")
+
+    def add(self, checkpoint: str, job: str) -> str:
+        os.makedirs(self.root, exist_ok=True)
+        path = os.path.join(self.root, f"{os.getpid()}.json")
+        temporary = f"{path}.tmp"
+        with open(temporary, "w") as handle:
+            json.dump({"pid": os.getpid(), "checkpoint": checkpoint, "job": job,
+                       "started": time.time()}, handle)
+        os.replace(temporary, path)
+        return path
+
+    @staticmethod
+    def remove(path: str) -> None:
+        try:
+            os.remove(path)
+        except FileNotFoundError:
+            pass
+
+    def running(self) -> list[dict[str, Any]]:
+        """The runs whose process is alive, oldest first; the others' files removed."""
+        found = []
+        try:
+            names = sorted(os.listdir(self.root))
+        except FileNotFoundError:
+            return []
+        for name in names:
+            if not name.endswith(".json"):
+                continue
+            path = os.path.join(self.root, name)
+            try:
+                with open(path) as handle:
+                    run = json.load(handle)
+            except (OSError, json.JSONDecodeError):
+                continue
+            if _pid_alive(int(run.get("pid", -1))):
+                found.append(run)
+            else:
+                self.remove(path)
+        return sorted(found, key=lambda r: r.get("started", 0))
+

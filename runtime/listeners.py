@@ -117,7 +117,8 @@ class _SparkListener(StreamingQueryListener):
 
 
 class StatusFile(RunListener):
-    """The run's state as JSON, replaced atomically at every event."""
+    """The run's state as JSON, replaced atomically at every event
+    (``eoskit run --status-file``)."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -132,11 +133,17 @@ class StatusFile(RunListener):
             json.dump(self.state, handle, sort_keys=True)
         os.replace(temporary, self.path)
 
+
     def on_start(self, job: str, checkpoint: str) -> None:
         self.state.update(job=job, checkpoint=checkpoint, state="running", pid=os.getpid())
         self._write()
 
     def on_progress(self, progress: dict[str, Any]) -> None:
+        self._count(progress)
+        self._write()
+
+    def _count(self, progress: dict[str, Any]) -> None:
+        """The batch's progress into the state."""
         from eoskit.runtime.progress import lag_per_partition
 
         lag = lag_per_partition(progress)
@@ -147,7 +154,6 @@ class StatusFile(RunListener):
             processed_rows_per_second=progress.get("processedRowsPerSecond"),
             batch_ms=(progress.get("durationMs") or {}).get("triggerExecution"),
             lag=lag, total_lag=sum(lag.values()) if lag else None)
-        self._write()
 
     def on_restart(self, count: int, cause: str, delay: float) -> None:
         self.state.update(state="restarting", restarts=count, last_failure=cause)
@@ -167,6 +173,30 @@ class StatusFile(RunListener):
     def on_end(self, failed: str | None) -> None:
         self.state.update(state="failed" if failed else "finished", failure=failed)
         self._write()
+
+
+class CheckpointStatus(StatusFile):
+    """The same state kept beside the checkpoint (``eoskit/control/status.json``,
+    on any file system the checkpoint is on), for ``eoskit status`` and
+    ``eoskit list``. Every run writes it. Progress is written at most every
+    ``EVERY_S`` seconds (a store such as S3 pays a request per write); a
+    change of state (start, restart, savepoint, end) at once."""
+
+    EVERY_S = 1.0
+
+    def __init__(self, control: Any) -> None:
+        super().__init__("")
+        self.control = control
+        self._last = 0.0
+
+    def _write(self) -> None:
+        self.state["updated"] = self._last = time.time()
+        self.control.write_status(self.state)
+
+    def on_progress(self, progress: dict[str, Any]) -> None:
+        self._count(progress)
+        if time.time() - self._last >= self.EVERY_S:
+            self._write()
 
 
 class PrometheusMetrics(RunListener):

@@ -39,10 +39,10 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from eoskit.runtime import fingerprint
-from eoskit.runtime.control import ControlDir, Request
+from eoskit.runtime.control import ControlDir, LocalRuns, Request
 from eoskit.runtime.executors import ExecutorCheckError
 from eoskit.runtime.failures import Failure, classify
-from eoskit.runtime.listeners import Listeners, RunListener
+from eoskit.runtime.listeners import CheckpointStatus, Listeners, RunListener
 from eoskit.runtime.progress import ProgressPrinter, RunSummary
 from eoskit.runtime.settings import JobSettings
 from eoskit.runtime.signals import StopRequest
@@ -92,8 +92,9 @@ class Runner:
         self.from_savepoint = from_savepoint
         self.allow_non_restored_state = allow_non_restored_state
         self.printer = ProgressPrinter(pipeline.name, out, bar=until_caught_up)
-        self.listeners = Listeners(self.printer, *listeners)
         self.control = ControlDir(checkpoint)
+        # Every run keeps its status beside the checkpoint (eoskit status, eoskit list).
+        self.listeners = Listeners(self.printer, CheckpointStatus(self.control), *listeners)
         self.stop = StopRequest()
         self.stop_savepoint: Request | None = None
         self.started_at = time.time()
@@ -120,6 +121,7 @@ class Runner:
                                    "until caught up: it reads what is there and ends\n")
         refuse_unfinished(self.checkpoint)  # a rescale killed half-way: `eoskit state rescale` settles it
         record = self.control.claim(self.pipeline.name)
+        registered = LocalRuns().add(self.control.checkpoint, self.pipeline.name)
         failed: str | None = None
         spark_listener = self.listeners.spark_listener(self.pipeline.name)
         self.spark.streams.addListener(spark_listener)
@@ -135,6 +137,7 @@ class Runner:
             self.summary.ended = time.monotonic()
             self.listeners.on_end(failed)
             record.release()
+            LocalRuns.remove(registered)
         self.printer.out.write(self.summary.render(self.pipeline.name) + "\n")
         self.printer.out.flush()
         return self.summary

@@ -78,8 +78,27 @@ def messages(error: BaseException) -> Iterator[str]:
         current = getattr(current, "_cause", None) or getattr(current, "__cause__", None)
 
 
+#: Spark's refusal of an output mode a Python data source cannot take
+#: (``requirement failed: eoskit-postgres does not support Update mode``).
+_OUTPUT_MODE = re.compile(r"\b(?P<format>eoskit-[\w-]+) does not support (?P<mode>Update|Complete) mode")
+
+
+def pointer(line: str) -> str:
+    """eoskit's own line for a Spark refusal it knows the way around."""
+    match = _OUTPUT_MODE.search(line)
+    if match is None:
+        return line
+    fmt, mode = match["format"], match["mode"].lower()
+    return (f"{fmt} takes the {mode} output mode through foreachBatch, which Spark allows Python "
+            f"data sources no other way: df.writeStream.outputMode({mode!r}).foreachBatch("
+            f"sink.foreach_batch()) with the sink's Pipeline component (e.g. PostgresSink(url, "
+            f"dbtable, options)), or a Pipeline whose sink has output_mode={mode!r}; same "
+            "exactly-once protocol (docs/migrating-from-spark.md)")
+
+
 def root_cause(error: BaseException) -> RootCause:
-    """What went wrong, from the innermost Python error or else the innermost JVM message."""
+    """What went wrong, from the innermost Python error or else the innermost
+    JVM message (eoskit's pointer where it knows the way around)."""
     texts = list(messages(error))
     for text in reversed(texts):
         found = python_error(text)
@@ -88,5 +107,5 @@ def root_cause(error: BaseException) -> RootCause:
     for text in reversed(texts):
         line = _first_line(text)
         if line:
-            return RootCause(line)
+            return RootCause(pointer(line))
     return RootCause(type(error).__name__)

@@ -13,16 +13,26 @@ import argparse
 import json
 from typing import Any
 
-from eoskit.runtime.checkpoint_cli import add_common, render_fields, render_table
+from eoskit.runtime.checkpoint_cli import (
+    add_checkpoint_dir,
+    add_common,
+    add_conf,
+    checkpoint_dir,
+    render_fields,
+    render_table,
+    spark_conf,
+    storage_options,
+)
 from eoskit.runtime.cli_errors import guarded
 
 SUMMARY_HEADERS = ("operator", "name", "store", "state variable", "type", "ttl", "partitions",
                    "batches", "keys", "entries")
 
 
-def session() -> Any:
+def session(conf: dict[str, str] | None = None) -> Any:
     """The process's Spark session if it has one, else a small local one for
-    reading state, quiet about failures (the command reports them itself)."""
+    reading state (with ``--conf``), quiet about failures (the command
+    reports them itself)."""
     from pyspark.sql import SparkSession
 
     from eoskit.runtime.spark import get_session, quiet_failure_logs
@@ -31,7 +41,7 @@ def session() -> Any:
     if active is not None:
         return active
     spark = get_session("eoskit-state", {"spark.ui.enabled": "false",
-                                         "spark.sql.shuffle.partitions": "1"})
+                                         "spark.sql.shuffle.partitions": "1", **(conf or {})})
     quiet_failure_logs(spark)
     return spark
 
@@ -58,8 +68,9 @@ def _inspect(args: argparse.Namespace) -> int:
     from eoskit.runtime.checkpoints import Checkpoint
     from eoskit.runtime.state_inspect import summarize
 
-    Checkpoint(args.dir)  # bad input is refused before Spark starts
-    summary = summarize(session(), args.dir, args.batch)
+    location = checkpoint_dir(args)
+    Checkpoint(location, storage_options(args.storage_option))  # bad input is refused before Spark starts
+    summary = summarize(session(spark_conf(args.conf)), location, args.batch)
     if args.json:
         print(json.dumps(summary.to_json(), indent=2))
         return 0
@@ -82,8 +93,9 @@ def _read(args: argparse.Namespace) -> int:
     from eoskit.runtime.checkpoints import Checkpoint
     from eoskit.runtime.state_inspect import read_state
 
-    Checkpoint(args.dir)  # bad input is refused before Spark starts
-    rows = read_state(session(), args.dir, args.operator, store=args.store, variable=args.state_var,
+    location = checkpoint_dir(args)
+    Checkpoint(location, storage_options(args.storage_option))  # bad input is refused before Spark starts
+    rows = read_state(session(spark_conf(args.conf)), location, args.operator, store=args.store, variable=args.state_var,
                       timers=args.timers, key=args.key or (), batch=args.batch,
                       limit=None if args.limit == 0 else args.limit)
     if args.json:
@@ -129,10 +141,13 @@ def register_cli(commands: Any) -> None:
                              "partitions, keys and bytes")
     read = sub.add_parser("read", help="the keys and values of one operator's store or state variable")
     for parser in (inspect, read):
-        parser.add_argument("dir", metavar="DIR", help="the checkpoint location")
+        add_checkpoint_dir(parser, "the checkpoint location")
         parser.add_argument("--batch", type=int, metavar="N",
                             help="the committed batch whose state to read (default: the latest)")
         add_common(parser)
+        add_conf(parser, "a Spark setting for the session that reads the state (Spark reads the "
+                 "checkpoint through Hadoop: e.g. spark.hadoop.fs.s3a.endpoint=...; "
+                 "--storage-option serves eoskit's own reads)")
     read.add_argument("--operator", type=int, required=True, metavar="ID",
                       help="the operator id (`eoskit state inspect` lists them)")
     read.add_argument("--store", metavar="NAME", help="the store, for an operator with several (joins)")

@@ -17,8 +17,14 @@ def _sink(args: argparse.Namespace) -> TwoPhaseCommitting:
     """The registered sink that owns the target (``eoskit.connectors.plugins``)."""
     from eoskit.connectors.plugins import in_doubt_sink
 
+    from eoskit.runtime.checkpoint_cli import storage_options
+
     kind, target = ("url", args.url) if args.url else ("path", args.path)
-    options = dict(item.split("=", 1) for item in args.option or ())
+    # --storage-option PROTOCOL.KEY=VALUE is the files sink's option fs.PROTOCOL.KEY.
+    options = {f"fs.{protocol}.{key}": str(value)
+               for protocol, given in storage_options(args.storage_option).items()
+               for key, value in given.items()}
+    options.update(item.split("=", 1) for item in args.option or ())
     return in_doubt_sink(kind, target, options)
 
 
@@ -75,8 +81,12 @@ def register_cli(commands: Any) -> None:
         where = parser.add_mutually_exclusive_group(required=True)
         where.add_argument("--url", help="a database sink's SQLAlchemy URL")
         where.add_argument("--path", help="a files sink's output path (any fsspec URL)")
+        parser.add_argument("--storage-option", action="append", metavar="PROTOCOL.KEY=VALUE",
+                            help="an fsspec option for a files sink's file system, e.g. "
+                            "s3.endpoint_url=http://127.0.0.1:9000 (as in every verb)")
+        # The form of earlier versions (a sink option, fs.s3.endpoint_url=...): still read.
         parser.add_argument("--option", action="append", metavar="KEY=VALUE", type=_key_value,
-                            help="a sink option the target needs (e.g. fs.s3.endpoint_url=...)")
+                            help=argparse.SUPPRESS)
         parser.add_argument("--checkpoint-dir", required=True,
                             help="the query's checkpoint location (holds the decision log)")
         parser.add_argument("--sink-id", help="the sink's sinkId option, if it was set")

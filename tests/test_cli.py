@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from eoskit.runtime import cli, cli_errors
-from eoskit.runtime.cli import main
+from eoskit.runtime.cli import build_parser, main
 from eoskit.runtime.cli_errors import FAILED, INTERRUPTED, UNREACHABLE, USAGE, describe, guarded, redact
 from eoskit.runtime.spark_errors import RootCause, python_error, root_cause
 
@@ -195,6 +195,58 @@ def test_redact_hides_url_passwords_and_the_given_secrets():
         "password=*** failed"
 
 
+def _verbs(parser=None, prefix=()):
+    """Every leaf verb of the eoskit command line: (argv prefix, its parser)."""
+    parser = parser or build_parser()
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        yield prefix, parser
+        return
+    for name, sub in subs[0].choices.items():
+        yield from _verbs(sub, (*prefix, name))
+
+
+def test_every_verb_is_in_the_cli_reference_and_refuses_bad_usage_with_exit_2(capsys):
+    docs = (Path(__file__).parents[1] / "docs" / "runtime.md").read_text()
+    verbs = [verb for verb, _ in _verbs()]
+    assert len(verbs) >= 20
+    for verb in verbs:
+        assert f"eoskit {' '.join(verb)}" in docs, f"eoskit {' '.join(verb)} is not in docs/runtime.md"
+        with pytest.raises(SystemExit) as exit_:
+            main([*verb, "--no-such-option"])
+        assert exit_.value.code == USAGE, verb
+        assert "error:" in capsys.readouterr().err
+
+
+NAMES_A_CHECKPOINT = {("run",), ("stop",), ("savepoint", "trigger"), ("checkpoint", "list"),
+                      ("checkpoint", "inspect"), ("state", "inspect"), ("state", "read"),
+                      ("state", "rescale"), ("status",), ("txn", "list"), ("txn", "resolve")}
+
+
+def test_the_checkpoint_is_named_one_way_and_given_once(tmp_path, capsys):
+    for verb, parser in _verbs():
+        options = {o for a in parser._actions for o in a.option_strings}
+        if verb in NAMES_A_CHECKPOINT:
+            assert "--checkpoint-dir" in options, verb
+            assert "--checkpoint" not in options and "--dir" not in options, verb
+    code, _, err = run(capsys, "checkpoint", "list")
+    assert code == USAGE and "give --checkpoint-dir DIR" in err
+    code, _, err = run(capsys, "checkpoint", "list", str(tmp_path / "a"), "--checkpoint-dir", str(tmp_path / "b"))
+    assert code == USAGE and "two checkpoints given" in err
+
+
+def test_file_system_options_are_storage_options_in_every_verb():
+    for verb, parser in _verbs():
+        options = {o for a in parser._actions if a.help != argparse.SUPPRESS for o in a.option_strings}
+        assert "--option" not in options, verb
+
+
+def test_a_bad_conf_is_refused_before_the_job_file_is_read(tmp_path, capsys):
+    code, _, err = run(capsys, "run", str(tmp_path / "missing.py"), "--checkpoint-dir",
+                       str(tmp_path / "ck"), "--conf", "spark.executor.memory")
+    assert code == USAGE and "--conf 'spark.executor.memory': expected KEY=VALUE" in err
+
+
 def test_every_exit_code_is_documented():
     docs = (Path(__file__).parents[1] / "docs" / "runtime.md").read_text()
     for code in cli_errors.EXIT_CODES:
@@ -296,8 +348,13 @@ def test_metrics_can_be_served_on_every_interface(tmp_path):
     ["stop", "--checkpoint-dir", "{missing}"],
     ["savepoint", "trigger", "--checkpoint-dir", "{missing}"],
     ["checkpoint", "list", "{missing}"],
+    ["checkpoint", "list", "--checkpoint-dir", "{missing}"],
+    ["checkpoint", "inspect", "--checkpoint-dir", "{missing}"],
     ["state", "inspect", "{missing}"],
+    ["state", "inspect", "--checkpoint-dir", "{missing}"],
+    ["state", "read", "--checkpoint-dir", "{missing}", "--operator", "0"],
     ["state", "read", "{missing}", "--operator", "0"],
+    ["status", "--checkpoint-dir", "{missing}"],
 ])
 def test_a_missing_checkpoint_is_bad_input_in_every_verb_before_spark_starts(argv, tmp_path, capsys):
     """Exit 2 naming the directory, for every verb that takes a checkpoint;
@@ -306,3 +363,15 @@ def test_a_missing_checkpoint_is_bad_input_in_every_verb_before_spark_starts(arg
     code, out, err = run(capsys, *[a.replace("{missing}", missing) for a in argv])
     assert code == USAGE, err
     assert f"checkpoint {missing}: no such directory" in err
+
+
+def test_spark_s_refusal_of_update_mode_on_an_eoskit_format_points_at_foreach_batch():
+    # The text Spark 4.3 ended such a query with (writeStream.outputMode("update").format("eoskit-json")).
+    spark_text = ("[STREAM_FAILED] Query [id = 3ea8c459-4618-4f0d-9752-b5fbf0d4ce1e, runId = "
+                  "1c035d34-3d52-4632-b392-0ecd676e02d4] terminated with exception: requirement "
+                  "failed: eoskit-json does not support Update mode. SQLSTATE: XXKST")
+    line = str(root_cause(Exception(spark_text)))
+    assert line.startswith("eoskit-json takes the update output mode through foreachBatch")
+    assert "foreachBatch(sink.foreach_batch())" in line and "output_mode='update'" in line
+    assert str(root_cause(Exception("requirement failed: parquet does not support Update mode"))) == \
+        "requirement failed: parquet does not support Update mode"
