@@ -216,12 +216,15 @@ class PrometheusMetrics(RunListener):
                                registry=registry)
         self.lag = Gauge("eoskit_lag_offsets", "Offsets not yet read, per topic-partition",
                          ["job", "topic_partition"], registry=registry)
+        # Buckets to 10 minutes: a first batch on a cold JVM, or one a slow
+        # database holds, takes longer than the library's default 10 s.
+        buckets = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
         self.batch_seconds = Histogram("eoskit_batch_duration_seconds",
                                        "Whole micro-batch (trigger) duration", ["job"],
-                                       registry=registry)
+                                       registry=registry, buckets=buckets)
         self.commit_seconds = Histogram("eoskit_commit_duration_seconds",
                                         "The batch's write and commit (Spark's addBatch)",
-                                        ["job"], registry=registry)
+                                        ["job"], registry=registry, buckets=buckets)
         self.restarts = Counter("eoskit_restarts", "Restarts by the restart strategy", ["job"],
                                 registry=registry)
         self.in_doubt_settled = Counter(
@@ -239,6 +242,8 @@ class PrometheusMetrics(RunListener):
         self.job = job
         for outcome in ("committed", "rolled_back"):
             self.in_doubt_settled.labels(job, outcome)  # shown as 0 until a sweep settles any
+        for counter in (self.restarts, self.batches, self.rows):
+            counter.labels(job)  # 0 from the start, so that the first increase is seen by rate()
 
     def on_progress(self, progress: dict[str, Any]) -> None:
         from eoskit.runtime.progress import lag_per_partition

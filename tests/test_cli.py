@@ -375,3 +375,22 @@ def test_spark_s_refusal_of_update_mode_on_an_eoskit_format_points_at_foreach_ba
     assert "foreachBatch(sink.foreach_batch())" in line and "output_mode='update'" in line
     assert str(root_cause(Exception("requirement failed: parquet does not support Update mode"))) == \
         "requirement failed: parquet does not support Update mode"
+
+
+def test_metrics_counters_exist_from_the_start_and_batch_histograms_reach_ten_minutes():
+    from eoskit.runtime.listeners import PrometheusMetrics
+
+    metrics = PrometheusMetrics(0)
+    try:
+        metrics.on_start("orders", "/ck")
+        samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+                   for family in metrics.registry.collect() for s in family.samples}
+        for name in ("eoskit_restarts_total", "eoskit_batches_total", "eoskit_rows_total"):
+            assert samples[(name, (("job", "orders"),))] == 0, name
+        metrics.on_progress({"durationMs": {"triggerExecution": 45_000}})
+        samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+                   for family in metrics.registry.collect() for s in family.samples}
+        assert samples[("eoskit_batch_duration_seconds_bucket", (("job", "orders"), ("le", "60.0")))] == 1
+        assert samples[("eoskit_batch_duration_seconds_bucket", (("job", "orders"), ("le", "30.0")))] == 0
+    finally:
+        metrics.on_end(None)
