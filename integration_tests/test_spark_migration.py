@@ -109,3 +109,18 @@ def test_a_kafka_and_jdbc_job_into_mariadb(spark, kafka, mysql, records_topic, p
         (r["id"], r["amount"], r["customer"]) for r in records(0, 130)]
     assert columns == {"id": "bigint(20)", "amount": "decimal(12,2)", "customer": "varchar(32)"}
     assert (engine, comment) == ("InnoDB", "migrated from Spark JDBC")
+
+
+def test_the_same_source_options_read_by_spark_s_own_kafka_source(
+        spark, spark_kafka, kafka, postgres, records_topic, table, tmp_path):
+    """The source half of the switch, the other way: the dictionary eoskit-kafka
+    took is the one Spark's `kafka` format takes (its connector, loaded from
+    Maven Central by the shared session), here into eoskit-postgres."""
+    topic = records_topic(records(0, 60), partitions=2)
+    sink = jdbc_options(postgres, "postgresql", "org.postgresql.Driver", table)
+    run(spark, "kafka", spark_kafka_options(kafka, topic), "eoskit-postgres", sink, tmp_path / "c")
+    u = make_url(postgres)
+    with psycopg.connect(host=u.host, port=u.port, user=u.username, password=u.password,
+                         dbname=u.database, autocommit=True) as conn:
+        rows = conn.execute(f"SELECT id FROM {table} ORDER BY id").fetchall()
+    assert [r[0] for r in rows] == list(range(60))
