@@ -250,3 +250,43 @@ def test_the_sink_producer_batches_fit_the_smallest_topic_limit():
     small = KafkaSinkSettings.parse({"kafka.bootstrap.servers": "b:9092", "topic": "t",
                                      "kafka.batch.size": "500"})
     assert small.with_batches_under([1500]).producer_config()["batch.size"] == "500"
+
+
+def test_java_fetch_max_wait_is_librdkafka_s_fetch_wait_max_and_wins_over_eoskit_s_default():
+    from eoskit.connectors.kafka.client import FETCH_WAIT_MAX_MS, consumer_config
+
+    assert consumer_config(parse(subscribe="a").kafka)["fetch.wait.max.ms"] == FETCH_WAIT_MAX_MS
+    config = consumer_config(parse(subscribe="a", **{"kafka.fetch.max.wait.ms": "250"}).kafka)
+    assert config["fetch.wait.max.ms"] == "250" and "fetch.max.wait.ms" not in config
+
+
+def test_java_max_request_size_is_the_sink_s_record_size_limit():
+    from eoskit.connectors.kafka.sink_settings import KafkaSinkSettings
+
+    settings = KafkaSinkSettings.parse({"kafka.bootstrap.servers": "b:9092", "topic": "t",
+                                        "kafka.max.request.size": "2097152"})
+    assert settings.max_message_bytes == 2097152
+    assert settings.producer_config()["message.max.bytes"] == "2097152"
+
+
+@pytest.mark.parametrize("option", ["kafka.metric.reporters", "kafka.default.api.timeout.ms",
+                                    "kafka.key.serializer", "kafka.buffer.memory", "kafka.linger.ms"])
+def test_java_settings_the_source_cannot_use_are_refused_when_it_is_created(option):
+    with pytest.raises(OptionError, match=f"option '{option}' "):
+        parse(subscribe="a", **{option: "x"})
+
+
+@pytest.mark.parametrize("name, value, says", [
+    ("acks", "1", "acks=all"),
+    ("request.required.acks", "0", "acks=all"),
+    ("max.in.flight.requests.per.connection", "10", "at most 5 requests"),
+    ("retries", "0", "retries"),
+])
+def test_the_sink_refuses_producer_values_its_idempotent_producer_cannot_take(name, value, says):
+    from eoskit.connectors.kafka.sink_settings import KafkaSinkSettings
+
+    with pytest.raises(OptionError) as err:
+        KafkaSinkSettings.parse({"kafka.bootstrap.servers": "h:9092", "topic": "t", f"kafka.{name}": value})
+    assert f"option 'kafka.{name}'" in str(err.value) and says in str(err.value)
+    KafkaSinkSettings.parse({"kafka.bootstrap.servers": "h:9092", "topic": "t", "kafka.acks": "all",
+                             "kafka.max.in.flight.requests.per.connection": "5", "kafka.retries": "3"})

@@ -1,12 +1,41 @@
-"""Kafka security settings as Spark users write them, translated for librdkafka.
+"""Kafka client settings as Spark users write them, translated for librdkafka.
 
 A Spark job configures its Kafka clients with the Java client's property
-names (``kafka.security.protocol``, ``kafka.sasl.jaas.config``,
-``kafka.ssl.truststore.location``, ...). The eoskit-kafka source and sink
-take the same names and translate them, when the options are parsed (at
-``load()`` / ``save()``), into librdkafka's; what librdkafka cannot do is
-refused there, by name, with what to do instead. Nothing Java-only reaches
-librdkafka to fail later, in a task.
+names under ``kafka.`` (``kafka.security.protocol``, ``kafka.sasl.jaas.config``,
+``kafka.ssl.truststore.location``, ``kafka.fetch.max.wait.ms``, ...). The
+eoskit-kafka source and sink take the same names and translate them, when
+the options are parsed (at ``load()`` / ``save()``), into librdkafka's; what
+librdkafka cannot do is refused there, by name, with what to do instead.
+Nothing Java-only reaches librdkafka to fail later, in a task, or to be
+ignored.
+
+Every ``kafka.*`` setting goes through :func:`translate`:
+
+- the security settings (:data:`OPTIONS`) are translated as a whole (JAAS
+  line, trust and key stores: a PKCS12 truststore is read here, with the
+  ``cryptography`` package, and handed to librdkafka as PEM);
+- Java settings librdkafka has under another name with the same meaning are
+  renamed (:data:`RENAMED`); Java settings it has no equivalent of are
+  refused with what to do instead (:data:`JAVA_ONLY`, :data:`JAVA_ONLY_PREFIXES`,
+  and per side :data:`JAVA_CONSUMER_ONLY`, :data:`JAVA_PRODUCER_ONLY`);
+- a setting of the other side (a consumer setting given to the sink, a
+  producer setting given to the source) is refused (:data:`SIDES`);
+- whatever is left is asked of librdkafka itself: is it a setting, and does
+  it take the value (:func:`librdkafka_refusal`).
+
+That last question is asked of the installed librdkafka rather than of a
+declared table, so that a newer confluent-kafka's new settings pass and
+nothing librdkafka lacks does. Asking is cheap and never connects:
+confluent-kafka sets a client's properties one by one, in order, before it
+makes the client, and stops at the first one librdkafka refuses; the probe
+gives the setting followed by a property that does not exist, so it always
+fails at that property (the setting passed) or before it (refused, with
+librdkafka's reason), and no client, thread or connection is ever made.
+About 10 microseconds a setting. Which side a setting belongs to is
+declared (:data:`LIBRDKAFKA_CONSUMER`, :data:`LIBRDKAFKA_PRODUCER`, from
+librdkafka's CONFIGURATION.md): librdkafka only says so in a warning logged
+when a client is made. ``tests/test_kafka_security.py`` checks both against
+the installed librdkafka.
 
 No password (the JAAS config's, the stores') ever appears in an error:
 messages name options, never their values.
@@ -16,6 +45,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from confluent_kafka import KafkaException, Producer
+
+from eoskit.connectors.kafka.client import SECRET_KEYS
 from eoskit.twophase.options import Option, OptionError, parse_str
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -42,19 +74,20 @@ SASL_JAAS_CONFIG = Option(
 TRUSTSTORE_LOCATION = Option(
     "kafka.ssl.truststore.location", parse_str, None,
     "CA certificates to trust; with ssl.truststore.type=PEM it becomes librdkafka's "
-    "ssl.ca.location. JKS and PKCS12 truststores are refused with the command that "
-    "converts them to PEM.")
+    "ssl.ca.location; a PKCS12 truststore is read when the options are parsed (on the "
+    "driver) and its certificates become librdkafka's ssl.ca.pem. JKS truststores are "
+    "refused with the keytool command that converts them.")
 TRUSTSTORE_TYPE = Option(
     "kafka.ssl.truststore.type", parse_str, None,
-    "PEM (JKS, Java's default, and PKCS12 are refused: librdkafka reads neither).")
+    "PEM or PKCS12 (JKS, Java's default, is refused: neither librdkafka nor eoskit reads it).")
 TRUSTSTORE_CERTIFICATES = Option(
     "kafka.ssl.truststore.certificates", parse_str, None,
     "With ssl.truststore.type=PEM: the CA certificates themselves (PEM text), "
     "librdkafka's ssl.ca.pem.")
 TRUSTSTORE_PASSWORD = Option(
     "kafka.ssl.truststore.password", parse_str, None,
-    "Refused: a PEM truststore has no password (as in Java), and JKS or PKCS12 "
-    "truststores are refused. Never printed.", secret=True)
+    "The password of a PKCS12 truststore; refused with a PEM truststore, which has none "
+    "(as in Java). Never printed.", secret=True)
 KEYSTORE_LOCATION = Option(
     "kafka.ssl.keystore.location", parse_str, None,
     "The client's key and certificate, for SSL client authentication: PKCS12 -> "
@@ -121,6 +154,12 @@ JAVA_ONLY = {
                                          "use SCRAM or PLAIN over SASL_SSL",
     "sasl.kerberos.ticket.renew.window.factor": "Kerberos (GSSAPI) is not supported by "
                                                 "eoskit-kafka; use SCRAM or PLAIN over SASL_SSL",
+    "metric.reporters": "Java metrics reporters cannot run in librdkafka; remove the option "
+                        "(eoskit run --metrics-port exports the job's metrics)",
+    "auto.include.jmx.reporter": "librdkafka has no JMX; remove the option",
+    "socket.connection.setup.timeout.max.ms": "librdkafka's connection setup timeout does not "
+                                              "grow up to a maximum; remove the option (its one "
+                                              "timeout is kafka.socket.connection.setup.timeout.ms)",
 }
 #: Whole families of Java-only settings, by prefix.
 JAVA_ONLY_PREFIXES = {
@@ -128,7 +167,145 @@ JAVA_ONLY_PREFIXES = {
                    "equivalent; remove the option",
     "sasl.oauthbearer.": "OAUTHBEARER is not supported by eoskit-kafka; use SCRAM or PLAIN "
                          "over SASL_SSL",
+    "metrics.": "the Java client's metrics settings have no librdkafka equivalent; remove "
+                "the option",
 }
+
+#: Java consumer settings librdkafka has no equivalent of (or means
+#: otherwise), refused by the source; the sink refuses them as consumer settings.
+JAVA_CONSUMER_ONLY = {
+    "default.api.timeout.ms": "it bounds the Java consumer's blocking calls, and librdkafka has "
+                              "none of them; eoskit bounds its own waits (a task's reads: "
+                              "kafkaConsumer.pollTimeoutMs); remove the option",
+    "exclude.internal.topics": "subscribePattern never matches Kafka's internal topics (names "
+                               "starting with __), as Java's default; remove the option",
+    "max.poll.records": "librdkafka's max.poll.records is for share consumers only, and a "
+                        "task reads its offset range in batches of its own; to bound the "
+                        "records of a micro-batch or of a task, use maxOffsetsPerTrigger or "
+                        "maxRecordsPerPartition, and remove the option",
+    "share.acknowledgement.mode": "the source reads the partitions it assigns itself, never "
+                                  "as a member of a share group; remove the option",
+}
+#: Java producer settings librdkafka has no equivalent of, refused by the
+#: sink; the source refuses them as producer settings.
+JAVA_PRODUCER_ONLY = {
+    "buffer.memory": "librdkafka bounds the records waiting to be sent by their total size in "
+                     "kilobytes, uncompressed (kafka.queue.buffering.max.kbytes), and count "
+                     "(kafka.queue.buffering.max.messages); set those instead, or remove the "
+                     "option",
+    "max.block.ms": "librdkafka never blocks a send, and the sink bounds its own waits for the "
+                    "broker (a transaction: kafka.transaction.timeout.ms); remove the option",
+    "metadata.max.idle.ms": "librdkafka refreshes the metadata of the topics it writes every "
+                            "kafka.topic.metadata.refresh.interval.ms; remove the option",
+    "partitioner.class": "Java partitioners cannot run in librdkafka; the sink places keyed "
+                         "rows as Java's default partitioner does (librdkafka's "
+                         "murmur2_random, the default of kafka.partitioner) and rows with a "
+                         "partition column where it says; remove the option",
+    "partitioner.ignore.keys": "librdkafka's partitioner is chosen by name: "
+                               "kafka.partitioner=random places records without regard to "
+                               "their keys; use that, or remove the option",
+    "partitioner.adaptive.partitioning.enable": "it tunes the Java partitioner for records "
+                                                "without a key; librdkafka's equivalent is "
+                                                "kafka.sticky.partitioning.linger.ms; remove "
+                                                "the option",
+    "partitioner.availability.timeout.ms": "it tunes the Java partitioner for records without "
+                                           "a key; librdkafka's equivalent is "
+                                           "kafka.sticky.partitioning.linger.ms; remove the "
+                                           "option",
+    "compression.gzip.level": "librdkafka has one level, kafka.compression.level, for the "
+                              "codec of kafka.compression.type; use it instead",
+    "compression.lz4.level": "librdkafka has one level, kafka.compression.level, for the "
+                             "codec of kafka.compression.type; use it instead",
+    "compression.zstd.level": "librdkafka has one level, kafka.compression.level, for the "
+                              "codec of kafka.compression.type; use it instead",
+}
+
+#: Java client settings librdkafka has under another name, meaning the same:
+#: translated (the Java name given with librdkafka's is refused: give one).
+RENAMED = {
+    "fetch.max.wait.ms": "fetch.wait.max.ms",
+    "max.request.size": "message.max.bytes",
+    "send.buffer.bytes": "socket.send.buffer.bytes",
+    "receive.buffer.bytes": "socket.receive.buffer.bytes",
+}
+#: Renamed on one side only: the Java consumer's request.timeout.ms (how long
+#: the client waits for an answer) is librdkafka's socket.timeout.ms; the
+#: producer's is librdkafka's request.timeout.ms, passed as it is.
+RENAMED_BY_SIDE = {"source": {"request.timeout.ms": "socket.timeout.ms"}, "sink": {}}
+#: Java's "the operating system's default" socket buffer size is -1, librdkafka's 0.
+_OS_DEFAULT = {"socket.send.buffer.bytes", "socket.receive.buffer.bytes"}
+
+#: The Java consumer's assignors librdkafka has, by librdkafka's names.
+ASSIGNORS = {
+    "org.apache.kafka.clients.consumer.RangeAssignor": "range",
+    "org.apache.kafka.clients.consumer.RoundRobinAssignor": "roundrobin",
+    "org.apache.kafka.clients.consumer.CooperativeStickyAssignor": "cooperative-sticky",
+}
+
+#: librdkafka's consumer-only settings (C in its CONFIGURATION.md), aliases included.
+LIBRDKAFKA_CONSUMER = frozenset({
+    "auto.commit.enable", "auto.commit.interval.ms", "auto.offset.reset", "check.crcs",
+    "consume.callback.max.messages", "coordinator.query.interval.ms", "enable.auto.commit",
+    "enable.auto.offset.store", "enable.partition.eof", "fetch.error.backoff.ms",
+    "fetch.max.bytes", "fetch.message.max.bytes", "fetch.min.bytes", "fetch.queue.backoff.ms",
+    "fetch.wait.max.ms", "group.id", "group.instance.id", "group.protocol", "group.protocol.type",
+    "group.remote.assignor", "heartbeat.interval.ms", "isolation.level",
+    "max.partition.fetch.bytes", "max.poll.interval.ms", "max.poll.records",
+    "offset.store.method", "offset.store.path", "offset.store.sync.interval.ms",
+    "partition.assignment.strategy", "queued.max.messages.kbytes", "queued.min.messages",
+    "session.timeout.ms", "share.acknowledgement.mode",
+})
+#: librdkafka's producer-only settings (P in its CONFIGURATION.md), aliases included.
+LIBRDKAFKA_PRODUCER = frozenset({
+    "acks", "batch.num.messages", "batch.size", "compression.codec", "compression.level",
+    "compression.type", "delivery.report.only.error", "delivery.timeout.ms",
+    "enable.gapless.guarantee", "enable.idempotence", "linger.ms", "message.send.max.retries",
+    "message.timeout.ms", "partitioner", "produce.offset.report",
+    "queue.buffering.backpressure.threshold", "queue.buffering.max.kbytes",
+    "queue.buffering.max.messages", "queue.buffering.max.ms", "queuing.strategy",
+    "request.required.acks", "request.timeout.ms", "retries", "sticky.partitioning.linger.ms",
+    "transaction.timeout.ms", "transactional.id",
+})
+#: Which side's client a setting belongs to: librdkafka's, and the Java
+#: clients' names that librdkafka lacks. Settings of both sides are absent.
+SIDES = {
+    **dict.fromkeys(LIBRDKAFKA_CONSUMER, "consumer"),
+    **dict.fromkeys(JAVA_CONSUMER_ONLY, "consumer"),
+    **dict.fromkeys(("key.deserializer", "value.deserializer", "fetch.max.wait.ms"), "consumer"),
+    **dict.fromkeys(LIBRDKAFKA_PRODUCER, "producer"),
+    **dict.fromkeys(JAVA_PRODUCER_ONLY, "producer"),
+    **dict.fromkeys(("key.serializer", "value.serializer", "max.request.size"), "producer"),
+}
+#: The client each side makes, and what it does with the other side's settings.
+_SIDE_CLIENT = {
+    "source": ("consumer", "it only reads, with a consumer and an admin client"),
+    "sink": ("producer", "it writes with a producer, and reads nothing but its own progress "
+                         "markers"),
+}
+#: Why a setting of the other side does not apply, where more can be said.
+_OTHER_SIDE_WHY = {
+    "group.id": "the sink commits its progress markers under consumer groups of its own, "
+                "named from 'sinkId'; remove the option",
+    "isolation.level": "it is a reader's choice, made by whoever reads the sink's topic "
+                       "(the sink reads its own markers read_committed); remove the option",
+    "key.deserializer": "the sink writes the key column as it is (string or binary); remove "
+                        "the option",
+    "value.deserializer": "the sink writes the value column as it is (string or binary); "
+                          "remove the option",
+    "key.serializer": "the source reads the key as binary (cast it, or from_json); remove the "
+                      "option",
+    "value.serializer": "the source reads the value as binary (cast it, or from_json); remove "
+                        "the option",
+}
+
+#: Settings confluent-kafka takes as Python objects (callables, a dict, a
+#: bool), which an option, a string, cannot give.
+PYTHON_OBJECTS = frozenset({
+    "logger", "error_cb", "throttle_cb", "stats_cb", "oauth_cb", "on_delivery", "on_commit",
+    "default.topic.config", "delivery.report.only.error",
+})
+#: Settings librdkafka acts on as soon as they are set: never probed.
+_NOT_PROBED = frozenset({"plugin.library.paths"})
 
 #: librdkafka's own spellings of what the Java names above translate to:
 #: given directly, they would bypass the checks (and may clash with the
@@ -150,13 +327,21 @@ def _refuse(key: str, why: str) -> OptionError:
     return OptionError(f"option 'kafka.{key}' is not supported by eoskit-kafka: {why}")
 
 
-def translate(kafka: Mapping[str, str]) -> dict[str, str]:
-    """``kafka.*`` settings (prefix removed) with the Java client's security
-    names translated to librdkafka's; raises :class:`OptionError` naming the
-    option for anything librdkafka cannot do. Values of secrets are never
-    part of an error."""
-    given = {k.lower(): k for k in kafka}
-    out = {k: v for k, v in kafka.items() if k.lower() not in _HANDLED}
+def translate(kafka: Mapping[str, str], side: str) -> dict[str, str]:
+    """``kafka.*`` settings (prefix removed) of the ``side`` (``"source"`` or
+    ``"sink"``) as librdkafka's configuration: the Java client's names
+    translated, librdkafka's in lower case; raises :class:`OptionError`
+    naming the option for anything librdkafka cannot do or the side has no
+    use for. Values of secrets are never part of an error."""
+    if side not in _SIDE_CLIENT:
+        raise ValueError(f"side must be 'source' or 'sink', not {side!r}")
+    given: dict[str, str] = {}
+    for key in kafka:
+        low = key.lower()
+        if low in given:
+            raise OptionError(f"option 'kafka.{low}' is given twice ('kafka.{given[low]}' and "
+                              f"'kafka.{key}'); give it once")
+        given[low] = key
 
     def get(name: str) -> str | None:
         key = given.get(name)
@@ -172,6 +357,8 @@ def translate(kafka: Mapping[str, str]) -> dict[str, str]:
             raise OptionError(
                 f"option 'kafka.{key}' is librdkafka's name; eoskit-kafka takes Spark's Kafka "
                 f"option names: use {LIBRDKAFKA_NAMES[low]}")
+    out = _client_settings(
+        {low: kafka[key] for low, key in given.items() if low not in _HANDLED}, side)
 
     ciphers = get("ssl.cipher.suites")
     if ciphers is not None and any(c.strip().upper().startswith(("TLS_", "SSL_"))
@@ -254,6 +441,109 @@ def translate(kafka: Mapping[str, str]) -> dict[str, str]:
 _HANDLED = {o.name[len("kafka."):].lower() for o in OPTIONS}
 
 
+def _client_settings(settings: Mapping[str, str], side: str) -> dict[str, str]:
+    """The settings other than security's (lower-case names), renamed to
+    librdkafka's, each checked for the side and asked of librdkafka."""
+    client, does = _SIDE_CLIENT[side]
+    renamed = {**RENAMED, **RENAMED_BY_SIDE[side]}
+    origin: dict[str, str] = {}
+    for name in settings:
+        target = renamed.get(name, name)
+        if target in origin:
+            java, ours = sorted((origin[target], name), key=lambda n: n == target)
+            raise OptionError(
+                f"options 'kafka.{java}' and 'kafka.{ours}' are the same setting (the Java "
+                f"client's name and librdkafka's, {target}); give one")
+        origin[target] = name
+    out: dict[str, str] = {}
+    for name, value in settings.items():
+        if name not in RENAMED_BY_SIDE[side]:
+            belongs = SIDES.get(name, client)
+            if belongs != client:
+                raise OptionError(
+                    f"option 'kafka.{name}' is a {belongs} setting, which the eoskit-kafka "
+                    f"{side} has no use for ({does}): {_OTHER_SIDE_WHY.get(name, 'remove the option')}")
+        why = (JAVA_CONSUMER_ONLY if client == "consumer" else JAVA_PRODUCER_ONLY).get(name)
+        if why is not None:
+            raise _refuse(name, why)
+        if name in PYTHON_OBJECTS:
+            raise _refuse(name, "confluent-kafka takes a Python object (a callable, a dict or a "
+                                "bool) for it, which an option, a string, cannot give; remove "
+                                "the option")
+        target = renamed.get(name, name)
+        if target == "partition.assignment.strategy":
+            value = _assignors(value)
+        if target in _OS_DEFAULT and value.strip() == "-1":
+            value = "0"
+        if target not in _NOT_PROBED:
+            refusal = librdkafka_refusal(target, value)
+            if refusal == UNKNOWN:
+                raise _refuse(name, "it is not a setting of librdkafka, the Kafka client "
+                                    "eoskit-kafka runs, nor a Java client setting it translates; "
+                                    "check the spelling (librdkafka's settings are listed in its "
+                                    "CONFIGURATION.md), or remove the option")
+            if refusal is not None:
+                as_named = "" if target == name else f" (librdkafka's {target})"
+                reason = ("" if any(s in target for s in SECRET_KEYS)
+                          else f": {refusal.rstrip('.')}")
+                raise OptionError(f"option 'kafka.{name}'{as_named}: librdkafka does not take "
+                                  f"its value{reason}")
+        out[target] = value
+    return out
+
+
+def _assignors(value: str) -> str:
+    """Java's assignor classes as librdkafka's names; librdkafka's pass."""
+    names = []
+    for item in (v.strip() for v in value.split(",")):
+        if item in ASSIGNORS:
+            names.append(ASSIGNORS[item])
+        elif item in ASSIGNORS.values():
+            names.append(item)
+        else:
+            raise OptionError(
+                "option 'kafka.partition.assignment.strategy' names an assignor librdkafka does "
+                "not have (librdkafka's: range, roundrobin, cooperative-sticky; Java's "
+                "RangeAssignor, RoundRobinAssignor and CooperativeStickyAssignor are translated "
+                "to them, other Java classes cannot run in librdkafka); the source assigns "
+                "partitions itself and never joins a rebalance, so the option has no effect: "
+                "remove it")
+    return ",".join(names)
+
+
+#: :func:`librdkafka_refusal` of a name librdkafka does not have.
+UNKNOWN = "unknown"
+#: A property librdkafka cannot have (a dot-separated name ending in "!"):
+#: every probe fails at it, if not before.
+_SENTINEL = "eoskit.probe.end!"
+
+
+def librdkafka_refusal(name: str, value: str) -> str | None:
+    """None if librdkafka takes the setting ``name`` = ``value``;
+    :data:`UNKNOWN` if it has no such setting; otherwise its reason for
+    refusing the value (which may quote the value).
+
+    confluent-kafka sets the properties of a client in order and stops at
+    the first one librdkafka refuses, before making the client: given the
+    setting, then :data:`_SENTINEL`, it always stops, and no client (no
+    thread, no connection) is ever made."""
+    try:
+        Producer({name: value, _SENTINEL: ""})
+    except KafkaException as exc:
+        error = exc.args[0] if exc.args else None
+        text = (error.str() if hasattr(error, "str") else str(exc)).strip()
+    except (TypeError, ValueError, AttributeError) as exc:
+        # confluent-kafka's own checks of the settings it takes as Python objects
+        return str(exc) or type(exc).__name__
+    else:  # pragma: no cover - the sentinel makes every probe fail
+        return None
+    if f'"{_SENTINEL}"' in text:
+        return None
+    if text == f'No such configuration property: "{name}"':
+        return UNKNOWN
+    return text
+
+
 def _store_type(get, name: str) -> str:  # noqa: ANN001
     kind = get(f"ssl.{name}.type")
     if kind is None:
@@ -294,16 +584,15 @@ def _truststore(get, out: dict[str, str], tls: bool) -> None:  # noqa: ANN001
         raise OptionError(
             f"option 'kafka.ssl.truststore.location' = {location!r} is a JKS truststore "
             "(kafka.ssl.truststore.type is JKS, or not given: Java's default), which "
-            "librdkafka cannot read; convert it to PEM: keytool -exportcert -rfc -keystore "
-            f"{location} -alias <alias> -file ca.pem (or keytool -importkeystore to PKCS12, "
-            "then openssl pkcs12 -nokeys), and set kafka.ssl.truststore.location=ca.pem "
-            "and kafka.ssl.truststore.type=PEM")
+            "neither librdkafka nor eoskit-kafka can read; convert it to PKCS12: keytool "
+            f"-importkeystore -srckeystore {location} -destkeystore {location}.p12 "
+            f"-deststoretype PKCS12, and set kafka.ssl.truststore.location={location}.p12 and "
+            "kafka.ssl.truststore.type=PKCS12 (with kafka.ssl.truststore.password); or to PEM: "
+            f"keytool -exportcert -rfc -keystore {location} -alias <alias> -file ca.pem, and "
+            "set kafka.ssl.truststore.location=ca.pem and kafka.ssl.truststore.type=PEM")
     if kind == "PKCS12":
-        raise OptionError(
-            f"option 'kafka.ssl.truststore.location' = {location!r} is a PKCS12 truststore, "
-            "which librdkafka cannot read; convert it to PEM: openssl pkcs12 -in "
-            f"{location} -nokeys -out ca.pem, and set kafka.ssl.truststore.location=ca.pem "
-            "and kafka.ssl.truststore.type=PEM (and drop kafka.ssl.truststore.password)")
+        out["ssl.ca.pem"] = _pkcs12_certificates(location, get("ssl.truststore.password"))
+        return
     if get("ssl.truststore.password") is not None:
         raise OptionError("option 'kafka.ssl.truststore.password' does not apply to a PEM "
                           "truststore, which has no password (Java refuses one too); remove it")
@@ -311,6 +600,74 @@ def _truststore(get, out: dict[str, str], tls: bool) -> None:  # noqa: ANN001
         out["ssl.ca.location"] = location
     else:
         out["ssl.ca.pem"] = certificates
+
+
+def _pkcs12_certificates(location: str, password: str | None) -> str:
+    """The certificates of a PKCS12 truststore as PEM text, for librdkafka's
+    ``ssl.ca.pem``: read when the options are parsed, on the driver, so the
+    file need not be on the executors. Every certificate counts, as for
+    Java's trust manager: trusted-certificate entries and those of key
+    entries. The password is never part of an error."""
+    where = f"option 'kafka.ssl.truststore.location' = {location!r}"
+    try:
+        from cryptography.hazmat.primitives.serialization import Encoding, pkcs12
+    except ImportError:
+        raise OptionError(
+            f"{where} is a PKCS12 truststore, which eoskit-kafka reads with the cryptography "
+            "package, not installed: pip install 'eoskit[kafka]', or convert the truststore to "
+            f"PEM: openssl pkcs12 -in {location} -nokeys -out ca.pem, and set "
+            "kafka.ssl.truststore.location=ca.pem and kafka.ssl.truststore.type=PEM") from None
+    try:
+        with open(location, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise OptionError(f"{where}: cannot read the truststore: "
+                          f"{exc.strerror or type(exc).__name__}") from None
+    try:
+        store = pkcs12.load_pkcs12(data, None if password is None else password.encode())
+    except Exception:  # noqa: BLE001 - cryptography's ValueError, or OpenSSL's own errors
+        if data.lstrip().startswith(b"-----BEGIN"):
+            raise OptionError(f"{where} is PEM text, not PKCS12: set "
+                              "kafka.ssl.truststore.type=PEM (and drop "
+                              "kafka.ssl.truststore.password)") from None
+        if data.startswith(b"\xfe\xed\xfe\xed"):
+            raise OptionError(
+                f"{where} is a JKS truststore, not PKCS12 (kafka.ssl.truststore.type), which "
+                "neither librdkafka nor eoskit-kafka can read; convert it: keytool "
+                f"-importkeystore -srckeystore {location} -destkeystore {location}.p12 "
+                f"-deststoretype PKCS12, and set kafka.ssl.truststore.location={location}.p12"
+            ) from None
+        if not _looks_like_pkcs12(data):
+            raise OptionError(f"{where} is not a PKCS12 file (kafka.ssl.truststore.type is "
+                              "PKCS12); give a PKCS12 truststore, or the type the file "
+                              "is") from None
+        if password is None:
+            raise OptionError(f"{where} is a PKCS12 truststore whose certificates need a "
+                              "password: give kafka.ssl.truststore.password") from None
+        raise OptionError(
+            f"{where} is a PKCS12 truststore that kafka.ssl.truststore.password does not open: "
+            "the password is wrong, or the file is damaged") from None
+    found = ([store.cert] if store.cert is not None else []) + list(store.additional_certs)
+    if not found:
+        raise OptionError(f"{where} is a PKCS12 truststore without certificates (or with "
+                          "only encrypted ones, and no kafka.ssl.truststore.password); "
+                          "add the CA certificates that signed the brokers' certificates")
+    pem: list[str] = []
+    for entry in found:
+        text = entry.certificate.public_bytes(Encoding.PEM).decode("ascii")
+        if text not in pem:
+            pem.append(text)
+    return "".join(pem)
+
+
+def _looks_like_pkcs12(data: bytes) -> bool:
+    """Whether ``data`` begins as a PKCS12 PFX does: a DER SEQUENCE whose
+    first element is the INTEGER 3 (its version)."""
+    if len(data) < 2 or data[0] != 0x30:
+        return False
+    size = data[1]
+    start = 2 + (size & 0x7F if size & 0x80 else 0)
+    return data[start:start + 3] == b"\x02\x01\x03"
 
 
 def _keystore(get, out: dict[str, str], tls: bool) -> None:  # noqa: ANN001

@@ -2,7 +2,8 @@
 
 Names, meanings and defaults are those of Spark's built-in Kafka source, so
 that switching is a change of format string. ``kafka.*`` options go to
-confluent-kafka (librdkafka) with the prefix removed.
+confluent-kafka (librdkafka) with the prefix removed, the Java client's
+settings translated or refused by name (:mod:`.security`).
 """
 
 from __future__ import annotations
@@ -362,7 +363,7 @@ def _parse_subscription(raw: Mapping[str, str]) -> Subscription:
 class KafkaSourceSettings:
     """Every option of one source, parsed; pickled to executors with the source.
 
-    ``kafka`` is librdkafka's configuration, Spark's security option names
+    ``kafka`` is librdkafka's configuration, the Java client's settings
     already translated (:mod:`.security`); its repr never shows a secret.
     """
 
@@ -444,7 +445,7 @@ class KafkaSourceSettings:
                     f"option 'kafka.{key}' is not supported by the eoskit-kafka source; "
                     f"use {OWNED_SETTINGS[key.lower()]} instead"
                 )
-        kafka = security.translate(kafka)
+        kafka = security.translate(kafka, "source")
         level = kafka.get("isolation.level", "read_committed")
         if level not in ("read_committed", "read_uncommitted"):
             raise OptionError(

@@ -1,9 +1,10 @@
 """The Kafka sink's options, declared once and checked when the sink is created.
 
 Names and meanings are those of Spark's built-in Kafka sink (``topic``,
-``includeHeaders``, ``kafka.*`` passed to the producer), so that switching is
-a change of format string; plus eoskit's ``commitMode``, ``sinkId``,
-``markerTopic`` and the dead-letter options.
+``includeHeaders``, ``kafka.*`` passed to the producer, the Java client's
+settings translated or refused by name: :mod:`.security`), so that
+switching is a change of format string; plus eoskit's ``commitMode``,
+``sinkId``, ``markerTopic`` and the dead-letter options.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ DEFAULTS = {
 class KafkaSinkSettings:
     """Every option of one Kafka sink, parsed; pickled to executors.
 
-    ``kafka`` is librdkafka's configuration, Spark's security option names
+    ``kafka`` is librdkafka's configuration, the Java client's settings
     already translated (:mod:`.security`); its repr never shows a secret.
     """
 
@@ -122,7 +123,8 @@ class KafkaSinkSettings:
             if key.lower() in OWNED:
                 raise OptionError(f"option 'kafka.{key}' is not supported by the eoskit-kafka "
                                   f"sink: {OWNED[key.lower()]}")
-        kafka = security.translate(kafka)
+        kafka = security.translate(kafka, "sink")
+        check_idempotent_producer(kafka)
         topic = TOPIC.read(raw)
         dead_letter_topic = DEAD_LETTER_TOPIC.read(raw)
         sources = DEAD_LETTER_SOURCE_COLUMNS.read(raw)
@@ -139,3 +141,26 @@ class KafkaSinkSettings:
         return cls(kafka=kafka, topic=topic, include_headers=INCLUDE_HEADERS.read(raw),
                    marker_topic=MARKER_TOPIC.read(raw) or topic,
                    dead_letter_topic=dead_letter_topic, dead_letter_source_columns=sources)
+
+
+#: What librdkafka's idempotent producer (every transactional one) demands,
+#: and which it would otherwise refuse only when a task makes the producer.
+_IDEMPOTENT = "the sink's transactional producer is idempotent, which needs"
+
+
+def check_idempotent_producer(kafka: Mapping[str, str]) -> None:
+    """Refuse, when the options are parsed, producer values librdkafka's
+    idempotent producer does not take (``acks`` other than all, more than
+    5 requests in flight, no retries), naming the option."""
+    lowered = {k.lower(): str(v).strip() for k, v in kafka.items()}
+    for name in ("acks", "request.required.acks"):
+        if name in lowered and lowered[name].lower() not in ("all", "-1"):
+            raise OptionError(f"option 'kafka.{name}': {_IDEMPOTENT} acks=all; remove the option")
+    for name in ("max.in.flight.requests.per.connection", "max.in.flight"):
+        if name in lowered and (not lowered[name].isdigit() or int(lowered[name]) > 5):
+            raise OptionError(f"option 'kafka.{name}': {_IDEMPOTENT} at most 5 requests in "
+                              "flight per connection")
+    for name in ("retries", "message.send.max.retries"):
+        if name in lowered and lowered[name] in ("0",):
+            raise OptionError(f"option 'kafka.{name}': {_IDEMPOTENT} retries; remove the option")
+
