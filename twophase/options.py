@@ -82,6 +82,14 @@ def parse_positive_int(text: str) -> int:
     return value
 
 
+def parse_non_negative_int(text: str) -> int:
+    """A whole number, 0 meaning no limit."""
+    value = int(text.strip())
+    if value < 0:
+        raise ValueError("expected 0 (no limit) or a positive whole number")
+    return value
+
+
 def parse_str(text: str) -> str:
     return text
 

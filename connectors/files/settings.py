@@ -19,7 +19,7 @@ from typing import Any
 import fsspec
 from fsspec.registry import known_implementations
 
-from eoskit.twophase.options import Option, OptionError, OptionSet, parse_str
+from eoskit.twophase.options import Option, OptionError, OptionSet, parse_non_negative_int, parse_str
 from eoskit.twophase.sink_options import COMMIT_MODE, COMMON
 from eoskit.twophase.contract import CommitMode, Sink, resolve_commit_mode
 from eoskit.twophase.decision_log import fs_path
@@ -46,13 +46,6 @@ _UNSUPPORTED = {
     ("json", "deflate"): "Hadoop's deflate files are zlib streams pyarrow does not write",
 }
 DEFAULT_COMPRESSION = {"parquet": "snappy", "json": "none"}
-
-
-def parse_non_negative_int(text: str) -> int:
-    value = int(text.strip())
-    if value < 0:
-        raise ValueError("expected 0 (no limit) or a positive whole number")
-    return value
 
 
 PATH = Option("path", parse_str, None,

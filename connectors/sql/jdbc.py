@@ -33,14 +33,14 @@ from urllib.parse import parse_qsl, unquote
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
-from eoskit.twophase.options import Option, OptionError, parse_choice, parse_positive_int, parse_str
-
-
-def _parse_seconds(text: str) -> int:
-    value = int(text.strip())
-    if value < 0:
-        raise ValueError("expected a whole number of seconds, 0 for no limit")
-    return value
+from eoskit.twophase.options import (
+    Option,
+    OptionError,
+    parse_choice,
+    parse_non_negative_int,
+    parse_positive_int,
+    parse_str,
+)
 
 
 USER = Option("user", parse_str, None,
@@ -71,7 +71,7 @@ ISOLATION_LEVEL = Option(
     "The isolation level of each task's transaction, as Spark names it; unset, the "
     "server's default. `NONE` is refused: the sinks' exactly-once rests on transactions.")
 QUERY_TIMEOUT = Option(
-    "queryTimeout", _parse_seconds, 0,
+    "queryTimeout", parse_non_negative_int, 0,
     "Seconds a task's statement may run; 0, no limit. PostgreSQL: the transaction's "
     "`statement_timeout`. MySQL/MariaDB: PyMySQL's read and write timeouts on the "
     "sink's sessions (a statement unanswered that long fails the task and closes its "
