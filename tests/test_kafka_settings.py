@@ -131,7 +131,8 @@ def test_spark_options_eoskit_lacks_are_named_as_such_not_as_typos(name):
     with pytest.raises(OptionError) as err:
         parse(subscribe="a", **{name.upper(): "1"})
     text = str(err.value)
-    assert f"option '{name}' is a Spark Kafka source option that eoskit-kafka does not support" in text
+    assert f"option '{name}' is a Spark Kafka source option that the eoskit-kafka source does not take" in text
+    assert SPARK_ONLY[name] in text
     assert "unknown option" not in text and "Did you mean" not in text
 
 

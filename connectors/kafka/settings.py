@@ -164,19 +164,6 @@ GROUP_ID_PREFIX = Option(
     "per query), e.g. to match a Kafka ACL. Ignored when kafka.group.id is given.",
 )
 
-OPTIONS = OptionSet(
-    (
-        SUBSCRIBE, SUBSCRIBE_PATTERN, ASSIGN, STARTING_OFFSETS, STARTING_TIMESTAMP,
-        STARTING_OFFSETS_BY_TIMESTAMP, STARTING_OFFSETS_BY_TIMESTAMP_STRATEGY,
-        ENDING_OFFSETS, ENDING_TIMESTAMP, ENDING_OFFSETS_BY_TIMESTAMP,
-        MAX_OFFSETS_PER_TRIGGER, MIN_OFFSETS_PER_TRIGGER, MAX_TRIGGER_DELAY,
-        MIN_PAUSE_BETWEEN_BATCHES, CHECKPOINT_LOCATION, MIN_PARTITIONS, MAX_RECORDS_PER_PARTITION, FAIL_ON_DATA_LOSS, INCLUDE_HEADERS,
-        POLL_TIMEOUT_MS, COMMIT_GROUP, GROUP_ID_PREFIX, *security.OPTIONS,
-    ),
-    passthrough_prefixes=("kafka.",),
-    owner="the eoskit-kafka source",
-)
-
 #: Options of Spark's built-in Kafka source that eoskit-kafka does not
 #: implement, with what to do instead: refused by name, never mistaken for typos.
 SPARK_ONLY = {
@@ -192,7 +179,22 @@ SPARK_ONLY = {
         "'subscribe', 'subscribePattern' or 'assign'"
     ),
 }
-_SPARK_ONLY = {name.lower(): (name, advice) for name, advice in SPARK_ONLY.items()}
+
+OPTIONS = OptionSet(
+    (
+        SUBSCRIBE, SUBSCRIBE_PATTERN, ASSIGN, STARTING_OFFSETS, STARTING_TIMESTAMP,
+        STARTING_OFFSETS_BY_TIMESTAMP, STARTING_OFFSETS_BY_TIMESTAMP_STRATEGY,
+        ENDING_OFFSETS, ENDING_TIMESTAMP, ENDING_OFFSETS_BY_TIMESTAMP,
+        MAX_OFFSETS_PER_TRIGGER, MIN_OFFSETS_PER_TRIGGER, MAX_TRIGGER_DELAY,
+        MIN_PAUSE_BETWEEN_BATCHES, CHECKPOINT_LOCATION, MIN_PARTITIONS, MAX_RECORDS_PER_PARTITION, FAIL_ON_DATA_LOSS, INCLUDE_HEADERS,
+        POLL_TIMEOUT_MS, COMMIT_GROUP, GROUP_ID_PREFIX, *security.OPTIONS,
+    ),
+    passthrough_prefixes=("kafka.",),
+    owner="the eoskit-kafka source",
+    refused=SPARK_ONLY,
+    refused_from="Spark Kafka source",
+)
+
 
 #: Options that only a batch read (spark.read) accepts.
 BATCH_ONLY = (ENDING_OFFSETS, ENDING_TIMESTAMP, ENDING_OFFSETS_BY_TIMESTAMP)
@@ -424,15 +426,7 @@ class KafkaSourceSettings:
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> "KafkaSourceSettings":
-        for key in options:
-            spark_only = _SPARK_ONLY.get(str(key).lower())
-            if spark_only is not None:
-                name, advice = spark_only
-                raise OptionError(
-                    f"option '{name}' is a Spark Kafka source option that eoskit-kafka "
-                    f"does not support (yet): {advice}"
-                )
-        raw = OPTIONS.normalise(options)
+        raw = OPTIONS.normalise(options)  # Spark's options eoskit lacks: refused by name (SPARK_ONLY)
         kafka = OPTIONS.passthrough(options, "kafka.")
         kafka = {k.lower() if k.lower() == "bootstrap.servers" else k: v for k, v in kafka.items()}
         if not kafka.get("bootstrap.servers"):
