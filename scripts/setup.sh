@@ -31,6 +31,9 @@ fi
 stamp=.venv/.eoskit-deps-$(sha256sum pyproject.toml | cut -c1-16)
 if [ ! -f "$stamp" ]; then
     echo "==> installing Python dependencies into .venv"
+    # A current pip: the one a venv starts with (23.x on Debian 12's Python)
+    # gives up on eoskit's extras that name eoskit's other extras.
+    .venv/bin/pip install -q --disable-pip-version-check --upgrade "pip>=24"
     .venv/bin/pip install -q --disable-pip-version-check ".[test]"
     touch "$stamp"
 fi
