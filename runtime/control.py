@@ -204,14 +204,19 @@ class LocalRuns:
         base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
         self.root = root or os.environ.get("EOSKIT_RUNS_DIR") or os.path.join(base, "eoskit", "runs")
 
-    def add(self, checkpoint: str, job: str) -> str:
-        os.makedirs(self.root, exist_ok=True)
+    def add(self, checkpoint: str, job: str) -> str | None:
+        """Register this process's run; None where the folder cannot be
+        written (a read-only home): the run goes on, unlisted."""
         path = os.path.join(self.root, f"{os.getpid()}.json")
         temporary = f"{path}.tmp"
-        with open(temporary, "w") as handle:
-            json.dump({"pid": os.getpid(), "checkpoint": checkpoint, "job": job,
-                       "started": time.time()}, handle)
-        os.replace(temporary, path)
+        try:
+            os.makedirs(self.root, exist_ok=True)
+            with open(temporary, "w") as handle:
+                json.dump({"pid": os.getpid(), "checkpoint": checkpoint, "job": job,
+                           "started": time.time()}, handle)
+            os.replace(temporary, path)
+        except OSError:
+            return None
         return path
 
     @staticmethod

@@ -121,7 +121,7 @@ class Runner:
                                    "until caught up: it reads what is there and ends\n")
         refuse_unfinished(self.checkpoint)  # a rescale killed half-way: `eoskit state rescale` settles it
         record = self.control.claim(self.pipeline.name)
-        registered = LocalRuns().add(self.control.checkpoint, self.pipeline.name)
+        registered = LocalRuns().add(self.control.checkpoint, self.pipeline.name)  # None: unwritable
         failed: str | None = None
         spark_listener = self.listeners.spark_listener(self.pipeline.name)
         self.spark.streams.addListener(spark_listener)
@@ -137,7 +137,8 @@ class Runner:
             self.summary.ended = time.monotonic()
             self.listeners.on_end(failed)
             record.release()
-            LocalRuns.remove(registered)
+            if registered:
+                LocalRuns.remove(registered)
         self.printer.out.write(self.summary.render(self.pipeline.name) + "\n")
         self.printer.out.flush()
         return self.summary

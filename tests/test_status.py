@@ -148,3 +148,9 @@ def test_list_shows_this_machine_s_live_runs_and_drops_dead_ones(tmp_path, monke
 def test_the_verbs_start_no_spark(argv, tmp_path, capsys):
     """tests/conftest.py fails a unit test that starts Spark."""
     main([*argv, "--checkpoint-dir", str(tmp_path)] if argv == ["status"] else argv)
+
+
+def test_a_run_where_the_runs_folder_cannot_be_written_goes_on_unlisted(tmp_path):
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    assert LocalRuns(str(blocked / "runs")).add("/ck", "orders") is None
