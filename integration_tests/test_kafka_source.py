@@ -505,8 +505,8 @@ def test_spark_option_eoskit_lacks_is_named_at_load_not_taken_for_a_typo(spark, 
     with pytest.raises(Exception) as err:
         (spark.readStream.format("eoskit-kafka").option("kafka.bootstrap.servers", kafka)
          .option("subscribe", "x").option("fetchOffset.numRetries", "5").load())
-    assert ("option 'fetchOffset.numRetries' is a Spark Kafka source option that eoskit-kafka "
-            "does not support") in str(err.value)
+    assert ("option 'fetchOffset.numRetries' is a Spark Kafka source option that the "
+            "eoskit-kafka source does not take") in str(err.value)
     assert "Did you mean" not in str(err.value)
 
 
