@@ -394,3 +394,23 @@ def test_metrics_counters_exist_from_the_start_and_batch_histograms_reach_ten_mi
         assert samples[("eoskit_batch_duration_seconds_bucket", (("job", "orders"), ("le", "30.0")))] == 0
     finally:
         metrics.on_end(None)
+
+
+def test_txn_storage_options_reach_the_files_sink_as_its_fs_options(monkeypatch, tmp_path):
+    import eoskit.connectors.plugins as plugins
+    from eoskit.runtime import txn_cli
+
+    seen = {}
+
+    def in_doubt_sink(kind, target, options):
+        seen.update(kind=kind, target=target, options=options)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(plugins, "in_doubt_sink", in_doubt_sink)
+    args = build_parser().parse_args(["txn", "list", "--path", "s3://lake/orders", "--storage-option",
+                                      "s3.endpoint_url=http://127.0.0.1:9000", "--checkpoint-dir",
+                                      str(tmp_path)])
+    with pytest.raises(RuntimeError, match="stop here"):
+        txn_cli._sink(args)
+    assert seen == {"kind": "path", "target": "s3://lake/orders",
+                    "options": {"fs.s3.endpoint_url": "http://127.0.0.1:9000"}}
