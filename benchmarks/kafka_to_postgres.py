@@ -15,15 +15,17 @@ import os
 import platform
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -667,6 +669,38 @@ def run_benchmark(args: argparse.Namespace, target: Target) -> int:
     return 0
 
 
+SPARK_JDBC_TABLE = "bench_spark_jdbc"
+SPARK_JDBC_RUNNER = Path(__file__).with_name("spark_jdbc_runner.py")
+
+
+def spark_jdbc_contender(max_offsets: int) -> Contender:
+    """What a Spark user runs today: Spark's `kafka` source and
+    foreachBatch(write.jdbc), at-least-once, in a process (and JVM) of its own."""
+
+    def run(bootstrap: str, url: str, topic: str, partitions: int) -> BaselineResult:
+        u = make_url(url)
+        command = [sys.executable, str(SPARK_JDBC_RUNNER), "--bootstrap", bootstrap, "--topic", topic,
+                   "--jdbc-url", f"jdbc:postgresql://{u.host}:{u.port}/{u.database}",
+                   "--user", u.username or "", "--password", u.password or "",
+                   "--table", SPARK_JDBC_TABLE, "--max-offsets", str(max_offsets)]
+        started = time.perf_counter()
+        done = subprocess.run(command, capture_output=True, text=True, timeout=3600,
+                              env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+        wall = time.perf_counter() - started
+        if done.returncode != 0 or not done.stdout.strip():
+            tail = "\n    ".join(done.stderr.strip().splitlines()[-15:])
+            raise Unavailable(f"Spark's kafka + write.jdbc exited with {done.returncode}:\n    {tail}")
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        say(f"  Spark {result['pyspark']} kafka + foreachBatch(write.jdbc): {result['rows']:,} rows, "
+            f"query {result['run_s']:.1f} s, first batch {result['first_batch_s']:.1f} s, later "
+            f"batches {result['later_batch_s'] or 0:.1f} s")
+        phases = Timings({"process + JVM + session start (not in results)": wall - result["run_s"],
+                          "the query, availableNow": result["run_s"]})
+        return BaselineResult(result["rows"], result["run_s"], phases)
+
+    return Contender("Spark kafka + foreachBatch(write.jdbc), at-least-once", SPARK_JDBC_TABLE, run)
+
+
 POSTGRES = Target(
     sink="eoskit-postgres",
     baseline="consumer + json.loads + COPY",
@@ -679,7 +713,15 @@ POSTGRES = Target(
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_benchmark(parse_args(argv, __doc__.split("\n\n")[0]), POSTGRES)
+    args = parse_args(argv, __doc__.split("\n\n")[0], extend=lambda parser: parser.add_argument(
+        "--spark-jdbc", action="store_true",
+        help="also run Spark's own kafka source + foreachBatch(write.jdbc) (at-least-once), in a "
+             "process of its own, its jars from Maven Central"))
+    target = POSTGRES
+    if args.spark_jdbc:
+        target = replace(POSTGRES, contenders=(*POSTGRES.contenders,
+                                               spark_jdbc_contender(args.max_offsets_per_trigger)))
+    return run_benchmark(args, target)
 
 
 if __name__ == "__main__":
