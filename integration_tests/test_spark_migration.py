@@ -51,6 +51,13 @@ def records(start: int, count: int) -> list[dict]:
     return [{"id": i, "amount": i * 1.25, "customer": f"c{i % 7}"} for i in range(start, start + count)]
 
 
+def pg_connect(url: str) -> psycopg.Connection:
+    """A plain psycopg client, apart from the sink's."""
+    u = make_url(url)
+    return psycopg.connect(host=u.host, port=u.port, user=u.username, password=u.password,
+                           dbname=u.database, autocommit=True)
+
+
 @pytest.fixture
 def table() -> str:
     return f"migrated_{uuid.uuid4().hex[:10]}"
@@ -64,9 +71,7 @@ def test_a_kafka_and_jdbc_job_into_postgres(spark, kafka, postgres, records_topi
     produce_to(topic, {1: [(b"k", json.dumps(r).encode()) for r in records(100, 30)]})
     run(spark, "eoskit-kafka", spark_kafka_options(kafka, topic), "eoskit-postgres", sink, tmp_path / "c")
 
-    u = make_url(postgres)
-    with psycopg.connect(host=u.host, port=u.port, user=u.username, password=u.password,
-                         dbname=u.database, autocommit=True) as conn:
+    with pg_connect(postgres) as conn:
         rows = conn.execute(f"SELECT id, amount, customer FROM {table} ORDER BY id").fetchall()
         columns = dict(conn.execute(
             "SELECT column_name, format_type(atttypid, atttypmod) FROM information_schema.columns "
@@ -119,8 +124,6 @@ def test_the_same_source_options_read_by_spark_s_own_kafka_source(
     topic = records_topic(records(0, 60), partitions=2)
     sink = jdbc_options(postgres, "postgresql", "org.postgresql.Driver", table)
     run(spark, "kafka", spark_kafka_options(kafka, topic), "eoskit-postgres", sink, tmp_path / "c")
-    u = make_url(postgres)
-    with psycopg.connect(host=u.host, port=u.port, user=u.username, password=u.password,
-                         dbname=u.database, autocommit=True) as conn:
+    with pg_connect(postgres) as conn:
         rows = conn.execute(f"SELECT id FROM {table} ORDER BY id").fetchall()
     assert [r[0] for r in rows] == list(range(60))
