@@ -451,13 +451,24 @@ def test_postgres_session_time_limits_spare_prepared_transactions(postgres, work
     _rode_it_out(paused)
 
 
+class QueryTimeoutPostgresTarget(FaultPostgresTarget):
+    """The sink's own limit, as a Spark JDBC job gives it: queryTimeout=3 (s),
+    the task transaction's statement_timeout."""
+
+    def options(self, table: str) -> dict[str, str]:
+        return {**super().options(table), "queryTimeout": "3"}
+
+
 @pytest.mark.crash
-def test_postgres_statement_timeout_ends_a_stalled_copy(postgres, workload, fault_run):
+@pytest.mark.parametrize("target_type", [LimitedPostgresTarget, QueryTimeoutPostgresTarget],
+                         ids=["server_statement_timeout", "sink_queryTimeout"])
+def test_postgres_statement_timeout_ends_a_stalled_copy(postgres, workload, fault_run, target_type):
     """Tasks of batch 1 stall mid-COPY for 6 s. A COPY in progress is one
-    running statement, not an idle transaction: statement_timeout (3 s) is
-    the limit that ends it. The tasks fail naming it, Spark retries them,
-    and the job ends with every record once."""
-    target = LimitedPostgresTarget(postgres)
+    running statement, not an idle transaction: statement_timeout (3 s),
+    set by the server's URL options or by the sink's queryTimeout, is the
+    limit that ends it. The tasks fail naming it, Spark retries them, and
+    the job ends with every record once."""
+    target = target_type(postgres)
     run = fault_run(target, workload)
     run.base_env = {"EOSKIT_VERBOSE": "1"}  # Spark's log of the failed attempts, with their cause
     paused = Paused(run, crash.TASK_DURING_WRITE)

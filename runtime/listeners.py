@@ -21,6 +21,7 @@ import json
 import os
 import threading
 import time
+from abc import ABC, abstractmethod
 from typing import Any
 
 from pyspark.sql.streaming import StreamingQueryListener
@@ -116,23 +117,18 @@ class _SparkListener(StreamingQueryListener):
         pass
 
 
-class StatusFile(RunListener):
-    """The run's state as JSON, replaced atomically at every event
-    (``eoskit run --status-file``)."""
+class RunStatus(RunListener, ABC):
+    """The run's state as one JSON document, written at every event by
+    ``_write`` (where: the subclass's)."""
 
-    def __init__(self, path: str) -> None:
-        self.path = path
+    def __init__(self) -> None:
         self.state: dict[str, Any] = {"state": "starting", "restarts": 0, "batches": 0,
                                       "in_doubt_settled": 0, "in_doubt_committed": 0,
                                       "in_doubt_rolled_back": 0}
 
+    @abstractmethod
     def _write(self) -> None:
-        self.state["updated"] = time.time()
-        temporary = f"{self.path}.tmp"
-        with open(temporary, "w") as handle:
-            json.dump(self.state, handle, sort_keys=True)
-        os.replace(temporary, self.path)
-
+        """Store ``state``."""
 
     def on_start(self, job: str, checkpoint: str) -> None:
         self.state.update(job=job, checkpoint=checkpoint, state="running", pid=os.getpid())
@@ -175,8 +171,24 @@ class StatusFile(RunListener):
         self._write()
 
 
-class CheckpointStatus(StatusFile):
-    """The same state kept beside the checkpoint (``eoskit/control/status.json``,
+class StatusFile(RunStatus):
+    """The run's state in a local JSON file, replaced atomically at every
+    event (``eoskit run --status-file``)."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        self.path = path
+
+    def _write(self) -> None:
+        self.state["updated"] = time.time()
+        temporary = f"{self.path}.tmp"
+        with open(temporary, "w") as handle:
+            json.dump(self.state, handle, sort_keys=True)
+        os.replace(temporary, self.path)
+
+
+class CheckpointStatus(RunStatus):
+    """The run's state kept beside the checkpoint (``eoskit/control/status.json``,
     on any file system the checkpoint is on), for ``eoskit status`` and
     ``eoskit list``. Every run writes it. Progress is written at most every
     ``EVERY_S`` seconds (a store such as S3 pays a request per write); a
@@ -185,7 +197,7 @@ class CheckpointStatus(StatusFile):
     EVERY_S = 1.0
 
     def __init__(self, control: Any) -> None:
-        super().__init__("")
+        super().__init__()
         self.control = control
         self._last = 0.0
 

@@ -169,11 +169,12 @@ def installed_connector_extras() -> tuple[str, ...]:
     run, and so what executors need."""
     dist = metadata.distribution("eoskit")
     found = []
+    core = set(requirements(dist, frozenset()))
     for extra in dist.metadata.get_all("Provides-Extra") or ():
         if normalize(extra) in NOT_CONNECTORS:
             continue
-        needed = [name for name, _ in requirements(dist, frozenset({normalize(extra)}))
-                  if (name, _) not in requirements(dist, frozenset())]
+        needed = [name for name, wanted in requirements(dist, frozenset({normalize(extra)}))
+                  if (name, wanted) not in core]
         try:
             for name in needed:
                 metadata.distribution(name)

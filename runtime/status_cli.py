@@ -24,7 +24,7 @@ import time
 from collections import deque
 from typing import Any
 
-from eoskit.runtime.checkpoint_cli import add_checkpoint_dir, checkpoint_dir, storage_options
+from eoskit.runtime.checkpoint_cli import add_checkpoint_dir, add_common, checkpoint_dir, storage_options
 from eoskit.runtime.cli_errors import guarded
 from eoskit.runtime.control import ControlDir, ControlError, LocalRuns
 
@@ -180,9 +180,7 @@ def register_cli(commands: Any) -> None:
         description="Read the status every eoskit run keeps beside its checkpoint "
         "(eoskit/control/status.json) and whether a run is live there.")
     add_checkpoint_dir(status, "the job's checkpoint location")
-    status.add_argument("--json", action="store_true", help="print JSON instead of text")
-    status.add_argument("--storage-option", action="append", metavar="PROTOCOL.KEY=VALUE",
-                        help="an fsspec option for the checkpoint's file system")
+    add_common(status)
     status.add_argument("--watch", type=float, nargs="?", const=2.0, default=None, metavar="SECONDS",
                         help="redraw every SECONDS (2) with lag and throughput sparklines, until "
                         "the run ends or Ctrl-C")

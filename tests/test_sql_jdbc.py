@@ -65,6 +65,10 @@ def test_ssl_true_is_pgjdbc_s_verify_full_unless_sslmode_says_otherwise():
 def test_credentials_in_the_jdbc_url_itself():
     url = make_url(pg(url=f"jdbc:postgresql://h:5432/db?user=u&password={SECRET}").url)
     assert (url.username, url.password, url.port) == ("u", SECRET, 5432)
+    url = make_url(my(url="jdbc:mysql://app:p%40ss,1@[::1]:3307/shop").url)
+    assert (url.username, url.password, url.host, url.port, url.database) == (
+        "app", "p@ss,1", "::1", 3307, "shop")
+    assert "not a number" in refused(pg, url="jdbc:postgresql://h:54x/db")
 
 
 def test_a_parameter_the_sink_cannot_honour_is_refused_by_name_never_by_value():

@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from urllib.parse import parse_qsl, unquote
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
@@ -172,23 +172,16 @@ class JdbcDialect:
         location, _, query = rest.partition("?")
         if not query and ";" in location:  # host/db;name=value;... (MariaDB's form)
             location, _, query = location.partition(";")
-        netloc, _, database = location.partition("/")
-        username = password = None
-        if "@" in netloc:
-            userinfo, _, netloc = netloc.rpartition("@")
-            username, _, given = userinfo.partition(":")
-            username, password = unquote(username), (unquote(given) if given else None)
-        if "," in netloc:
+        if "," in location.partition("/")[0].rpartition("@")[2]:
             raise OptionError(f"option 'url': the JDBC URL names several hosts; the "
                               f"{self.database} sink connects to one (give its host:port)")
-        host, port = netloc, None
-        if netloc.startswith("["):  # [IPv6]:port
-            host, _, tail = netloc[1:].partition("]")
-            port = tail[1:] if tail.startswith(":") else None
-        elif ":" in netloc:
-            host, _, port = netloc.rpartition(":")
-        if port is not None and not port.isdigit():
-            raise OptionError("option 'url': the JDBC URL's port is not a number")
+        parts = urlsplit("//" + location)  # userinfo, host, [IPv6], port: urllib's parse
+        try:
+            port = parts.port
+        except ValueError:
+            raise OptionError("option 'url': the JDBC URL's port is not a number") from None
+        username = unquote(parts.username) if parts.username else None
+        password = unquote(parts.password) if parts.password else None
         keys: dict[str, str] = {}
         pairs = parse_qsl(query.replace(";", "&"), keep_blank_values=True)
         weaker = {w.lower() for w in self.weaker}
@@ -208,8 +201,8 @@ class JdbcDialect:
                     f"{self.database} sink" + (f": {why}" if why else
                                                f"; it takes {known}, or give a SQLAlchemy URL"))
         return URL.create(backend, username=username or None, password=password,
-                          host=host or None, port=int(port) if port else None,
-                          database=unquote(database) or None, query=keys)
+                          host=parts.hostname or None, port=port,
+                          database=unquote(parts.path.lstrip("/")) or None, query=keys)
 
 
 def _get(table: Mapping[str, object], lowered: str):
