@@ -12,9 +12,11 @@ The archive, top to bottom:
 
 1. Its name carries a key of the JVM it was made by (the ``java`` binary
    Spark will start, resolved, and its modification time) and of the Spark
-   installation (PySpark's version, its jars and their folder: the JVM maps
-   an archive only for the class path it was made with): another Java,
-   Spark or environment makes another archive.
+   installation (PySpark's version, its jars' folder, and each jar's name,
+   size and modification time: the JVM maps an archive only for the class
+   path it was made with, and checks each jar's size and time): another
+   Java, Spark, environment or reinstall of the same environment makes
+   another archive.
 2. It is made once per key, in the background: ``get_session`` finds no
    archive and starts ``python -m eoskit.runtime.jvm_archive <path>``
    detached, which runs a small streaming query (a Python data source into
@@ -74,9 +76,12 @@ def key(java: str) -> str:
     import pyspark
 
     jars = (Path(pyspark.__file__).parent / "jars").resolve()
-    names = sorted(p.name for p in jars.glob("*.jar")) if jars.is_dir() else []
     # The JVM maps an archive only for the class path it was made with: the
-    # jars' folder itself, not only their names (another venv is another key).
+    # jars' folder itself (another venv is another key), and each jar as the
+    # JVM checks it, its size and modification time (a venv made again at
+    # the same path, as a CI clone is, is another key too).
+    found = sorted(jars.glob("*.jar")) if jars.is_dir() else []
+    names = [f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in found]
     parts = [java, str(os.stat(java).st_mtime_ns), pyspark.__version__, str(jars), *names]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 

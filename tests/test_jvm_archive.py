@@ -95,6 +95,27 @@ def test_another_environment_of_the_same_spark_is_another_key(java, tmp_path, mo
     assert jvm_archive.key(str(java)) != first
 
 
+def test_a_reinstalled_jar_is_another_key(java, tmp_path, monkeypatch):
+    """The JVM refuses an archive when a jar's size or modification time is
+    not what it was made with (a venv made again at the same path, as a CI
+    clone's is): such an archive would never be mapped again."""
+    import pyspark
+
+    spark_dir = tmp_path / "venv" / "pyspark"
+    jar = spark_dir / "jars" / "slf4j-api.jar"
+    jar.parent.mkdir(parents=True)
+    jar.write_bytes(b"classes")
+    monkeypatch.setattr(pyspark, "__file__", str(spark_dir / "__init__.py"))
+    first = jvm_archive.key(str(java))
+    assert jvm_archive.key(str(java)) == first
+    os.utime(jar, ns=(time.time_ns(), jar.stat().st_mtime_ns + 10**9))  # the same jar installed again
+    second = jvm_archive.key(str(java))
+    assert second != first
+    jar.write_bytes(b"classes, another build")
+    os.utime(jar, ns=(time.time_ns(), jar.stat().st_mtime_ns))
+    assert jvm_archive.key(str(java)) != second
+
+
 def test_driver_options_from_spark_defaults_are_not_replaced(java, tmp_path, monkeypatch):
     for key, value in env_for(java, tmp_path).items():
         monkeypatch.setenv(key, value)
