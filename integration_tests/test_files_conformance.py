@@ -201,14 +201,9 @@ def test_the_s3_scenarios_are_in_the_kit():
     assert len(ON_S3) == 3, f"a scenario was renamed: {[s.name for s in TWOPHASE]}"
 
 
-#: The endurance tier (see test_postgres_conformance.py); 300 batches cross
-#: Spark's log retention three times and the decision pruning 30 times.
-ENDURANCE_BATCHES = 300
-
-
+#: The endurance tier (``ENDURANCE``, see test_postgres_conformance.py).
 @pytest.mark.crash
 @pytest.mark.endurance
 def test_files_endurance(spark, kafka, tmp_path):
-    workload = Workload.produce(kafka, records=2 * ENDURANCE_BATCHES, partitions=1,
-                                batches=ENDURANCE_BATCHES)
+    workload = Workload.endurance(kafka)
     run_scenario(LocalFilesTarget(tmp_path / "out", spark), workload, ENDURANCE, tmp_path / "work", spark)

@@ -108,16 +108,12 @@ def test_kafka_stateful(spark, kafka, stateful_workload, scenario, tmp_path):
     run_scenario(KafkaTarget(kafka), stateful_workload, scenario, tmp_path, spark, stateful=True)
 
 
-#: The endurance tier (see test_postgres_conformance.py); the Kafka sink keeps
-#: no per-batch state, and 300 batches cross Spark's log retention three times.
-ENDURANCE_BATCHES = 300
-
-
+#: The endurance tier (``ENDURANCE``, see test_postgres_conformance.py); the
+#: Kafka sink keeps no per-batch state but its marker groups.
 @pytest.mark.crash
 @pytest.mark.endurance
 def test_kafka_endurance(spark, kafka, tmp_path):
-    workload = Workload.produce(kafka, records=2 * ENDURANCE_BATCHES, partitions=1,
-                                batches=ENDURANCE_BATCHES)
+    workload = Workload.endurance(kafka)
     run_scenario(KafkaTarget(kafka), workload, ENDURANCE, tmp_path, spark)
 
 

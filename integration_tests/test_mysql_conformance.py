@@ -145,18 +145,14 @@ def test_mysql_stateful(spark, mysql_target, stateful_workload, scenario, tmp_pa
     _nothing_left_prepared(target)
 
 
-#: The endurance tier (see test_postgres_conformance.py). 300 batches cross
-#: Spark's log retention three times; XA costs MariaDB a new session per task
-#: (0.35 s a batch here), and test_endurance_protocol.py drives this sink's
-#: protocol past batch 1,300 against the same server.
-ENDURANCE_BATCHES = 300
-
-
+#: The endurance tier (``ENDURANCE``, see test_postgres_conformance.py). XA
+#: costs MariaDB a new session per task (0.35 s a batch here), and
+#: test_endurance_protocol.py drives this sink's protocol past batch 1,300
+#: against the same server.
 @pytest.mark.crash
 @pytest.mark.endurance
 def test_mysql_endurance(spark, mysql_target, kafka, tmp_path):
-    workload = Workload.produce(kafka, records=2 * ENDURANCE_BATCHES, partitions=1,
-                                batches=ENDURANCE_BATCHES)
+    workload = Workload.endurance(kafka)
     target = MySQLTarget(mysql_target)
     run_scenario(target, workload, ENDURANCE, tmp_path, spark)
     _nothing_left_prepared(target)

@@ -49,27 +49,15 @@ def test_postgres_stateful(spark, postgres_target, stateful_workload, scenario, 
     run_scenario(postgres_target(), stateful_workload, scenario, tmp_path, spark, stateful=True)
 
 
-#: The endurance tier: 300 micro-batches of two records each, a driver kill
-#: after batch 150, cross the 10-batch prune period 30 times and Spark's
-#: 100-batch log retention three times, as for the other sinks (a batch costs
-#: about 0.2 s here). Batch 1,100, where pruning once stopped the two-phase
-#: SQL sinks for good, is crossed by test_endurance_protocol.py for every
-#: sink, without Spark's per-batch cost, and by the long tier in one real run.
-ENDURANCE_BATCHES = 300
-
-
-@pytest.fixture(scope="module")
-def endurance_workload(kafka: str) -> Workload:
-    return Workload.produce(kafka, records=2 * ENDURANCE_BATCHES, partitions=1,
-                            batches=ENDURANCE_BATCHES)
-
-
+#: The endurance tier (``ENDURANCE``): ``ENDURANCE_BATCHES`` micro-batches of
+#: two records each with a driver kill in the middle, as for the other sinks
+#: (a batch costs about 0.2 s here).
 @pytest.mark.crash
 @pytest.mark.endurance
-def test_postgres_endurance(spark, postgres_target, endurance_workload, tmp_path):
+def test_postgres_endurance(spark, postgres_target, kafka, tmp_path):
     """The default (two-phase) mode; the idempotent mode's marker pruning
     crosses batch 1,300 in test_endurance_protocol.py, against the same server."""
-    run_scenario(postgres_target(), endurance_workload, ENDURANCE, tmp_path, spark)
+    run_scenario(postgres_target(), Workload.endurance(kafka), ENDURANCE, tmp_path, spark)
 
 
 #: The long tier (``pytest -m long``, not in CI): past batch 1,100, where

@@ -57,6 +57,7 @@ pipeline = Pipeline(
     checkpoint_interval="500 milliseconds",
     # A scenario's failure must end the run, not be retried: restarts are the scenario's.
     restart_strategy=os.environ.get("EOSKIT_TEST_RESTART_STRATEGY", "none"),
+    retained_checkpoints=int(os.environ.get("EOSKIT_TEST_RETAINED_CHECKPOINTS", "100")),
     spark_conf={
         # local[2,3]: two cores, and up to three attempts per task, as a cluster retries.
         "spark.master": os.environ.get("EOSKIT_TEST_MASTER", "local[2,3]"),

@@ -65,6 +65,12 @@ class Workload:
                         (self.record(i, self.partitions) for i in range(self.records, self.records + more)))
         return replace(self, records=self.records + more)
 
+    @classmethod
+    def endurance(cls, bootstrap: str) -> "Workload":
+        """The endurance tier's input: ``ENDURANCE_BATCHES`` batches of two
+        records on one partition."""
+        return cls.produce(bootstrap, records=2 * ENDURANCE_BATCHES, partitions=1, batches=ENDURANCE_BATCHES)
+
     def expected(self) -> list[tuple[int, int]]:
         return [(i, self.amount(i)) for i in range(self.records)]
 
@@ -598,6 +604,18 @@ CLUSTER_SCENARIOS = [
 #: batches, Spark's logs at every batch, so a count may stand up to one
 #: period (and a batch in flight) apart at two moments.
 ENDURANCE_SLACK = {"decision files": 2 * PRUNE_EVERY, "checkpoint files": 8 * PRUNE_EVERY}
+#: The endurance tier's job keeps this many batches in its checkpoint's logs
+#: (``retained_checkpoints``, Spark's ``minBatchesToRetain``; 100 by
+#: default): what is pruned follows it, and a smaller one is reached, and
+#: crossed again and again, in fewer batches.
+ENDURANCE_RETAINED = 30
+#: Batches of the endurance tier: the driver killed after batch 60, twice the
+#: retention (what the job keeps is at its steady size by then), and the
+#: 10-batch prune period (``PRUNE_EVERY``) crossed 12 times, the retention
+#: four times over. Batch 1,100, where pruning once stopped the two-phase SQL
+#: sinks for good, is crossed by test_endurance_protocol.py for every sink
+#: without Spark's per-batch cost, and by the long tier in one real run.
+ENDURANCE_BATCHES = 4 * ENDURANCE_RETAINED
 
 
 def kept(run: Run) -> dict[str, int]:
@@ -611,20 +629,21 @@ def kept(run: Run) -> dict[str, int]:
 
 
 def _endurance(run: Run) -> None:
-    """The job through every batch of its workload (as many as the workload
-    has: 1,300 in the endurance tier), its driver SIGKILLed after the commit
+    """The job through every batch of its workload (``ENDURANCE_BATCHES``
+    in the endurance tier, keeping ``ENDURANCE_RETAINED``), its driver SIGKILLed after the commit
     of the middle batch, then restarted: every record once, and what the job
     keeps (``kept``) no larger at the end than in the middle, so that a week
     of batches keeps no more than a day's."""
     batches = -(-run.workload.records // run.workload.batch_offsets)
     middle = batches // 2
-    process = run.start()
+    retained = {"EOSKIT_TEST_RETAINED_CHECKPOINTS": str(ENDURANCE_RETAINED)}
+    process = run.start(**retained)
     wait_for_file(run.checkpoint / f"commits/{middle}", process, run, timeout=max(300, batches))
     os.killpg(process.pid, signal.SIGKILL)
     process.wait()
     _reap_group(process.pid)
     at_middle = kept(run)
-    run.recover()
+    run.recover(**retained)
     at_end = kept(run)
     print(f"kept after batch {middle}: {at_middle}; after batch {batches - 1}: {at_end}")
     run.verify_exactly_once()
