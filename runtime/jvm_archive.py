@@ -28,7 +28,13 @@ The archive, top to bottom:
    maker renames it to its final name after ``spark-submit`` exited 0 (a
    truncated archive makes the JDK abort the start, which a partial write
    killed mid-way would leave). Until then sessions start without one.
-4. A session that finds it adds ``-XX:SharedArchiveFile`` (with
+4. The maker then removes the archives it replaces: those made for the
+   same jars' folder (an earlier install of this environment) or for a
+   folder that is gone, known by the ``spark-<key>.json`` written beside
+   each archive (an archive without one is an older eoskit's, removed too).
+   An archive is some 170 MB; without this a folder of them would grow
+   with every reinstall.
+5. A session that finds it adds ``-XX:SharedArchiveFile`` (with
    ``-Xshare:auto``: a JVM that cannot map it starts without it) to
    ``spark.driver.extraJavaOptions``, after any the job gives.
 
@@ -71,11 +77,17 @@ def java_binary(env: os._Environ[str] | dict[str, str] | None = None) -> str | N
     return os.path.realpath(found) if found else None
 
 
+def _jars() -> Path:
+    import pyspark
+
+    return (Path(pyspark.__file__).parent / "jars").resolve()
+
+
 def key(java: str) -> str:
     """What the archive depends on: the JVM build and Spark's jars."""
     import pyspark
 
-    jars = (Path(pyspark.__file__).parent / "jars").resolve()
+    jars = _jars()
     # The JVM maps an archive only for the class path it was made with: the
     # jars' folder itself (another venv is another key), and each jar as the
     # JVM checks it, its size and modification time (a venv made again at
@@ -229,12 +241,38 @@ def make(archive: Path) -> bool:
         if done.returncode != 0 or not partial.is_file() or partial.stat().st_size == 0:
             return False
         os.replace(partial, archive)  # whole, or not there at all
+        forget_replaced(archive, _jars())
         return True
     except (OSError, subprocess.SubprocessError):
         return False
     finally:
         partial.unlink(missing_ok=True)
         lock.unlink(missing_ok=True)
+
+
+def _about(archive: Path) -> Path:
+    return archive.with_suffix(".json")
+
+
+def forget_replaced(archive: Path, jars: Path) -> list[Path]:
+    """Record which jars' folder ``archive`` was made for, and remove the
+    archives it replaces (step 4); the archives removed."""
+    import json
+
+    _about(archive).write_text(json.dumps({"jars": str(jars)}))
+    removed = []
+    for other in archive.parent.glob("spark-*.jsa"):
+        if other == archive:
+            continue
+        try:
+            made_for = json.loads(_about(other).read_text())["jars"]
+        except (OSError, ValueError, KeyError, TypeError):
+            made_for = None  # an older eoskit's: it keeps no record
+        if made_for is None or made_for == str(jars) or not os.path.isdir(made_for):
+            other.unlink(missing_ok=True)  # a JVM mapping it keeps its pages
+            _about(other).unlink(missing_ok=True)
+            removed.append(other)
+    return removed
 
 
 if __name__ == "__main__":

@@ -116,6 +116,33 @@ def test_a_reinstalled_jar_is_another_key(java, tmp_path, monkeypatch):
     assert jvm_archive.key(str(java)) != second
 
 
+def test_a_new_archive_removes_those_it_replaces(tmp_path):
+    """Those of the same jars' folder (an earlier install), of a folder that
+    is gone and of an older eoskit (no record) go; another environment's stays."""
+    import json
+
+    folder, here, elsewhere = tmp_path / "archives", tmp_path / "venv" / "jars", tmp_path / "venv2" / "jars"
+    here.mkdir(parents=True)
+    elsewhere.mkdir(parents=True)
+    folder.mkdir()
+
+    def made(name: str, jars: Path | None) -> Path:
+        archive = folder / f"spark-{name}.jsa"
+        archive.write_bytes(b"classes")
+        if jars is not None:
+            archive.with_suffix(".json").write_text(json.dumps({"jars": str(jars)}))
+        return archive
+
+    earlier, other, gone, older = (made("earlier", here), made("other", elsewhere),
+                                   made("gone", tmp_path / "removed" / "jars"), made("older", None))
+    new = made("new", None)
+    removed = jvm_archive.forget_replaced(new, here)
+    assert sorted(removed) == sorted([earlier, gone, older])
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        [other.name, other.with_suffix(".json").name, new.name, new.with_suffix(".json").name])
+    assert json.loads(new.with_suffix(".json").read_text()) == {"jars": str(here)}
+
+
 def test_driver_options_from_spark_defaults_are_not_replaced(java, tmp_path, monkeypatch):
     for key, value in env_for(java, tmp_path).items():
         monkeypatch.setenv(key, value)
