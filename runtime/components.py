@@ -69,3 +69,72 @@ class Pausable(Protocol):
         """The same source, holding each batch back until ``seconds`` after
         the last commit recorded in ``checkpoint``."""
         ...
+
+
+@runtime_checkable
+class Replayable(Protocol):
+    """A source whose input can be pinned and read again, the same records
+    every time (``eoskit chaos`` runs a job several times on one input).
+    Runs on the driver of the command, before any job starts."""
+
+    def pin(self) -> dict:
+        """The input as it is now, as JSON (what ``bounded`` takes): from
+        where a new query of this source would start to where the data ends
+        now. Raises ``ValueError`` (``OptionError``), naming the option, when
+        there is nothing to read."""
+        ...
+
+    def bounded(self, pin: dict) -> Source:
+        """The same source reading exactly what ``pin`` holds, however often
+        and from whatever checkpoint it starts; side-effect free."""
+        ...
+
+    def describe_pin(self, pin: dict) -> str:
+        """One line: what ``pin`` holds (``orders: 4 partitions, 20,000 offsets``)."""
+        ...
+
+
+@runtime_checkable
+class Scratch(Protocol):
+    """A scratch copy of a sink's target (a suffixed table, topic or path)
+    and the sink writing into it instead. Every method runs on the driver
+    of the command; ``rows`` reads with the service's own client, not
+    through Spark."""
+
+    #: What the reports call it: ``table public.orders_chaos_r1``.
+    name: str
+
+    def sink(self) -> Sink:
+        """The job's sink, same options, writing into the scratch target
+        (and into scratch copies of its dead-letter and marker targets);
+        side-effect free."""
+        ...
+
+    def create(self) -> None:
+        """Create the scratch target like the original (its columns, keys,
+        partitions, configuration) where the original exists; a sink that
+        creates its target creates the scratch one itself otherwise."""
+        ...
+
+    def rows(self) -> tuple[tuple[str, ...], list[tuple], tuple[str, ...]]:
+        """``(columns, rows, key)``: every row the scratch target holds as a
+        reader of committed data sees it, and the columns that identify a
+        row (a primary key, Kafka's key; ``()`` when none)."""
+        ...
+
+    def drop(self) -> None:
+        """Remove the scratch target and its copies; nothing of the
+        original is touched. Removing what is not there is no error."""
+        ...
+
+
+@runtime_checkable
+class Redirectable(Protocol):
+    """A sink that can write into a scratch copy of its target instead of
+    the target itself (``eoskit chaos``): a sink without it is refused by
+    the command, so that nothing is ever written to the job's real target."""
+
+    def scratch(self, suffix: str) -> Scratch:
+        """The scratch copy named with ``suffix`` (lower-case letters and
+        digits); side-effect free until its ``create``."""
+        ...

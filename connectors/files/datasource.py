@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import DataStreamWriter
@@ -19,6 +19,9 @@ from eoskit.connectors.files.transactions import FilesTransactions
 from eoskit.twophase.adapter import TransactionalDataSource
 from eoskit.twophase.contract import CommitMode, Sink
 from eoskit.twophase.options import OptionError
+
+if TYPE_CHECKING:
+    from eoskit.connectors.files.scratch import FilesScratch
 
 PARQUET, JSON = (plugin.format for plugin in PLUGIN)  # declared in plugin.py
 
@@ -100,6 +103,12 @@ class FilesSink:
     def write_stream(self, df: DataFrame) -> DataStreamWriter:
         df.sparkSession.dataSource.register(self.data_source)
         return df.writeStream.format(self.data_source.short_name).options(**self.all_options())
+
+    def scratch(self, suffix: str) -> "FilesScratch":
+        """This sink into a suffixed copy of its path (``runtime.components.Redirectable``)."""
+        from eoskit.connectors.files.scratch import FilesScratch
+
+        return FilesScratch(self, suffix)
 
     def describe(self) -> str:
         return f"{self.data_source.short_name} ({self.path})"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import DataStreamWriter
@@ -12,6 +12,9 @@ from eoskit.connectors.output_modes import check_output_mode, write_stream
 from eoskit.connectors.kafka.sink_settings import KafkaSinkSettings
 from eoskit.connectors.kafka.source import SHORT_NAME, KafkaDataSource
 from eoskit.twophase.foreach_batch import BatchWriter
+
+if TYPE_CHECKING:
+    from eoskit.connectors.kafka.scratch import KafkaScratch
 
 
 @dataclass
@@ -49,6 +52,12 @@ class KafkaSink:
 
     def write_stream(self, df: DataFrame) -> DataStreamWriter:
         return write_stream(df, KafkaDataSource, self.all_options(), self.output_mode)
+
+    def scratch(self, suffix: str) -> "KafkaScratch":
+        """This sink into suffixed copies of its topics (``runtime.components.Redirectable``)."""
+        from eoskit.connectors.kafka.scratch import KafkaScratch
+
+        return KafkaScratch(self, suffix)
 
     def describe(self) -> str:
         topic = self.options.get("topic") or "the rows' topics"

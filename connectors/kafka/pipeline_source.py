@@ -43,6 +43,23 @@ class KafkaSource:
                                       "minPauseBetweenBatches": f"{math.ceil(seconds * 1000)}ms",
                                       "checkpointLocation": checkpoint})
 
+    def pin(self) -> dict:
+        """The input as it is now (``runtime.components.Replayable``)."""
+        from eoskit.connectors.kafka.pin import pin
+
+        return pin(KafkaSourceSettings.parse(self.all_options()))
+
+    def bounded(self, pin: dict) -> "KafkaSource":
+        """This source reading exactly ``pin``: its start, up to its end."""
+        from eoskit.connectors.kafka.pin import bounded_options
+
+        return replace(self, options=bounded_options(self.options, pin))
+
+    def describe_pin(self, pin: dict) -> str:
+        from eoskit.connectors.kafka.pin import describe
+
+        return describe(pin)
+
     def read_stream(self, spark: SparkSession) -> DataFrame:
         register_data_source(spark, KafkaDataSource)
         return spark.readStream.format(SHORT_NAME).options(**self.all_options()).load()

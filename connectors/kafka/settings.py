@@ -104,6 +104,14 @@ ENDING_OFFSETS_BY_TIMESTAMP = Option(
     "Batch reads only: endingTimestamp per partition, JSON as "
     "startingOffsetsByTimestamp. Takes precedence over endingOffsets.",
 )
+STOP_AT_OFFSETS = Option(
+    "stopAtOffsets", parse_str, None,
+    "Streaming reads only (eoskit's, as Flink's bounded KafkaSource): JSON offsets "
+    "per partition, {\"orders\":{\"0\":1200,\"1\":1180}}; the stream reads each "
+    "partition up to that offset (not including it), no further, and no partition it "
+    "does not name. A run with --until-caught-up ends there. eoskit chaos pins a job's "
+    "input with it.",
+)
 MAX_OFFSETS_PER_TRIGGER = Option(
     "maxOffsetsPerTrigger", parse_positive_int, None,
     "About this many offsets per micro-batch, shared across partitions in "
@@ -184,7 +192,7 @@ OPTIONS = OptionSet(
     (
         SUBSCRIBE, SUBSCRIBE_PATTERN, ASSIGN, STARTING_OFFSETS, STARTING_TIMESTAMP,
         STARTING_OFFSETS_BY_TIMESTAMP, STARTING_OFFSETS_BY_TIMESTAMP_STRATEGY,
-        ENDING_OFFSETS, ENDING_TIMESTAMP, ENDING_OFFSETS_BY_TIMESTAMP,
+        ENDING_OFFSETS, ENDING_TIMESTAMP, ENDING_OFFSETS_BY_TIMESTAMP, STOP_AT_OFFSETS,
         MAX_OFFSETS_PER_TRIGGER, MIN_OFFSETS_PER_TRIGGER, MAX_TRIGGER_DELAY,
         MIN_PAUSE_BETWEEN_BATCHES, CHECKPOINT_LOCATION, MIN_PARTITIONS, MAX_RECORDS_PER_PARTITION, FAIL_ON_DATA_LOSS, INCLUDE_HEADERS,
         POLL_TIMEOUT_MS, COMMIT_GROUP, GROUP_ID_PREFIX, *security.OPTIONS,
@@ -200,7 +208,7 @@ OPTIONS = OptionSet(
 BATCH_ONLY = (ENDING_OFFSETS, ENDING_TIMESTAMP, ENDING_OFFSETS_BY_TIMESTAMP)
 #: Options that only a streaming read (spark.readStream) uses.
 STREAM_ONLY = (MAX_OFFSETS_PER_TRIGGER, MIN_OFFSETS_PER_TRIGGER, MAX_TRIGGER_DELAY,
-               MIN_PAUSE_BETWEEN_BATCHES)
+               MIN_PAUSE_BETWEEN_BATCHES, STOP_AT_OFFSETS)
 
 
 class TopicNotFoundError(LookupError):
@@ -376,6 +384,8 @@ class KafkaSourceSettings:
     starting_offsets: str | PartitionOffsets | Timestamps | None
     #: None: latest
     ending_offsets: str | PartitionOffsets | Timestamps | None
+    #: stopAtOffsets: where a stream ends, per partition; None: it does not
+    stop_at: PartitionOffsets | None
     starting_no_match: str
     max_offsets_per_trigger: int | None
     min_offsets_per_trigger: int | None
@@ -465,6 +475,12 @@ class KafkaSourceSettings:
             ending = parse_offsets_option(ENDING_OFFSETS.read(raw), ENDING_OFFSETS.name)
             if ending == "earliest" or (isinstance(ending, dict) and EARLIEST in ending.values()):
                 raise OptionError("option 'endingOffsets' cannot be earliest (-2)")
+        stop_at = None
+        if STOP_AT_OFFSETS.read(raw) is not None:
+            stop_at = parse_offsets_option(STOP_AT_OFFSETS.read(raw), STOP_AT_OFFSETS.name)
+            if not isinstance(stop_at, dict) or any(o < 0 for o in stop_at.values()):
+                raise OptionError("option 'stopAtOffsets': give an offset (>= 0) for every "
+                                  "partition to read, as JSON: {\"topic\":{\"0\":1200}}")
         max_offsets = MAX_OFFSETS_PER_TRIGGER.read(raw)
         min_offsets = MIN_OFFSETS_PER_TRIGGER.read(raw)
         if max_offsets is not None and min_offsets is not None and min_offsets > max_offsets:
@@ -486,6 +502,7 @@ class KafkaSourceSettings:
             kafka=kafka,
             starting_offsets=starting,
             ending_offsets=ending,
+            stop_at=stop_at,
             starting_no_match=STARTING_OFFSETS_BY_TIMESTAMP_STRATEGY.read(raw),
             max_offsets_per_trigger=max_offsets,
             min_offsets_per_trigger=min_offsets,

@@ -145,6 +145,14 @@ def _resolve(
     return resolve_spec(spec, partitions, earliest, latest, option, default_for_unlisted)
 
 
+def resolve_start(settings: KafkaSourceSettings, metadata: KafkaMetadata,
+                  partitions: list[TopicPartition]) -> PartitionOffsets:
+    """Where a new streaming query starts reading ``partitions``."""
+    return _resolve(settings.starting_offsets or "latest", partitions, metadata,
+                    metadata.earliest(partitions), metadata.latest(partitions),
+                    "startingOffsets", "latest", settings, is_start=True)
+
+
 def _report(losses: list[DataLoss], settings: KafkaSourceSettings) -> None:
     if not losses:
         return
@@ -190,18 +198,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         broker_topics = self.metadata.topics()
         self.settings.subscription.require_present(broker_topics, self.settings.bootstrap_servers)
         partitions = self.settings.subscription.select(broker_topics)
-        starting = _resolve(
-            self.settings.starting_offsets or "latest",
-            partitions,
-            self.metadata,
-            self.metadata.earliest(partitions),
-            self.metadata.latest(partitions),
-            "startingOffsets",
-            "latest",
-            self.settings,
-            is_start=True,
-        )
-        return to_json_dict(starting)
+        return to_json_dict(resolve_start(self.settings, self.metadata, partitions))
 
     def getDefaultReadLimit(self) -> ReadLimit:
         # PySpark has no composite read limit: with both options the maximum
@@ -218,12 +215,20 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         partitions = self._partitions()
         self._available_now_target = self.metadata.latest(partitions)
 
+    def _target(self) -> PartitionOffsets | None:
+        """Where reading stops for now: stopAtOffsets, the availableNow pin,
+        or the lower of the two; None: nowhere."""
+        pinned, stop = self._available_now_target, self.settings.stop_at
+        if pinned is None or stop is None:
+            return pinned if stop is None else stop
+        return {tp: min(offset, pinned[tp]) for tp, offset in stop.items() if tp in pinned}
+
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         start_offsets = from_json_dict(start, "checkpointed offsets")
         if self._pausing():
             return to_json_dict(start_offsets)  # no new data: Spark plans no batch
         partitions = self._partitions()
-        target = self._available_now_target
+        target = self._target()
         if target is not None:
             partitions = [tp for tp in partitions if tp in target]
         latest = self.metadata.latest(partitions)
@@ -268,7 +273,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def reportLatestOffset(self) -> dict | None:
         partitions = self._partitions()
-        return to_json_dict(self.metadata.latest(partitions))
+        latest = self.metadata.latest(partitions)
+        stop = self.settings.stop_at
+        if stop is not None:  # the lag of a bounded stream is what is left of its bound
+            latest = {tp: min(offset, stop[tp]) for tp, offset in latest.items() if tp in stop}
+        return to_json_dict(latest)
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         start_offsets = from_json_dict(start, "checkpointed start offsets")

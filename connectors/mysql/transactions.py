@@ -483,6 +483,8 @@ class MySQLTransactions(SqlSink):
     #: How ``dbtable`` quotes a name (read by SqlSinkSettings.parse): backticks,
     #: or double quotes as under ANSI_QUOTES.
     identifier_quotes = '`"'
+    #: A scratch copy of a table (``eoskit chaos``): columns, keys, indexes.
+    CREATE_LIKE = "CREATE TABLE {new} LIKE {old}"
     DATABASE = "MySQL"
     BACKENDS = BACKENDS
     JDBC = JDBC

@@ -478,6 +478,8 @@ class PostgresTransactions(SqlSink):
     kind = "postgres"
     #: How ``dbtable`` quotes a name (read by SqlSinkSettings.parse).
     identifier_quotes = '"'
+    #: A scratch copy of a table (``eoskit chaos``): columns, defaults, keys, indexes.
+    CREATE_LIKE = "CREATE TABLE {new} (LIKE {old} INCLUDING ALL)"
     DATABASE = "PostgreSQL"
     JDBC = JDBC
     BACKENDS = BACKENDS

@@ -4,7 +4,7 @@ sink only names its format, its URL dialects and its sink type."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import DataStreamWriter
@@ -17,6 +17,9 @@ from eoskit.connectors.sql.urls import parse_url, safe
 from eoskit.twophase.adapter import TransactionalDataSource
 from eoskit.twophase.contract import CommitMode, Sink
 from eoskit.twophase.foreach_batch import BatchWriter
+
+if TYPE_CHECKING:
+    from eoskit.connectors.sql.scratch import SqlScratch
 
 class SqlDataSource(TransactionalDataSource):
     """A SQL sink as a PySpark streaming data source."""
@@ -82,6 +85,12 @@ class SqlPipelineSink:
 
     def write_stream(self, df: DataFrame) -> DataStreamWriter:
         return write_stream(df, self.data_source, self.all_options(), self.output_mode)
+
+    def scratch(self, suffix: str) -> "SqlScratch":
+        """This sink into a suffixed copy of its tables (``runtime.components.Redirectable``)."""
+        from eoskit.connectors.sql.scratch import SqlScratch
+
+        return SqlScratch(self, suffix)
 
     def describe(self) -> str:
         return f"{self.data_source.short_name} ({safe(self._url)} {self.dbtable})"

@@ -43,13 +43,18 @@ class SqlSink(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
     """A SQL table as a sink with all three commit capabilities; picklable.
     A dialect sets ``settings``, ``schema``, ``url``, ``_target`` and
     ``_dead_letters`` (None) in its ``__init__``, names its database in
-    ``DATABASE``, its URL backends in ``BACKENDS`` and its JDBC mapping in
-    ``JDBC``."""
+    ``DATABASE``, its URL backends in ``BACKENDS``, its JDBC mapping in
+    ``JDBC``, its quotes in ``identifier_quotes`` and ``CREATE_LIKE``."""
 
     DATABASE: ClassVar[str]
     BACKENDS: ClassVar[tuple[str, ...]]
     #: How Spark's JDBC URLs and options map to this database (``sql/jdbc.py``).
     JDBC: ClassVar[JdbcDialect]
+    #: The quotes ``dbtable`` may use, the first the one names are written with.
+    identifier_quotes: ClassVar[str]
+    #: The statement that creates table ``{new}`` like table ``{old}`` (both
+    #: quoted by the driver): a scratch copy for ``eoskit chaos`` (``sql/scratch.py``).
+    CREATE_LIKE: ClassVar[str]
     #: Part of a running query, whose start-up check reached the server: a
     #: lost connection is waited for in every process of the job, even one
     #: that has not talked to the server yet (``retry.reconnecting``). False
