@@ -140,6 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     from eoskit.runtime.savepoint_cli import register_cli as register_savepoint_cli
     from eoskit.runtime.state_cli import register_cli as register_state_cli
     from eoskit.runtime.status_cli import register_cli as register_status_cli
+    from eoskit.runtime.chaos.cli import register_cli as register_chaos_cli
 
     register_cli(commands)
     register_txn_cli(commands)
@@ -147,6 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_savepoint_cli(commands)
     register_state_cli(commands)
     register_status_cli(commands)
+    register_chaos_cli(commands)
     add_verbose(parser)
     return parser
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from eoskit.runtime.chaos.plan import FAULT_KINDS, KINDS, NEEDS, Fault, FaultPlan, parse_faults
+from eoskit.runtime.chaos.plan import DRIVER_STEPS, FAULT_KINDS, KINDS, NEEDS, Fault, FaultPlan, parse_faults
 
 
 def test_every_kind_declared_once_with_help_and_a_known_need():
@@ -87,4 +87,14 @@ def test_fault_describes_itself():
     fault = Fault(2, "worker", 5, 0.314)
     assert fault.describe() == "fault 2 (worker): 0.314 s after batch 5 commits"
     assert FaultPlan(1, (fault,)).to_dict() == {
-        "seed": 1, "faults": [{"index": 2, "kind": "worker", "after_batch": 5, "delay_s": 0.314}]}
+        "seed": 1, "faults": [{"index": 2, "kind": "worker", "after_batch": 5, "delay_s": 0.314,
+                               "step": None}]}
+    at_step = Fault(1, "driver", 2, 0.1, "driver_after_decision")
+    assert at_step.describe() == "fault 1 (driver): at driver_after_decision in batch 3"
+
+
+def test_driver_faults_draw_a_protocol_step_others_none():
+    plan = FaultPlan.draw(11, ["driver", "worker"], 40)
+    steps = {f.step for f in plan.faults if f.kind == "driver"}
+    assert {f.step for f in plan.faults if f.kind == "worker"} == {None}
+    assert len(steps) >= 3 and steps <= set(DRIVER_STEPS)

@@ -101,7 +101,7 @@ def test_json_round_trips_with_stable_keys():
     assert orders["determinism"]["verdict"] == "different"
     assert loaded["outputs"][1]["determinism"] is None
     assert loaded["timeline"][0] == {"kind": "batch", "batch": 0, "time": "2026-03-01T12:00:00+00:00"}
-    fault = {"index": 1, "kind": "driver", "after_batch": 2, "delay_s": 0.25}
+    fault = {"index": 1, "kind": "driver", "after_batch": 2, "delay_s": 0.25, "step": None}
     assert {"kind": "fault", "time": "2026-03-01T12:00:02.250000+00:00", "fault": fault} in loaded["timeline"]
     assert loaded["first_difference_after"]["kind"] == "driver"
     assert list(loaded) == sorted(loaded)

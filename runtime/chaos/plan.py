@@ -24,6 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from eoskit.twophase import crash
+
 
 @dataclass(frozen=True)
 class FaultKind:
@@ -54,6 +56,14 @@ KINDS: dict[str, FaultKind] = {k.name: k for k in (
 
 #: The names ``--faults`` accepts.
 FAULT_KINDS: tuple[str, ...] = tuple(KINDS)
+
+#: Where a driver fault lands, drawn with it: one of the protocol's driver
+#: crash points (the decision logged, some or all of a two-phase batch's
+#: commits done, a task committed by itself in the marked and at-least-once
+#: modes), or None, a moment ``delay_s`` after a commit.
+DRIVER_STEPS: tuple[str | None, ...] = (
+    crash.DRIVER_AFTER_DECISION, crash.DRIVER_AFTER_SOME_COMMITS, crash.DRIVER_AFTER_ALL_COMMITS,
+    crash.DRIVER_AFTER_TASK_COMMIT, None)
 
 #: The defaults of ``FaultPlan.draw``: a fault every 1 to 3 batches, 0 to 0.6 s after a commit.
 EVERY_BATCHES: tuple[int, int] = (1, 3)
@@ -89,15 +99,22 @@ class Fault:
     kind: str
     after_batch: int
     delay_s: float
+    #: A driver fault's protocol step (a crash point of ``eoskit.twophase.crash``)
+    #: in the next batch, where the driver kills itself; None: at ``delay_s``.
+    #: A step the sink's commit mode never passes falls back to the delay.
+    step: str | None = None
 
     def describe(self) -> str:
-        """``fault 2 (worker): 0.314 s after batch 5 commits``."""
+        """``fault 2 (worker): 0.314 s after batch 5 commits``, or ``fault 1
+        (driver): at driver_after_decision in batch 3``."""
+        if self.step is not None:
+            return f"fault {self.index} ({self.kind}): at {self.step} in batch {self.after_batch + 1}"
         return (f"fault {self.index} ({self.kind}): {self.delay_s:.3f} s after batch "
                 f"{self.after_batch} commits")
 
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "kind": self.kind, "after_batch": self.after_batch,
-                "delay_s": self.delay_s}
+                "delay_s": self.delay_s, "step": self.step}
 
 
 def _range(option: str, bounds: tuple[Any, Any], lowest: float) -> None:
@@ -151,7 +168,8 @@ class FaultPlan:
             batch += rng.randint(*every_batches)
             kind = rng.choice(chosen)
             delay = round(rng.uniform(*delay_s), 3)
-            faults.append(Fault(index, kind, batch, delay))
+            step = rng.choice(DRIVER_STEPS) if kind == "driver" else None
+            faults.append(Fault(index, kind, batch, delay, step))
         return cls(seed, tuple(faults))
 
     @property

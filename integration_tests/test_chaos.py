@@ -1,0 +1,155 @@
+"""``eoskit chaos`` on a user's job (examples/chaos_orders.py), against the
+real services: exact under driver and worker kills into PostgreSQL (two
+phase, through the pytest helper), Kafka and files; duplicates found in the
+at-least-once mode; ``rand()`` found non-deterministic. Every verdict is
+checked against what an independent client reads, and the job's own target
+is never written."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from pathlib import Path
+
+import psycopg
+import pytest
+from sqlalchemy.engine import make_url
+
+from eoskit.runtime.chaos.plan import FaultPlan
+from eoskit.runtime.demo.orders import recreate_topic
+from eoskit.runtime.dev.produce import produce_records
+from eoskit.testing.chaos import assert_exactly_once, run_chaos
+
+JOB = Path(__file__).resolve().parents[1] / "examples" / "chaos_orders.py"
+RECORDS = 1_000  # five batches of 200 (ORDERS_BATCH): room for the faults
+
+
+def orders(count: int):
+    for i in range(count):
+        yield i % 2, str(i).encode(), json.dumps({"id": i, "amount": (i * 7) % 100,
+                                                  "customer": f"c{i % 9}"}).encode()
+
+
+@pytest.fixture(scope="module")
+def topic(kafka: str) -> str:
+    name = f"chaos-orders-{uuid.uuid4().hex[:8]}"
+    recreate_topic(kafka, name, 2)
+    produce_records(kafka, name, orders(RECORDS))
+    return name
+
+
+def pg(url: str) -> psycopg.Connection:
+    u = make_url(url)
+    return psycopg.connect(host=u.host, port=u.port, user=u.username, password=u.password,
+                           dbname=u.database, autocommit=True)
+
+
+def tables_like(url: str, prefix: str) -> list[str]:
+    with pg(url) as conn:
+        return [r[0] for r in conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_name LIKE %s", (prefix + "%",))]
+
+
+def job_env(kafka: str, topic: str, **extra: str) -> dict[str, str]:
+    return {**os.environ, "ORDERS_KAFKA": kafka, "ORDERS_TOPIC": topic, **extra}
+
+
+@pytest.mark.crash
+def test_two_phase_postgres_survives_driver_kills_exactly(kafka, postgres, topic, tmp_path):
+    """Four driver kills (each at a protocol step or a moment the seed drew),
+    a reference and a replay run: exact, through the pytest helper; the
+    scratch tables are gone and the job's own table was never made."""
+    table = f"chaos_{uuid.uuid4().hex[:8]}"
+    report = tmp_path / "report.json"
+    text = assert_exactly_once(JOB, seed=3, faults="driver", kills=4,
+                               args=["--report", str(report), "--html", str(tmp_path / "report.html")],
+                               env=job_env(kafka, topic, ORDERS_PG_URL=postgres, ORDERS_TABLE=table))
+    found = json.loads(report.read_text())
+    faults = [e for e in found["timeline"] if e["kind"] == "fault"]
+    restarts = [e for e in found["timeline"] if e["kind"] == "restart"]
+    assert len(faults) == 4 and len(restarts) == 4, found["timeline"]
+    (output,) = found["outputs"]
+    assert output["comparison"]["reference_rows"] == RECORDS, output
+    assert "exact" in text and "<svg" in (tmp_path / "report.html").read_text()
+    assert tables_like(postgres, table) == []  # neither the scratch copies nor the job's own
+
+
+@pytest.mark.crash
+def test_at_least_once_postgres_is_reported_with_its_duplicates(kafka, postgres, topic, tmp_path):
+    """A driver killed after a task committed by itself: the replayed batch
+    writes its rows again, and chaos counts them."""
+    seed = next(s for s in range(100) if FaultPlan.draw(s, ["driver"], 1).faults[0].step
+                == "driver_after_task_commit")
+    table = f"chaos_{uuid.uuid4().hex[:8]}"
+    report = tmp_path / "report.json"
+    done = run_chaos(JOB, seed=seed, faults="driver", kills=1,
+                     args=["--no-check-determinism", "--report", str(report)],
+                     env=job_env(kafka, topic, ORDERS_PG_URL=postgres, ORDERS_TABLE=table,
+                                 ORDERS_COMMIT_MODE="at_least_once"))
+    assert done.returncode == 1, done.stdout + done.stderr[-3000:]
+    (output,) = json.loads(report.read_text())["outputs"]
+    duplicated = output["comparison"]["duplicated"]["count"]
+    assert 0 < duplicated <= RECORDS and output["comparison"]["missing"]["count"] == 0, output
+    assert "duplicated" in done.stdout
+
+
+@pytest.mark.crash
+def test_rand_in_the_idempotent_mode_is_found_non_deterministic(kafka, postgres, topic, tmp_path):
+    table = f"chaos_{uuid.uuid4().hex[:8]}"
+    report = tmp_path / "report.json"
+    done = run_chaos(JOB, seed=1, faults="driver", kills=1, args=["--report", str(report)],
+                     env=job_env(kafka, topic, ORDERS_PG_URL=postgres, ORDERS_TABLE=table,
+                                 ORDERS_COMMIT_MODE="idempotent", ORDERS_STAMP="rand"))
+    assert done.returncode == 1, done.stdout + done.stderr[-3000:]
+    (output,) = json.loads(report.read_text())["outputs"]
+    assert output["determinism"]["verdict"] == "different", output
+    assert output["nondeterministic_columns"] == ["sample"], output
+    assert "not deterministic" in done.stdout and "sample" in done.stdout
+
+
+@pytest.mark.crash
+def test_kafka_sink_survives_driver_and_worker_kills_exactly(kafka, topic, tmp_path):
+    out = f"chaos-out-{uuid.uuid4().hex[:8]}"
+    recreate_topic(kafka, out, 2)
+    report = tmp_path / "report.json"
+    done = run_chaos(JOB, seed=5, faults="driver,worker", kills=3,
+                     args=["--no-check-determinism", "--report", str(report)],
+                     env=job_env(kafka, topic, ORDERS_SINK="kafka", ORDERS_OUT_TOPIC=out))
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    (output,) = json.loads(report.read_text())["outputs"]
+    assert output["comparison"]["reference_rows"] == RECORDS, output
+    from confluent_kafka.admin import AdminClient
+
+    topics = AdminClient({"bootstrap.servers": kafka}).list_topics(timeout=30).topics
+    assert [t for t in topics if t.startswith(out + "-")] == []  # scratch topics deleted
+
+
+@pytest.mark.crash
+def test_files_sink_survives_driver_and_worker_kills_exactly(kafka, topic, tmp_path):
+    path = tmp_path / "out"
+    report = tmp_path / "report.json"
+    done = run_chaos(JOB, seed=8, faults="driver,worker", kills=3,
+                     args=["--no-check-determinism", "--report", str(report)],
+                     env=job_env(kafka, topic, ORDERS_SINK="files", ORDERS_PATH=str(path)))
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    (output,) = json.loads(report.read_text())["outputs"]
+    assert output["comparison"]["reference_rows"] == RECORDS, output
+    assert not path.exists() and list(tmp_path.glob("out-*")) == []
+
+
+def test_a_sink_that_cannot_be_redirected_is_refused_before_anything_runs(kafka, topic, tmp_path):
+    job = tmp_path / "console_job.py"
+    job.write_text(
+        "from eoskit.connectors.kafka import KafkaSource\n"
+        "from eoskit.runtime import Pipeline\n"
+        "class Console:\n"
+        "    def write_stream(self, df):\n"
+        "        return df.writeStream.format('console')\n"
+        "    def describe(self):\n"
+        "        return 'console'\n"
+        f"pipeline = Pipeline('console_job', KafkaSource({kafka!r}, {{'subscribe': {topic!r}}}), Console())\n")
+    done = run_chaos(job, kills=1)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith(
+        "eoskit chaos: the sink console cannot be redirected to a scratch target")

@@ -1,0 +1,82 @@
+"""The processes of one job run, found under its driver (Linux ``/proc``):
+``eoskit chaos`` kills a Python worker of the run it injects faults into,
+never a process of another job.
+
+A run started by ``eoskit run`` is a driver process (Python), its JVM (a
+child), and PySpark's worker daemon under the JVM, which forks one Python
+worker per concurrent task. The workers are the Python processes whose
+parent is a Python process below the JVM (the daemon itself has the JVM
+for parent).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Process:
+    pid: int
+    ppid: int
+    name: str  # the name it was started by (``comm``): python3.11, python, java
+
+
+def _read(pid: int) -> Process | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None  # gone meanwhile
+    # The command name in parentheses may hold spaces and parentheses itself.
+    name = stat[stat.index("(") + 1:stat.rindex(")")]
+    ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+    return Process(pid, ppid, name)
+
+
+def descendants(root: int) -> list[Process]:
+    """Every live process below ``root``, parents before their children."""
+    table = [p for p in (_read(int(d)) for d in os.listdir("/proc") if d.isdigit()) if p is not None]
+    children: dict[int, list[Process]] = {}
+    for process in table:
+        children.setdefault(process.ppid, []).append(process)
+    found, queue = [], [root]
+    while queue:
+        for child in sorted(children.get(queue.pop(0), []), key=lambda p: p.pid):
+            found.append(child)
+            queue.append(child.pid)
+    return found
+
+
+def python_workers(driver: int) -> list[int]:
+    """The Python worker processes of the run whose driver is ``driver``."""
+    below = descendants(driver)  # parents first
+    under_jvm: set[int] = set()
+    for p in below:
+        if p.name == "java" or p.ppid in under_jvm:
+            under_jvm.add(p.pid)
+    by_pid = {p.pid: p for p in below}
+
+    def python(p: Process | None) -> bool:
+        return p is not None and p.name.startswith("python")
+
+    return [p.pid for p in below
+            if p.pid in under_jvm and python(p) and python(by_pid.get(p.ppid))]
+
+
+def kill(pid: int) -> bool:
+    """SIGKILL ``pid``; False if it was gone."""
+    try:
+        os.kill(pid, signal.SIGKILL)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def kill_group(pgid: int) -> None:
+    """SIGKILL a whole process group (a driver, its JVM and workers)."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
