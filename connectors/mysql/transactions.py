@@ -58,7 +58,7 @@ from eoskit.connectors.mysql.dialect import (
     quote,
     server_version,
 )
-from eoskit.connectors.dead_letters import cut_json, dead_letter, isolate
+from eoskit.connectors.dead_letters import DeadLetter, cut_json, isolate
 from eoskit.connectors.mysql.failures import lost as connection_lost
 from eoskit.connectors.mysql.literals import UnwritableValueError, statements, value_rows
 from eoskit.connectors.mysql.jdbc import JDBC
@@ -70,16 +70,14 @@ from eoskit.connectors.sql.settings import SqlSinkSettings
 from eoskit.connectors.sql.sink import SqlSink
 from eoskit.connectors.sql.tables import TargetTable, resolve_table
 from eoskit.connectors.sql.urls import parse_url, safe
+from eoskit.connectors.sql.writer import SqlWriter
 from eoskit.twophase.contract import (
     CommitMode,
     Marker,
-    MarkedWriter,
-    PreparingWriter,
     ServiceUnavailableError,
     SinkContext,
     SinkError,
 )
-from eoskit.twophase.txn_id import TxnId
 
 log = logging.getLogger(__name__)
 
@@ -149,51 +147,41 @@ DETACH_WAIT_S = 30.0
 MAX_STATEMENT_BYTES = 4 << 20
 
 
-class MySQLWriter(PreparingWriter, MarkedWriter):
+class MySQLWriter(SqlWriter):
     """One task attempt's transaction: XA on a session of its own
     (``twophase``), or a local transaction on the process's cached session
-    (``idempotent``, ``at_least_once``)."""
+    (``idempotent``, ``at_least_once``). The flow is ``SqlWriter``'s; these
+    are MySQL's statements."""
 
-    def __init__(self, sink: "MySQLTransactions", txn_id: str, xa: bool,
+    DriverError = pymysql.MySQLError
+    DESCRIBE_OPEN_ERRORS = True
+    sink: "MySQLTransactions"
+    _conn: pymysql.connections.Connection | None
+
+    def __init__(self, sink: "MySQLTransactions", txn_id: str, two_phase: bool,
                  marker: Marker | None = None) -> None:
-        self.sink = sink
-        self.txn_id = txn_id
-        self.marker = marker
-        self.xa = xa
-        self.rows = 0
-        self.bytes = 0
-        self._conn: pymysql.connections.Connection | None = None
-        self._prepared = False
+        super().__init__(sink, txn_id, two_phase, marker)
         self._sql: tuple[bytes, bytes, int] | None = None
-        self._constraints: dict[str, tuple[str, ...]] = {}
 
-    def _open(self) -> pymysql.connections.Connection:
-        if self._conn is None:
-            try:
-                self._conn = self.sink.reconnecting("starting a task's transaction", self._start)
-            except pymysql.MySQLError as exc:
-                raise SinkError(self._describe(exc)) from None
-        return self._conn
-
-    def _start(self, attempt: Attempt) -> pymysql.connections.Connection:
+    def _start_transaction(self, attempt: Attempt) -> pymysql.connections.Connection:
         """A session with this task's transaction started: ``XA START`` on
         a session of its own, or ``START TRANSACTION`` on the cached one.
         Safe to try again on a new session after a lost one (a database
         restart, a killed session): until the server answers, nothing of
         the transaction exists, and it rolls back the unprepared
         transaction, XA included, of a session that is gone."""
-        conn = connect(self.sink.url) if self.xa else cached_connection(self.sink.url)
+        conn = connect(self.sink.url) if self.two_phase else cached_connection(self.sink.url)
         try:
             with conn.cursor() as cursor:
                 level = self.sink.settings.isolation_level
                 if level:  # SQL's spelling of a declared choice (jdbc.ISOLATION_SQL)
                     cursor.execute(f"SET TRANSACTION ISOLATION LEVEL {level}")
-                if self.xa:
+                if self.two_phase:
                     cursor.execute("XA START %s", (self.txn_id,))
                 else:
                     cursor.execute("START TRANSACTION")
         except BaseException:
-            if self.xa:
+            if self.two_phase:
                 close_quietly(conn)
             raise
         return conn
@@ -241,26 +229,20 @@ class MySQLWriter(PreparingWriter, MarkedWriter):
         if column is not None:
             columns = (lower.get(column.lower(), column),)
         elif constraint is not None:
-            if constraint not in self._constraints:
-                self._constraints[constraint] = self.sink.constraint_columns(constraint)
-            columns = self._constraints[constraint]
+            columns = self._constraint_columns(constraint)
         if row is None and rows is not None and error_code(exc) == NOT_NULL and columns:
             row = _first_null(rows, target, columns[0])
         return Refusal("MySQL", target.qualified, error_text(exc), columns,
                        row=None if row is None or rows is None else self.rows + row,
                        constraint=constraint, txn_id=self.txn_id)
 
-    def claim(self) -> bool:
+    def _insert_marker(self, marker: Marker) -> int:
         """``INSERT IGNORE`` of the marker row: it waits for another open
         transaction holding the same key, and inserts nothing (0 rows) if a
         committed one has it."""
-        assert self.marker is not None
-        self._open()
-        marker = self.marker
-        inserted = self._execute(
+        return self._execute(
             f"INSERT IGNORE INTO {self.sink.marker_table_sql} (sink_id, batch, task_partition) "
             "VALUES (%s, %s, %s)", (marker.sink_id, marker.batch, marker.partition))
-        return inserted == 1
 
     def _statement_parts(self, columns: list[str]) -> tuple[bytes, bytes, int]:
         """INSERT prefix, upsert suffix, and the statement budget."""
@@ -274,10 +256,8 @@ class MySQLWriter(PreparingWriter, MarkedWriter):
             suffix = upsert_clause(columns, target.key, conn.get_server_info())
         return prefix.encode(), suffix.encode(), self.sink.statement_budget(conn)
 
-    def write(self, batch: pa.RecordBatch) -> None:
-        if self.sink.dead_letter_table is not None:
-            self._write_setting_aside(batch)
-            return
+    def _write_rows(self, batch: pa.RecordBatch) -> None:
+        """INSERTs of as many rows as fit the statement budget."""
         if self._sql is None:
             self._sql = self._statement_parts(batch.schema.names)
         prefix, suffix, budget = self._sql
@@ -302,12 +282,10 @@ class MySQLWriter(PreparingWriter, MarkedWriter):
             cursor.execute(statement)
         self.bytes += len(statement)
 
-    def _write_setting_aside(self, batch: pa.RecordBatch) -> None:
-        """Write the batch's rows; set the refused ones aside as dead letters."""
-        if not batch.num_rows:
-            return
-        target = self.sink.target
-        rows = batch.drop_columns(list(target.carried)) if target.carried else batch
+    def _write_isolating(self, rows: pa.RecordBatch) -> list[tuple[int, str]]:
+        """One INSERT at a time, each atomic by itself (InnoDB rolls back a
+        refused statement alone); values no column can hold and rows over
+        max_allowed_packet are refused before anything is sent."""
         if self._sql is None:
             self._sql = self._statement_parts(rows.schema.names)
         prefix, suffix, budget = self._sql
@@ -339,14 +317,7 @@ class MySQLWriter(PreparingWriter, MarkedWriter):
             except pymysql.MySQLError as exc:
                 raise SinkError(self._describe(exc, rows.take(offsets))) from None
             refused += [(offsets[i], self._row_error(exc, offsets[i])) for i, exc in found_rows]
-        try:
-            self._set_aside(batch, refused)
-        except pymysql.MySQLError as exc:
-            table = self.sink.dead_letter_table
-            assert table is not None
-            raise SinkError(f"cannot insert {len(refused)} dead letter(s) into "
-                            f"{table.qualified}: {error_text(exc)}") from None
-        self.rows += batch.num_rows
+        return refused
 
     def _inserting(self, statement: bytes, rows: pa.Array) -> Callable[[int, int], None]:
         """What ``isolate`` calls to INSERT rows [first, first + length) of
@@ -386,51 +357,37 @@ class MySQLWriter(PreparingWriter, MarkedWriter):
                        f"the row's INSERT is {size} bytes, over the server's max_allowed_packet "
                        f"({packet} bytes)", row=self.rows + offset + 1, txn_id=self.txn_id).message()
 
-    def _set_aside(self, batch: pa.RecordBatch, refused: list[tuple[int, str]]) -> None:
-        """INSERT the refused rows of ``batch`` into the dead-letter table,
-        in the task's transaction; one statement each, so that none comes
-        near max_allowed_packet (a record's JSON is cut to fit)."""
-        if not refused:
-            return
-        position = TxnId.parse(self.txn_id)
-        table = self.sink.dead_letter_table
-        assert position is not None and table is not None and self._conn is not None
+    def _insert_dead_letters(self, statement: str, letters: list[DeadLetter]) -> None:
+        """One statement each, so that none comes near max_allowed_packet
+        (a record's JSON is cut to fit)."""
+        assert self._conn is not None
         limit = self.sink.statement_budget(self._conn) // 2
-        at_least_once = self.sink.settings.commit_mode is CommitMode.AT_LEAST_ONCE
-        statement = table.insert_sql(tolerate_repeats=at_least_once)
         with self._conn.cursor() as cursor:
-            for offset, error in sorted(refused):
-                letter = dead_letter(position.sink_id, position.batch, position.partition, batch,
-                                     offset, self.rows + offset + 1, error,
-                                     self.sink.dead_letter_sources)
+            for letter in letters:
                 letter = dataclasses.replace(letter, record=cut_json(letter.record, limit))
                 cursor.execute(statement, deadletter.values([letter])[0])
-        self.dead_letters += len(refused)
 
-    def prepare(self) -> None:
+    def _error_text(self, exc: pymysql.MySQLError) -> str:
+        return error_text(exc)
+
+    def _prepare_transaction(self) -> None:
         """``XA END`` + ``XA PREPARE``, then close the session: only that
         detaches the prepared transaction so that the driver can commit it."""
-        assert self.xa and self._conn is not None
+        assert self._conn is not None
         self._execute("XA END %s", (self.txn_id,))
         self._execute("XA PREPARE %s", (self.txn_id,))
-        self._prepared = True
         close_quietly(self._conn)
-        self._conn = None
 
-    def commit(self) -> None:
-        assert not self.xa, "an XA transaction commits through commit_prepared"
-        if self._conn is not None:
-            self._execute("COMMIT")
-            self._conn = None
+    def _run(self, statement: str) -> None:
+        assert self._conn is not None
+        with self._conn.cursor() as cursor:
+            cursor.execute(statement)
 
-    def abort(self) -> None:
-        """Roll back, never raising. An XA session is closed whatever
-        happens: the server rolls back an unprepared XA of a session that
-        disconnects, and the next task gets a fresh one anyway."""
-        conn, self._conn = self._conn, None
-        if conn is None or self._prepared:
-            return
-        if self.xa:
+    def _roll_back(self, conn: pymysql.connections.Connection) -> None:
+        """An XA session is closed whatever happens: the server rolls back
+        an unprepared XA of a session that disconnects, and the next task
+        gets a fresh one anyway."""
+        if self.two_phase:
             try:
                 with conn.cursor() as cursor:
                     cursor.execute("XA END %s", (self.txn_id,))
@@ -488,6 +445,7 @@ class MySQLTransactions(SqlSink):
     DATABASE = "MySQL"
     BACKENDS = BACKENDS
     JDBC = JDBC
+    WRITER = MySQLWriter
 
     def __init__(self, settings: SqlSinkSettings, schema: StructType) -> None:
         self.settings = settings
@@ -563,9 +521,6 @@ class MySQLTransactions(SqlSink):
         except pymysql.MySQLError as exc:
             raise ServiceUnavailableError(f"cannot connect to MySQL at {safe(self.url)}: "
                             f"{error_text(exc)}") from None
-
-    def _writer(self, txn_id: str, prepared: bool, marker: Marker | None) -> MySQLWriter:
-        return MySQLWriter(self, txn_id, xa=prepared, marker=marker)
 
     _connection_lost = staticmethod(connection_lost)
 

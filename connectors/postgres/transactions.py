@@ -31,7 +31,7 @@ from pyspark.sql.types import StructType
 from sqlalchemy.engine import URL
 from sqlalchemy.pool import NullPool
 
-from eoskit.connectors.dead_letters import dead_letter, isolate
+from eoskit.connectors.dead_letters import DeadLetter, isolate
 from eoskit.connectors.postgres import checks
 from eoskit.connectors.postgres.connection import (
     cached_connection,
@@ -50,17 +50,15 @@ from eoskit.connectors.sql.settings import SqlSinkSettings
 from eoskit.connectors.sql.sink import SqlSink
 from eoskit.connectors.sql.tables import TargetTable, resolve_table
 from eoskit.connectors.sql.urls import parse_url, safe
+from eoskit.connectors.sql.writer import SqlWriter
 from eoskit.twophase import timings
 from eoskit.twophase.contract import (
     CommitMode,
     Marker,
-    MarkedWriter,
-    PreparingWriter,
     ServiceUnavailableError,
     SinkContext,
     SinkError,
 )
-from eoskit.twophase.txn_id import TxnId
 
 #: How long a task waits for a row lock before failing: a wait longer than
 #: this is two tasks of one batch writing the same key (see _lock_error).
@@ -112,16 +110,17 @@ def copy_position(context: str | None, relations: list[str], columns: list[str])
     return None, None
 
 
-class PostgresWriter(PreparingWriter, MarkedWriter):
-    """One task attempt's transaction on the executor's cached connection."""
+class PostgresWriter(SqlWriter):
+    """One task attempt's transaction on the executor's cached connection
+    (the flow is ``SqlWriter``'s; these are PostgreSQL's statements)."""
 
-    def __init__(self, sink: "PostgresTransactions", txn_id: str, marker: Marker | None = None) -> None:
-        self.sink = sink
-        self.txn_id = txn_id
-        self.marker = marker
-        self.rows = 0
-        self.bytes = 0
-        self._conn: psycopg.Connection | None = None
+    DriverError = psycopg.Error
+    sink: "PostgresTransactions"
+    _conn: psycopg.Connection | None
+
+    def __init__(self, sink: "PostgresTransactions", txn_id: str, two_phase: bool,
+                 marker: Marker | None = None) -> None:
+        super().__init__(sink, txn_id, two_phase, marker)
         self._copy_cm = None
         self._copy = None
         self._columns: list[str] | None = None
@@ -131,14 +130,8 @@ class PostgresWriter(PreparingWriter, MarkedWriter):
         self._exact_lines: int | None = None
         #: Dead-letter mode: the COPY statement each Arrow batch runs.
         self._into: sql.Composable | None = None
-        self._constraints: dict[str, tuple[str, ...]] = {}
 
-    def _open(self) -> psycopg.Connection:
-        if self._conn is None:
-            self._conn = self.sink.reconnecting("starting a task's transaction", self._begin_on)
-        return self._conn
-
-    def _begin_on(self, attempt: Attempt) -> psycopg.Connection:
+    def _start_transaction(self, attempt: Attempt) -> psycopg.Connection:
         """BEGIN on the process's cached connection. Safe to try again on a
         new connection after a lost one (a database restart while the
         worker was idle leaves its cached connection dead): until BEGIN is
@@ -156,15 +149,15 @@ class PostgresWriter(PreparingWriter, MarkedWriter):
                 sql.Literal(f"{settings.query_timeout}s")))
         return conn
 
-    def claim(self) -> bool:
-        assert self.marker is not None
-        conn = self._open()
-        inserted = conn.execute(sql.SQL(
+    def _insert_marker(self, marker: Marker) -> int:
+        """``ON CONFLICT DO NOTHING``: it waits for an open transaction
+        holding the same marker; a psycopg error fails the task as raised."""
+        assert self._conn is not None
+        return self._conn.execute(sql.SQL(
             "INSERT INTO {} (sink_id, batch, task_partition) VALUES (%s, %s, %s) "
             "ON CONFLICT DO NOTHING"
         ).format(in_schema(self.sink.target, self.sink.settings.marker_table)),
-            (self.marker.sink_id, self.marker.batch, self.marker.partition)).rowcount
-        return inserted == 1
+            (marker.sink_id, marker.batch, marker.partition)).rowcount
 
     def _begin(self, columns: list[str]) -> None:
         conn = self._open()
@@ -184,10 +177,8 @@ class PostgresWriter(PreparingWriter, MarkedWriter):
             into, sql.SQL(", ").join(map(sql.Identifier, columns))))
         self._copy = self._copy_cm.__enter__()
 
-    def write(self, batch: pa.RecordBatch) -> None:
-        if self.sink.dead_letter_table is not None:
-            self._write_setting_aside(batch)
-            return
+    def _write_rows(self, batch: pa.RecordBatch) -> None:
+        """Everything into one COPY, open until ``_end_writes``."""
         try:
             if self._copy is None:
                 self._begin(batch.schema.names)
@@ -249,12 +240,9 @@ class PostgresWriter(PreparingWriter, MarkedWriter):
                 copy.write(data)
         self.bytes += len(data)
 
-    def _write_setting_aside(self, batch: pa.RecordBatch) -> None:
-        """Write the batch's rows; set the refused ones aside as dead letters."""
-        if not batch.num_rows:
-            return
-        target = self.sink.target
-        rows = batch.drop_columns(list(target.carried)) if target.carried else batch
+    def _write_isolating(self, rows: pa.RecordBatch) -> list[tuple[int, str]]:
+        """One COPY (and in upsert mode one merge) per Arrow batch, each in
+        a savepoint; a refused one is rolled back to it and bisected."""
         try:
             if self._into is None:
                 self._begin_setting_aside(rows.schema.names)
@@ -262,12 +250,13 @@ class PostgresWriter(PreparingWriter, MarkedWriter):
                               refused_row)
             if self._stage is not None:
                 refused += self._merge_setting_aside()
-            self._set_aside(batch, refused)
         except psycopg.errors.LockNotAvailable:
             raise SinkError(self._lock_error()) from None
         except psycopg.Error as exc:
             raise SinkError(self._describe(exc)) from None
-        self.rows += batch.num_rows
+        return [(offset, self._describe(error, self.rows + offset + 1)
+                 if isinstance(error, psycopg.Error) else str(error))
+                for offset, error in sorted(refused, key=lambda r: r[0])]
 
     def _merge_setting_aside(self) -> list[tuple[int, BaseException]]:
         """Merge the staged Arrow batch into the target; the refused rows
@@ -323,32 +312,17 @@ class PostgresWriter(PreparingWriter, MarkedWriter):
             return previous, exc
         return None, None
 
-    def _set_aside(self, batch: pa.RecordBatch, refused: list[tuple[int, BaseException]]) -> None:
-        """INSERT the refused rows of ``batch`` into the dead-letter table,
-        in the task's transaction."""
-        if not refused:
-            return
-        position = TxnId.parse(self.txn_id)
-        assert position is not None and self._conn is not None
-        table = self.sink.dead_letter_table
-        assert table is not None
-        letters = []
-        for offset, error in sorted(refused, key=lambda r: r[0]):
-            row = self.rows + offset + 1
-            message = self._describe(error, row) if isinstance(error, psycopg.Error) else str(error)
-            letters.append(dead_letter(position.sink_id, position.batch, position.partition, batch,
-                                       offset, row, message, self.sink.dead_letter_sources))
-        at_least_once = self.sink.settings.commit_mode is CommitMode.AT_LEAST_ONCE
-        try:
-            with self._conn.cursor() as cursor:
-                cursor.executemany(table.insert_sql(tolerate_repeats=at_least_once),
-                                   deadletter.values(letters))
-        except psycopg.Error as exc:
-            raise SinkError(f"cannot insert {len(letters)} dead letter(s) into "
-                            f"{table.qualified}: {exc.diag.message_primary or exc}") from None
-        self.dead_letters += len(letters)
+    def _insert_dead_letters(self, statement: str, letters: list[DeadLetter]) -> None:
+        """All of them in one ``executemany``."""
+        assert self._conn is not None
+        with self._conn.cursor() as cursor:
+            cursor.executemany(statement, deadletter.values(letters))
 
-    def _finish_writes(self) -> None:
+    def _error_text(self, exc: psycopg.Error) -> str:
+        return str(exc.diag.message_primary or exc)
+
+    def _end_writes(self) -> None:
+        """End the COPY; merge and drop the staging table (upsert)."""
         try:
             if self._copy_cm is not None:
                 self._copy_cm.__exit__(None, None, None)
@@ -383,10 +357,7 @@ class PostgresWriter(PreparingWriter, MarkedWriter):
         if diag.column_name or column:
             columns = (diag.column_name or column,)
         elif diag.constraint_name:
-            if diag.constraint_name not in self._constraints:
-                self._constraints[diag.constraint_name] = self.sink.constraint_columns(
-                    diag.constraint_name)
-            columns = self._constraints[diag.constraint_name]
+            columns = self._constraint_columns(diag.constraint_name)
         exact = row is None and line is not None and (
             self._exact_lines is None or line <= self._exact_lines)
         return Refusal(
@@ -436,8 +407,8 @@ class PostgresWriter(PreparingWriter, MarkedWriter):
             "df.repartition(*key)) so that each key is written by one task."
         )
 
-    def prepare(self) -> None:
-        self._finish_writes()
+    def _prepare_transaction(self) -> None:
+        """``PREPARE TRANSACTION``: the session is free again at once."""
         assert self._conn is not None
         try:
             self._conn.execute(sql.SQL("PREPARE TRANSACTION {}").format(sql.Literal(self.txn_id)))
@@ -449,25 +420,20 @@ class PostgresWriter(PreparingWriter, MarkedWriter):
                 ) from None
             raise SinkError(self._describe(exc)) from None
 
-    def commit(self) -> None:
-        self._finish_writes()
-        if self._conn is not None:
-            try:
-                self._conn.execute("COMMIT")
-            except psycopg.Error as exc:
-                raise SinkError(self._describe(exc)) from None
+    def _run(self, statement: str) -> None:
+        assert self._conn is not None
+        self._conn.execute(statement)
 
-    def abort(self) -> None:
-        if self._conn is None:
-            return
+    def _roll_back(self, conn: psycopg.Connection) -> None:
+        """Abandon the COPY, ``ROLLBACK``; a connection that fails it is dropped."""
         try:
             if self._copy_cm is not None:
                 try:
                     self._copy_cm.__exit__(RuntimeError, RuntimeError("abort"), None)
                 except Exception:  # noqa: BLE001 - aborting a failed COPY
                     pass
-            if not self._conn.closed and self._conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-                self._conn.execute("ROLLBACK")
+            if not conn.closed and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                conn.execute("ROLLBACK")
         except psycopg.Error:
             drop_connection(self.sink.url)
 
@@ -483,6 +449,7 @@ class PostgresTransactions(SqlSink):
     DATABASE = "PostgreSQL"
     JDBC = JDBC
     BACKENDS = BACKENDS
+    WRITER = PostgresWriter
 
     def __init__(self, settings: SqlSinkSettings, schema: StructType) -> None:
         self.settings = settings
@@ -518,9 +485,6 @@ class PostgresTransactions(SqlSink):
             checks.claim(engine, target, context, self.describe())
         if self.settings.commit_mode is CommitMode.IDEMPOTENT:
             checks.create_marker_table(conn, target, self.settings)
-
-    def _writer(self, txn_id: str, prepared: bool, marker: Marker | None) -> PostgresWriter:
-        return PostgresWriter(self, txn_id, marker)
 
     _connection_lost = staticmethod(connection_lost)
 

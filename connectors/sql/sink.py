@@ -4,9 +4,10 @@
 their target and dead-letter tables (each found once, by the sink's own
 lookup against its database, and cached), a sink made to settle prepared
 transactions by hand (``for_url``), the writers it begins for each commit
-mode, and its calls that ride out a lost connection (``reconnecting``). A
-dialect supplies the rest: its engine, its table lookup, its writer, and
-which of its driver's errors mean a lost connection (its ``failures.py``).
+mode (its dialect's ``SqlWriter``, ``sql/writer.py``), and its calls that
+ride out a lost connection (``reconnecting``). A dialect supplies the rest:
+its engine, its table lookup, its writer class, and which of its driver's
+errors mean a lost connection (its ``failures.py``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, ClassVar, TypeVar
+from typing import ClassVar, TypeVar
 
 import sqlalchemy as sa
 from pyspark.sql.types import StructType
@@ -27,6 +28,7 @@ from eoskit.connectors.sql.retry import Attempt, reconnecting
 from eoskit.connectors.sql.settings import SqlSinkSettings
 from eoskit.connectors.sql.tables import TargetTable, constraint_columns
 from eoskit.connectors.sql.urls import safe
+from eoskit.connectors.sql.writer import SqlWriter
 from eoskit.twophase.contract import (
     CommitMode,
     DirectCommitting,
@@ -44,7 +46,8 @@ class SqlSink(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
     A dialect sets ``settings``, ``schema``, ``url``, ``_target`` and
     ``_dead_letters`` (None) in its ``__init__``, names its database in
     ``DATABASE``, its URL backends in ``BACKENDS``, its JDBC mapping in
-    ``JDBC``, its quotes in ``identifier_quotes`` and ``CREATE_LIKE``."""
+    ``JDBC``, its quotes in ``identifier_quotes`` and ``CREATE_LIKE``, and
+    its task's writer in ``WRITER``."""
 
     DATABASE: ClassVar[str]
     BACKENDS: ClassVar[tuple[str, ...]]
@@ -55,6 +58,8 @@ class SqlSink(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
     #: The statement that creates table ``{new}`` like table ``{old}`` (both
     #: quoted by the driver): a scratch copy for ``eoskit chaos`` (``sql/scratch.py``).
     CREATE_LIKE: ClassVar[str]
+    #: A task's writer (``sql/writer.py``), made on an executor by ``begin_*``.
+    WRITER: ClassVar[type[SqlWriter]]
     #: Part of a running query, whose start-up check reached the server: a
     #: lost connection is waited for in every process of the job, even one
     #: that has not talked to the server yet (``retry.reconnecting``). False
@@ -76,11 +81,6 @@ class SqlSink(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
     @abstractmethod
     def _resolve(self) -> TargetTable:
         """The target table as the database has it (or creates it)."""
-
-    @abstractmethod
-    def _writer(self, txn_id: str, prepared: bool, marker: Marker | None) -> Any:
-        """A task's writer: ``prepared`` for the two-phase mode, ``marker``
-        for the idempotent one, neither for at-least-once."""
 
     @staticmethod
     @abstractmethod
@@ -154,14 +154,14 @@ class SqlSink(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
             except sa.exc.SQLAlchemyError:
                 return ()
 
-    def begin_prepared(self, txn_id: str) -> Any:
-        return self._writer(txn_id, prepared=True, marker=None)
+    def begin_prepared(self, txn_id: str) -> SqlWriter:
+        return self.WRITER(self, txn_id, two_phase=True)
 
-    def begin_marked(self, marker: Marker, attempt: int) -> Any:
-        return self._writer(self._attempt_id(marker, attempt), prepared=False, marker=marker)
+    def begin_marked(self, marker: Marker, attempt: int) -> SqlWriter:
+        return self.WRITER(self, self._attempt_id(marker, attempt), two_phase=False, marker=marker)
 
-    def begin_direct(self, marker: Marker, attempt: int) -> Any:
-        return self._writer(self._attempt_id(marker, attempt), prepared=False, marker=None)
+    def begin_direct(self, marker: Marker, attempt: int) -> SqlWriter:
+        return self.WRITER(self, self._attempt_id(marker, attempt), two_phase=False)
 
     @staticmethod
     def _attempt_id(marker: Marker, attempt: int) -> str:
