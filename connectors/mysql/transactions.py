@@ -446,6 +446,8 @@ class MySQLTransactions(SqlSink):
     BACKENDS = BACKENDS
     JDBC = JDBC
     WRITER = MySQLWriter
+    END_PREPARED = "XA {verb}"
+    LIST_PREPARED = "XA RECOVER"
 
     def __init__(self, settings: SqlSinkSettings, schema: StructType) -> None:
         self.settings = settings
@@ -532,68 +534,51 @@ class MySQLTransactions(SqlSink):
             cursor.execute(f"DELETE FROM {self.marker_table_sql} WHERE sink_id = %s AND batch < %s",
                            (sink_id, below_batch))
 
-    def _finish(self, verb: str, txn_id: str) -> bool:
-        """``XA COMMIT`` / ``XA ROLLBACK``; False if no prepared transaction
-        has the id. XAER_NOTA for an id that ``XA RECOVER`` still lists means
-        the session that prepared it has not finished disconnecting: wait.
-
-        A lost session is ridden out: the statement is sent again on a new
-        one. If a try lost its session with the statement on the wire, the
-        server may have finished the transaction before the session
-        dropped; an id that is then gone (XAER_NOTA, not listed) counts as
-        done (see retry.py), so that the coordinator's call that wrote the
-        decision does not report a committed id as vanished."""
-
-        def attempt(state: Attempt) -> bool:
-            deadline = time.monotonic() + DETACH_WAIT_S
-            delay = 0.01
-            while True:
-                conn = cached_connection(self.url)
-                try:
-                    with state.sending(), conn.cursor() as cursor:
-                        cursor.execute(f"XA {verb} %s", (txn_id,))
-                    return True
-                except pymysql.MySQLError as exc:
-                    code = error_code(exc)
-                    if code == XA_RBROLLBACK:
-                        # A read-only branch: the server ends it as rolled back;
-                        # there was nothing to commit, and it is gone now.
-                        log.info("XA %s %s: read-only branch, ended as rolled back", verb, txn_id)
-                        return True
-                    if code != XAER_NOTA:
-                        raise
-                if txn_id not in self._recover(txn_id):
-                    if state.maybe_applied:
-                        log.info("XA %s %s: done by an earlier try whose session was lost",
-                                 verb, txn_id)
-                    return state.maybe_applied
-                if time.monotonic() > deadline:
-                    raise SinkError(
-                        f"prepared transaction {txn_id} in {self.describe()} is still attached to "
-                        f"the session that prepared it after {DETACH_WAIT_S:.0f} s; that session "
-                        "(a stuck task?) must disconnect before it can be committed or rolled back"
-                    )
-                time.sleep(delay)
-                delay = min(delay * 2, 0.25)
-
+    def _end_prepared(self, statement: str, txn_id: str, attempt: Attempt) -> bool:
+        """``XA COMMIT`` / ``XA ROLLBACK``. XAER_NOTA for an id that ``XA
+        RECOVER`` still lists means the session that prepared it has not
+        finished disconnecting: wait; one it no longer lists is False. A
+        server error other than a lost session fails with a ``SinkError``
+        naming the statement (a lost one is raised as it is, for
+        ``reconnecting`` to try again)."""
         try:
-            return self.reconnecting(f"XA {verb} {txn_id}", attempt)
+            return self._end_xa(statement, txn_id, attempt)
         except pymysql.MySQLError as exc:
-            raise SinkError(f"XA {verb} {txn_id} failed in {self.describe()}: "
+            if connection_lost(exc):
+                raise
+            raise SinkError(f"{statement} {txn_id} failed in {self.describe()}: "
                             f"{error_text(exc)}") from None
 
-    def commit_prepared(self, txn_id: str) -> bool:
-        return self._finish("COMMIT", txn_id)
+    def _end_xa(self, statement: str, txn_id: str, attempt: Attempt) -> bool:
+        deadline = time.monotonic() + DETACH_WAIT_S
+        delay = 0.01
+        while True:
+            conn = cached_connection(self.url)
+            try:
+                with attempt.sending(), conn.cursor() as cursor:
+                    cursor.execute(f"{statement} %s", (txn_id,))
+                return True
+            except pymysql.MySQLError as exc:
+                code = error_code(exc)
+                if code == XA_RBROLLBACK:
+                    # A read-only branch: the server ends it as rolled back;
+                    # there was nothing to commit, and it is gone now.
+                    log.info("%s %s: read-only branch, ended as rolled back", statement, txn_id)
+                    return True
+                if code != XAER_NOTA:
+                    raise
+            if txn_id not in self._prepared_ids(txn_id):
+                return False
+            if time.monotonic() > deadline:
+                raise SinkError(
+                    f"prepared transaction {txn_id} in {self.describe()} is still attached to "
+                    f"the session that prepared it after {DETACH_WAIT_S:.0f} s; that session "
+                    "(a stuck task?) must disconnect before it can be committed or rolled back"
+                )
+            time.sleep(delay)
+            delay = min(delay * 2, 0.25)
 
-    def rollback_prepared(self, txn_id: str) -> bool:
-        return self._finish("ROLLBACK", txn_id)
-
-    def list_prepared(self, prefix: str) -> list[str]:
-        """Prepared ids starting with ``prefix``; a read, so a lost session
-        is simply tried again."""
-        return self.reconnecting("XA RECOVER", lambda _: self._recover(prefix))
-
-    def _recover(self, prefix: str) -> list[str]:
+    def _prepared_ids(self, prefix: str) -> list[str]:
         """``XA RECOVER`` on the cached session: formatID, gtrid_length,
         bqual_length, data; the gtrid is the first gtrid_length bytes of
         data. eoskit's ids use the default formatID 1 and no bqual; anything

@@ -21,7 +21,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import hashlib
-import logging
 
 import psycopg
 import pyarrow as pa
@@ -74,8 +73,6 @@ def refused_row(exc: BaseException) -> bool:
     23: NOT NULL, CHECK, unique, foreign key, exclusion). Never a lock
     timeout, a deadlock, a lost connection: those fail the task."""
     return isinstance(exc, psycopg.Error) and (exc.sqlstate or "").startswith(("22", "23"))
-
-log = logging.getLogger(__name__)
 
 
 def _describe_error(exc: psycopg.Error, target: str) -> str:
@@ -450,6 +447,8 @@ class PostgresTransactions(SqlSink):
     JDBC = JDBC
     BACKENDS = BACKENDS
     WRITER = PostgresWriter
+    END_PREPARED = "{verb} PREPARED"
+    LIST_PREPARED = "listing prepared transactions"
 
     def __init__(self, settings: SqlSinkSettings, schema: StructType) -> None:
         self.settings = settings
@@ -496,45 +495,21 @@ class PostgresTransactions(SqlSink):
         conn.execute(sql.SQL("DELETE FROM {} WHERE sink_id = %s AND batch < %s").format(
             in_schema(self.target, self.settings.marker_table)), (sink_id, below_batch))
 
-    def _finish(self, verb: str, txn_id: str) -> bool:
-        """``COMMIT PREPARED`` / ``ROLLBACK PREPARED``; False if no prepared
-        transaction has the id. A lost connection is ridden out: the
-        statement is sent again on a new connection. If a try lost its
-        connection with the statement on the wire, the server may have
-        finished the transaction before the connection dropped; "no such
-        prepared transaction" on a later try then means it did, and counts
-        as done (see retry.py), so that the coordinator's call that wrote
-        the decision does not report a committed id as vanished."""
-        statement = sql.SQL(verb + " PREPARED {}").format(sql.Literal(txn_id))
+    def _end_prepared(self, statement: str, txn_id: str, attempt: Attempt) -> bool:
+        """``COMMIT PREPARED`` / ``ROLLBACK PREPARED``; "no such prepared
+        transaction" (UndefinedObject) is False."""
+        conn = cached_connection(self.url)
+        try:
+            with attempt.sending():
+                conn.execute(sql.SQL(statement + " {}").format(sql.Literal(txn_id)))
+        except psycopg.errors.UndefinedObject:
+            return False
+        return True
 
-        def attempt(state: Attempt) -> bool:
-            conn = cached_connection(self.url)
-            try:
-                with state.sending():
-                    conn.execute(statement)
-            except psycopg.errors.UndefinedObject:
-                if state.maybe_applied:
-                    log.info("%s PREPARED %s: done by an earlier try whose connection was lost",
-                             verb, txn_id)
-                return state.maybe_applied
-            return True
-
-        return self.reconnecting(f"{verb} PREPARED {txn_id}", attempt)
-
-    def commit_prepared(self, txn_id: str) -> bool:
-        return self._finish("COMMIT", txn_id)
-
-    def rollback_prepared(self, txn_id: str) -> bool:
-        return self._finish("ROLLBACK", txn_id)
-
-    def list_prepared(self, prefix: str) -> list[str]:
-        """Prepared ids of this database starting with ``prefix``; a read,
-        so a lost connection is simply tried again."""
-        def attempt(_: Attempt) -> list[str]:
-            rows = cached_connection(self.url).execute(
-                "SELECT gid FROM pg_prepared_xacts WHERE database = current_database() "
-                "AND left(gid, length(%s)) = %s ORDER BY gid", (prefix, prefix)
-            ).fetchall()
-            return [r[0] for r in rows]
-
-        return self.reconnecting("listing prepared transactions", attempt)
+    def _prepared_ids(self, prefix: str) -> list[str]:
+        """From ``pg_prepared_xacts``, this database's only."""
+        rows = cached_connection(self.url).execute(
+            "SELECT gid FROM pg_prepared_xacts WHERE database = current_database() "
+            "AND left(gid, length(%s)) = %s ORDER BY gid", (prefix, prefix)
+        ).fetchall()
+        return [r[0] for r in rows]

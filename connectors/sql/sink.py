@@ -4,14 +4,17 @@
 their target and dead-letter tables (each found once, by the sink's own
 lookup against its database, and cached), a sink made to settle prepared
 transactions by hand (``for_url``), the writers it begins for each commit
-mode (its dialect's ``SqlWriter``, ``sql/writer.py``), and its calls that
-ride out a lost connection (``reconnecting``). A dialect supplies the rest:
-its engine, its table lookup, its writer class, and which of its driver's
-errors mean a lost connection (its ``failures.py``).
+mode (its dialect's ``SqlWriter``, ``sql/writer.py``), the driver's commit,
+rollback and listing of prepared ids, and its calls that ride out a lost
+connection (``reconnecting``). A dialect supplies the rest: its engine, its
+table lookup, its writer class, the statements that end a prepared
+transaction and list prepared ids, and which of its driver's errors mean a
+lost connection (its ``failures.py``).
 """
 
 from __future__ import annotations
 
+import logging
 from abc import abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -40,6 +43,8 @@ from eoskit.twophase.txn_id import TxnId
 
 T = TypeVar("T")
 
+log = logging.getLogger(__name__)
+
 
 class SqlSink(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
     """A SQL table as a sink with all three commit capabilities; picklable.
@@ -60,6 +65,11 @@ class SqlSink(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
     CREATE_LIKE: ClassVar[str]
     #: A task's writer (``sql/writer.py``), made on an executor by ``begin_*``.
     WRITER: ClassVar[type[SqlWriter]]
+    #: The statement that ends a prepared transaction, ``verb`` COMMIT or
+    #: ROLLBACK (``{verb} PREPARED``, ``XA {verb}``), as messages name it.
+    END_PREPARED: ClassVar[str]
+    #: What listing the prepared ids is called in messages.
+    LIST_PREPARED: ClassVar[str]
     #: Part of a running query, whose start-up check reached the server: a
     #: lost connection is waited for in every process of the job, even one
     #: that has not talked to the server yet (``retry.reconnecting``). False
@@ -90,6 +100,21 @@ class SqlSink(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
     @abstractmethod
     def _drop_connection(self) -> None:
         """Forget this process's cached connection to ``url``."""
+
+    @abstractmethod
+    def _end_prepared(self, statement: str, txn_id: str, attempt: Attempt) -> bool:
+        """Run ``statement`` (``END_PREPARED`` with its verb) for ``txn_id``
+        on the cached connection, the sending inside ``attempt.sending()``;
+        True if it ended the transaction, False if no prepared transaction
+        has the id. On the driver (``rollback_prepared`` on an executor
+        too), inside ``reconnecting``: a lost connection is tried again on a
+        new one; any other error fails the caller (the coordinator's call,
+        and with it the batch's commit, which a restart repeats)."""
+
+    @abstractmethod
+    def _prepared_ids(self, prefix: str) -> list[str]:
+        """The prepared ids starting with ``prefix``, sorted, read on the
+        cached connection. Inside ``reconnecting``, like ``_end_prepared``."""
 
     # -- the same for both ------------------------------------------------------
 
@@ -166,6 +191,38 @@ class SqlSink(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
     @staticmethod
     def _attempt_id(marker: Marker, attempt: int) -> str:
         return str(TxnId.new(marker.sink_id, marker.batch, marker.partition, attempt))
+
+    def commit_prepared(self, txn_id: str) -> bool:
+        return self._finish("COMMIT", txn_id)
+
+    def rollback_prepared(self, txn_id: str) -> bool:
+        return self._finish("ROLLBACK", txn_id)
+
+    def _finish(self, verb: str, txn_id: str) -> bool:
+        """Commit or roll back a prepared transaction by id; False if no
+        prepared transaction has the id. A lost connection is ridden out:
+        the statement is sent again on a new connection. If a try lost its
+        connection with the statement on the wire, the server may have
+        finished the transaction before the connection dropped; an id that
+        is gone on a later try then counts as done (see retry.py), so that
+        the coordinator's call that wrote the decision does not report a
+        committed id as vanished."""
+        statement = self.END_PREPARED.format(verb=verb)
+
+        def attempt(state: Attempt) -> bool:
+            if self._end_prepared(statement, txn_id, state):
+                return True
+            if state.maybe_applied:
+                log.info("%s %s: done by an earlier try whose connection was lost",
+                         statement, txn_id)
+            return state.maybe_applied
+
+        return self.reconnecting(f"{statement} {txn_id}", attempt)
+
+    def list_prepared(self, prefix: str) -> list[str]:
+        """Prepared ids starting with ``prefix``; a read, so a lost
+        connection is simply tried again."""
+        return self.reconnecting(self.LIST_PREPARED, lambda _: self._prepared_ids(prefix))
 
     def reconnecting(self, what: str, action: Callable[[Attempt], T]) -> T:
         """``action`` on the cached connection, tried again on a new one
