@@ -174,6 +174,7 @@ def _direct(writer: CommittingWriter, marker: Marker, attempt: int,
         writer.abort()
         raise
     crash.crash_point(crash.TASK_AFTER_COMMIT, marker.batch)
+    crash.crash_point(crash.DRIVER_AFTER_TASK_COMMIT, marker.batch)
     return CommittedByTask(marker.batch, marker.partition, attempt, writer.rows, writer.bytes,
                            dead_letters=writer.dead_letters)
 
