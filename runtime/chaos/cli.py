@@ -39,7 +39,8 @@ def _chaos(args: argparse.Namespace) -> int:
         conf["spark.master"] = args.master
     settings = ChaosSettings(Path(args.job), seed, kinds, args.kills, every,
                              check_determinism=args.check_determinism, keep=args.keep,
-                             workdir=Path(args.workdir) if args.workdir else None, conf=conf)
+                             workdir=Path(args.workdir) if args.workdir else None, conf=conf,
+                             ignore=tuple(c.strip() for c in (args.ignore_columns or "").split(",") if c.strip()))
     report = chaos(settings, sys.stderr)
     print(report.to_text())
     if args.report:
@@ -71,6 +72,10 @@ def register_cli(commands: Any) -> None:
     parser.add_argument("--no-check-determinism", dest="check_determinism", action="store_false",
                         help="skip the second run without faults that tells a non-deterministic "
                         "job from a sink that lost or doubled records")
+    parser.add_argument("--ignore-columns", metavar="COLUMNS",
+                        help="comma-separated columns left out of the comparisons: values the job "
+                        "computes anew on every run by design (a processing time written in the "
+                        "two-phase mode)")
     parser.add_argument("--report", metavar="FILE.json", help="also write the report as JSON")
     parser.add_argument("--html", metavar="FILE.html", help="also write the report as a web page")
     parser.add_argument("--keep", action="store_true",

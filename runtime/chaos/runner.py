@@ -35,6 +35,7 @@ from __future__ import annotations
 import os
 import random
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -56,6 +57,10 @@ from eoskit.runtime.components import Scratch
 from eoskit.twophase import crash
 
 
+#: The last letter of each run's scratch suffix (``orders_chaos1a2bx``).
+ROLE_LETTERS = {"reference": "r", "replay": "d", "chaos": "x"}
+
+
 class ChaosRunFailedError(RuntimeError):
     """A run of the job failed by itself (not by an injected fault)."""
 
@@ -73,6 +78,9 @@ class ChaosSettings:
     keep: bool = False
     workdir: Path | None = None
     conf: dict[str, str] = field(default_factory=dict)
+    #: Columns left out of every comparison: values the job computes anew on
+    #: every run by design (a processing time in the two-phase mode).
+    ignore: tuple[str, ...] = ()
     #: The longest one start of a run may take.
     run_timeout_s: float = 1800.0
 
@@ -160,7 +168,7 @@ class Chaos:
         self.workdir = Path(work).absolute()
         roles = ["reference", "replay", "chaos"] if self.settings.check_determinism else ["reference", "chaos"]
         for role in roles:  # step 3
-            suffix = f"chaos{self.token}{role[0]}"
+            suffix = f"chaos{self.token}{ROLE_LETTERS[role]}"
             folder = self.workdir / role
             folder.mkdir(parents=True, exist_ok=True)
             scratch = self.pipeline.sink.scratch(suffix)
@@ -292,14 +300,33 @@ class Chaos:
         columns, reference, key = by_role["reference"].scratch.rows()
         chaos_columns, chaos, _ = by_role["chaos"].scratch.rows()
         columns = columns or chaos_columns
+        unknown = [c for c in self.settings.ignore if c not in columns]
+        if unknown and columns:
+            raise ChaosRefusedError(f"--ignore-columns: the output has no column {unknown[0]!r} "
+                                    f"(columns: {', '.join(columns)})")
+        keep = [i for i, c in enumerate(columns) if c not in self.settings.ignore]
+
+        def kept(rows: list[tuple]) -> list[tuple]:
+            return [tuple(r[i] for i in keep) for r in rows] if self.settings.ignore else rows
+
+        columns, reference, chaos = tuple(columns[i] for i in keep), kept(reference), kept(chaos)
+        key = tuple(k for k in key if k in columns)
         result = compare(reference, chaos, columns, key or None) if columns else _empty()
         determinism, odd = None, ()
         if "replay" in by_role:
             _, replay, _ = by_role["replay"].scratch.rows()
+            replay = kept(replay)
             determinism = compare(reference, replay, columns, key or None) if columns else _empty()
             if not determinism.exact:
                 odd = tuple(nondeterministic_columns(reference, replay, columns, key or None))
-        return [OutputResult(self.pipeline.sink.describe(), result, determinism, odd)]
+        name = self.pipeline.sink.describe()
+        if odd:  # what the sink did, apart from what the job computes anew on a replay
+            keep = [i for i, c in enumerate(columns) if c not in odd]
+            rest = compare([tuple(r[i] for i in keep) for r in reference],
+                           [tuple(r[i] for i in keep) for r in chaos], [columns[i] for i in keep])
+            self.notes.append(f"{name}, without {', '.join(odd)}: the chaos run's rows are "
+                              f"{rest.summary()}")
+        return [OutputResult(name, result, determinism, odd)]
 
     def cleanup(self) -> None:
         if self._live is not None:
@@ -315,6 +342,8 @@ class Chaos:
             except Exception as exc:  # noqa: BLE001 - say what is left, drop the others
                 self.say(f"could not drop {scratch.name}: {one_line(str(exc))}; drop it by hand")
         self.created.clear()
+        if self.settings.workdir is None and getattr(self, "workdir", None) is not None:
+            shutil.rmtree(self.workdir, ignore_errors=True)  # a temporary folder of ours
 
     def run(self) -> ChaosReport:
         interrupted = False
