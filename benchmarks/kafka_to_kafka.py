@@ -3,19 +3,22 @@
 All three read the SAME topic of JSON orders (produced once per run), apply
 the same enrichment (``eoskit.runtime.demo.enrich``: amount with tax,
 customer tier) and write JSON keyed by order id to a topic of their own,
-exactly once. Every output is read back by a plain read_committed consumer
-(``read_topic``) before any rate is reported. Built from
+exactly once. With ``--spark-kafka``, Spark's own ``kafka`` source and sink
+(at-least-once, ``spark_kafka_runner.py``, a process of its own) does the
+same on the same topic. Every output is read back by a plain read_committed
+consumer (``read_topic``) before any rate is reported. Built from
 kafka_to_postgres.py's parts (topic, Spark stream, progress accounting,
 report, the whole run in ``run_benchmark``). See benchmarks/README.md.
 
     .venv/bin/python benchmarks/kafka_to_kafka.py [--records 1000000] \\
-        [--quix-venv DIR] [--make-quix-venv] [--no-quix] [--breakdown]
+        [--quix-venv DIR] [--make-quix-venv] [--no-quix] [--spark-kafka] [--breakdown]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -61,15 +64,24 @@ VERIFY_TIMEOUT_S = 900.0
 
 # ------------------------------------------------------------------ the outputs
 
-def topic_stats(bootstrap: str, topic: str) -> TableStats:
+def topic_stats(bootstrap: str, topic: str, duplicates_allowed: bool = False) -> TableStats:
     """What a correct read_committed consumer of ``topic`` sees, counted the
     way the SQL benchmarks count a table, plus what else is wrong: open
-    transactions, records whose key or enrichment is not the expected one."""
+    transactions, records whose key or enrichment is not the expected one.
+
+    ``duplicates_allowed``: the output of an at-least-once run that had
+    failed (retried) task attempts, where a retried task wrote its records
+    again. A record whose order id came before is then counted apart (said,
+    not returned) and must be a byte-identical copy of the first; the stats
+    are those of the first copies, so every order must still be there. A
+    clean run is never read this way: its output must hold exactly the
+    input's records."""
     log = read_topic(bootstrap, topic, timeout=VERIFY_TIMEOUT_S)
     ids: set[int] = set()
     total = Decimal("0")
     created: set[str] = set()
-    count = bad = wrong_keys = 0
+    count = bad = wrong_keys = duplicates = changed = 0
+    first_copy: dict[int, int] = {}  # order id -> hash of (key, value), duplicates_allowed only
     problems: list[str] = []
     for record in log.records():
         count += 1
@@ -80,6 +92,13 @@ def topic_stats(bootstrap: str, topic: str) -> TableStats:
             if bad <= 3:
                 problems.append(f"partition {record.partition} offset {record.offset}: {exc}")
             continue
+        if duplicates_allowed:
+            digest = hash((record.key, record.value))
+            if order.order_id in first_copy:
+                duplicates += 1
+                changed += first_copy[order.order_id] != digest
+                continue
+            first_copy[order.order_id] = digest
         if record.key != str(order.order_id).encode():
             wrong_keys += 1
         ids.add(order.order_id)
@@ -89,12 +108,17 @@ def topic_stats(bootstrap: str, topic: str) -> TableStats:
         problems.append(f"{bad} records are not enriched orders")
     if wrong_keys:
         problems.append(f"{wrong_keys} records are not keyed by their order id")
+    if changed:
+        problems.append(f"{changed} duplicated records differ from their first copy")
     open_txns = len(log.open_transactions)
     if open_txns:
         problems.append(f"a transaction still open on {open_txns} partition(s) "
                         f"({sum(log.open_transactions.values())} offsets not stable)")
     times = sorted(datetime.fromisoformat(text) for text in created)
-    say(f"  {topic}: {count:,} committed records, open transactions on {open_txns} partition(s)")
+    say(f"  {topic}: {count:,} committed records, open transactions on {open_txns} partition(s)"
+        + (f"; {duplicates:,} of them duplicates of an earlier record (at-least-once after "
+           "failed task attempts: allowed, not counted below)" if duplicates_allowed else ""))
+    count -= duplicates
     return TableStats(count, len(ids), total if count else None,
                       times[0] if times else None, times[-1] if times else None,
                       tuple(problems))
@@ -243,6 +267,52 @@ def quix_contender(venv: Path, records: int) -> Contender:
     return Contender("Quix Streams exactly-once", QUIX_TABLE, run)
 
 
+# ---------------------------------------------- Spark's own kafka source and sink
+
+SPARK_KAFKA_TABLE = "bench_spark_kafka"
+SPARK_KAFKA_RUNNER = Path(__file__).with_name("spark_kafka_runner.py")
+
+
+def spark_kafka_contender(max_offsets: int, master: str, retried: dict[str, int]) -> Contender:
+    """What a Spark user runs today: Spark's `kafka` source and `kafka` sink,
+    at-least-once, the same enrichment, in a process (and JVM) of its own,
+    on eoskit's master (a failed task is retried there as in eoskit's run).
+    Its failed task attempts go into ``retried`` (output topic -> count): a
+    run with none is clean, and its topic must hold exactly the input's
+    records; a run with some may hold duplicates (see ``topic_stats``)."""
+
+    def run(bootstrap: str, url: str, topic: str, partitions: int) -> BaselineResult:
+        command = [sys.executable, str(SPARK_KAFKA_RUNNER), "--bootstrap", bootstrap,
+                   "--topic", topic, "--output", SPARK_KAFKA_TABLE,
+                   "--max-offsets", str(max_offsets), "--master", master]
+        started = time.perf_counter()
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=3600,
+                                  env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+        except subprocess.TimeoutExpired:
+            delete_topic(bootstrap, SPARK_KAFKA_TABLE)
+            raise Unavailable("Spark's kafka source + kafka sink did not finish within an hour") from None
+        wall = time.perf_counter() - started
+        if done.returncode != 0 or not done.stdout.strip():
+            delete_topic(bootstrap, SPARK_KAFKA_TABLE)  # not verified, so never dropped after
+            tail = "\n    ".join(done.stderr.strip().splitlines()[-15:])
+            raise Unavailable(f"Spark's kafka source + kafka sink exited with {done.returncode}:\n    {tail}")
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        failed = result["failed_tasks"]
+        if failed:
+            retried[SPARK_KAFKA_TABLE] = failed
+        say(f"  Spark {result['pyspark']} kafka source + kafka sink ({result['master']}): "
+            f"{result['rows']:,} rows, query {result['run_s']:.1f} s, first batch "
+            f"{result['first_batch_s'] or 0:.1f} s, later batches {result['later_batch_s'] or 0:.1f} s, "
+            f"{'unknown' if failed is None else failed} failed task attempts"
+            + (" (clean run: its topic must hold exactly the input's records)" if failed == 0 else ""))
+        phases = Timings({"process + JVM + session start (not in results)": wall - result["run_s"],
+                          "the query, availableNow": result["run_s"]})
+        return BaselineResult(result["rows"], result["run_s"], phases)
+
+    return Contender("Spark kafka source + kafka sink, at-least-once", SPARK_KAFKA_TABLE, run)
+
+
 # ------------------------------------------------- one sink task, outside Spark
 
 #: Rows per Arrow batch that Spark hands a Python sink (spark.sql.execution.arrow.maxRecordsPerBatch).
@@ -294,23 +364,35 @@ def profile_sink_task(bootstrap: str, rows: int, tasks: int = 3) -> list[tuple[s
 # ------------------------------------------------------------------------ main
 
 def kafka_target(args: argparse.Namespace) -> Target:
-    contenders = () if args.no_quix else (quix_contender(Path(args.quix_venv), args.records),)
+    # Up to three attempts per task, as a cluster retries: a task whose
+    # cached producer another Python worker fenced fails once and is
+    # retried (benchmarks/README.md). Spark's own pair runs on it too.
+    master = "local[2,3]"
+    contenders: tuple[Contender, ...] = ()
+    if not args.no_quix:
+        contenders += (quix_contender(Path(args.quix_venv), args.records),)
+    #: Outputs of at-least-once runs that had failed task attempts (topic ->
+    #: count): only these may hold duplicates.
+    retried: dict[str, int] = {}
+    if args.spark_kafka:
+        contenders += (spark_kafka_contender(args.max_offsets_per_trigger, master, retried),)
+
+    def stats(bootstrap: str, topic: str) -> TableStats:
+        return topic_stats(bootstrap, topic, duplicates_allowed=topic in retried)
+
     return Target(
         sink="eoskit-kafka",
         baseline=f"consumer + json enrich + transactional producer, commit every {COMMIT_EVERY:,}",
         url_of=lambda endpoints: endpoints.kafka_bootstrap,
         reset_table=topic_reset(args.partitions),
-        table_stats=topic_stats,
+        table_stats=stats,
         run_baseline=run_transactional_loop,
         writer=kafka_writer,
         transform=enrich.enrich_orders,
         transform_name="enrich",
         baseline_label="hand-written EOS loop",
         contenders=contenders,
-        # Up to three attempts per task, as a cluster retries: a task whose
-        # cached producer another Python worker fenced fails once and is
-        # retried (benchmarks/README.md).
-        spark_master="local[2,3]",
+        spark_master=master,
         drop_table=delete_topic,
     )
 
@@ -321,6 +403,9 @@ def quix_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--make-quix-venv", action="store_true",
                         help="create --quix-venv with `pip install quixstreams` if it is missing")
     parser.add_argument("--no-quix", action="store_true", help="run eoskit and the loop only")
+    parser.add_argument("--spark-kafka", action="store_true",
+                        help="also run Spark's own kafka source + kafka sink (at-least-once), in a "
+                             "process of its own, its jars from Maven Central")
 
 
 def main(argv: list[str] | None = None) -> int:

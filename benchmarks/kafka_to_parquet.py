@@ -10,16 +10,23 @@ the JVM's compilation and the Python workers' start, whichever sink it
 uses); then they run in the order Spark, eoskit, eoskit, Spark, so that
 each takes one turn right after the other, and the totals over both turns
 are compared (``--rounds N`` repeats the four turns, to average out noise).
-See benchmarks/README.md.
+With ``--spark-parquet``, what a Spark user writes today runs first on the
+same topic, in a process (and JVM) of its own: Spark's own ``kafka`` source
+and ``parquet`` sink (``spark_parquet_runner.py``); its directory is read
+back with pyarrow as every turn's is, and its figures are printed beside
+eoskit-parquet's. See benchmarks/README.md.
 
-    .venv/bin/python benchmarks/kafka_to_parquet.py [--records 1000000] [--partitions 4] [--rounds 1]
+    .venv/bin/python benchmarks/kafka_to_parquet.py [--records 1000000] [--partitions 4] [--rounds 1] \\
+        [--spark-parquet]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -27,6 +34,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import timezone
 from decimal import Decimal
+from pathlib import Path
 
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
@@ -35,6 +43,7 @@ from pyspark.sql.streaming import DataStreamWriter
 from kafka_to_postgres import (
     CREATED_AT,
     StreamResult,
+    Unavailable,
     WriterSetup,
     delete_topic,
     fail,
@@ -59,6 +68,8 @@ from eoskit.runtime.dev import LocalServices
 SINKS = ("spark parquet", "eoskit-parquet")
 ORDER = (0, 1, 1, 0)
 WARM_UP_RECORDS = 20_000
+SPARK_PARQUET_RUNNER = Path(__file__).with_name("spark_parquet_runner.py")
+SPARK_PARQUET_LABEL = "Spark kafka + parquet, own process"
 
 
 def spark_parquet(path: str) -> WriterSetup:
@@ -116,12 +127,67 @@ def verify(name: str, stats: DirectoryStats, expected: OrderTotals) -> list[str]
     return problems
 
 
+def run_spark_parquet(bootstrap: str, topic: str, path: str, max_offsets: int) -> dict:
+    """What a Spark user runs today: Spark's `kafka` source and `parquet`
+    sink, in a process (and JVM) of its own, into ``path``; its JSON line,
+    with ``wall_s`` (the process's whole life) added."""
+    command = [sys.executable, str(SPARK_PARQUET_RUNNER), "--bootstrap", bootstrap, "--topic", topic,
+               "--path", path, "--max-offsets", str(max_offsets)]
+    started = time.perf_counter()
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=3600,
+                              env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+    except subprocess.TimeoutExpired:
+        raise Unavailable("Spark's kafka source + parquet sink did not finish within an hour") from None
+    wall = time.perf_counter() - started
+    if done.returncode != 0 or not done.stdout.strip():
+        tail = "\n    ".join(done.stderr.strip().splitlines()[-15:])
+        raise Unavailable(f"Spark's kafka source + parquet sink exited with {done.returncode}:\n    {tail}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    failed = result["failed_tasks"]
+    say(f"  Spark {result['pyspark']} kafka source + parquet sink: {result['rows']:,} rows, "
+        f"query {result['run_s']:.1f} s, first batch {result['first_batch_s'] or 0:.1f} s, later "
+        f"batches {result['later_batch_s'] or 0:.1f} s, "
+        f"{'unknown' if failed is None else failed} failed task attempts")
+    return {**result, "wall_s": wall}
+
+
+def print_spark_parquet(peer: dict, runs: list[tuple[int, str, StreamResult]]) -> None:
+    """The peer beside eoskit-parquet's turns: whole run (the peer's query
+    against eoskit's turns' wall) and steady state (every batch but the
+    first, on both sides)."""
+    print(f"\n{SPARK_PARQUET_LABEL} phases: process + JVM + session start (not in results) "
+          f"{peer['wall_s'] - peer['run_s']:.1f} s, the query, availableNow {peer['run_s']:.1f} s")
+    ours = [r for s, _, r in runs if s == 1]
+    rows = [
+        (f"{SPARK_PARQUET_LABEL} (query)", peer["rows"], peer["run_s"]),
+        (f"{SPARK_PARQUET_LABEL} (all but batch 1)", sum(peer["batch_rows"][1:]), sum(peer["batch_s"][1:])),
+        (f"eoskit-parquet, {len(ours)} turns (wall)", sum(r.rows for r in ours), sum(r.wall_s for r in ours)),
+        (f"eoskit-parquet, {len(ours)} turns (all but batch 1)",
+         sum(r.batch_rows_from(1) for r in ours), sum(r.batch_seconds(1) for r in ours)),
+    ]
+    width = max(len(label) for label, _, _ in rows)
+    print(f"\n  {'run':<{width}} {'rows':>10} {'seconds':>8} {'rows/s':>9}")
+    for label, count, seconds in rows:
+        print(f"  {label:<{width}} {count:>10,} {seconds:>8.1f} {rate(count, seconds):>9,.0f}")
+    rates = [rate(count, seconds) for _, count, seconds in rows]
+    whole, steady = (mine / theirs if theirs else float("nan")
+                     for mine, theirs in ((rates[2], rates[0]), (rates[3], rates[1])))
+    print(f"  eoskit-parquet / {SPARK_PARQUET_LABEL}: whole run {whole:.2f}x, steady (all but batch 1) "
+          f"{steady:.2f}x (eoskit's turns follow the warm-up; the peer's query is its JVM's first)")
+
+
+def parquet_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="repeat the four turns (Spark, eoskit, eoskit, Spark) this many times")
+    parser.add_argument("--spark-parquet", action="store_true",
+                        help="also run Spark's own kafka source + parquet sink, in a process of its "
+                             "own, its jars from Maven Central")
+
+
 def main(argv: list[str] | None = None) -> int:
-    extra = argparse.ArgumentParser(add_help=False)
-    extra.add_argument("--rounds", type=int, default=1)
-    own, rest = extra.parse_known_args(argv)
-    args = parse_args(rest, __doc__.split("\n\n")[0])
-    rounds = own.rounds
+    args = parse_args(argv, __doc__.split("\n\n")[0], extend=parquet_options)
+    rounds = args.rounds
     order = ORDER * rounds
     facts_before = machine_facts()
     bootstrap = LocalServices(args.services_dir).up().kafka_bootstrap
@@ -134,7 +200,23 @@ def main(argv: list[str] | None = None) -> int:
     runs: list[tuple[int, str, StreamResult]] = []
     problems: list[str] = []
     breakdown: list[tuple[str, StreamResult]] = []
+    peer: dict | None = None
+    peer_not_run: str | None = None
     try:
+        if args.spark_parquet:
+            # Before this process's Spark starts: the two JVMs never share the cores.
+            out = f"{workdir}/spark-kafka-parquet"
+            say(f"{SPARK_PARQUET_LABEL}: kafka -> from_json -> parquet, availableNow")
+            try:
+                peer = run_spark_parquet(bootstrap, topic, out, args.max_offsets_per_trigger)
+            except Unavailable as exc:
+                say(f"{SPARK_PARQUET_LABEL}: not run: {exc}")
+                peer_not_run = str(exc)
+            else:
+                stats = directory_stats(out)
+                problems += verify(SPARK_PARQUET_LABEL, stats, expected)
+                say(f"  {stats.files} files, {stats.bytes / 1e6:.1f} MB, {stats.count:,} rows")
+            shutil.rmtree(out, ignore_errors=True)
         say("starting Spark")
         started = time.perf_counter()
         spark = spark_session()
@@ -168,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
         ("records", f"{args.records:,}"), ("partitions", str(args.partitions)),
         ("maxOffsetsPerTrigger", f"{args.max_offsets_per_trigger:,}"), ("spark master", "local[2]"),
         ("turns", ", ".join(SINKS[s] for s in order) + f" (after a {WARM_UP_RECORDS:,}-record warm-up)"),
+        ("peer", "not asked (--spark-parquet)" if not args.spark_parquet
+         else f"{SPARK_PARQUET_LABEL}, before the turns"),
         ("produce (not timed in results)", f"{produce_s:.1f} s"),
         ("Spark session start (not in results)", f"{spark_start_s:.1f} s"),
     ])
@@ -189,10 +273,15 @@ def main(argv: list[str] | None = None) -> int:
           f"({rate(rows[0], totals[0]):,.0f} rows/s), eoskit-parquet {totals[1]:.1f} s "
           f"({rate(rows[1], totals[1]):,.0f} rows/s)")
     print(f"  eoskit-parquet / Spark parquet throughput: {totals[0] / totals[1]:.2f} x")
+    if peer is not None:
+        print_spark_parquet(peer, runs)
+    if peer_not_run is not None:
+        print(f"\n{SPARK_PARQUET_LABEL}: NOT RUN: {peer_not_run}")
     print_table("machine (at end)", machine_facts()[2:3])
     if problems:
         return fail(problems)
-    say(f"verified: every turn's directory holds each of the {expected.count:,} orders exactly once "
+    checked = "every turn's directory" + (" and the peer's" if peer is not None else "")
+    say(f"verified: {checked} holds each of the {expected.count:,} orders exactly once "
         f"(sum {expected.amount}), read by pyarrow.dataset")
     return 0
 
