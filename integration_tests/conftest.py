@@ -18,7 +18,10 @@ import pytest
 from pyspark.sql import SparkSession
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from eoskit.runtime.dev import LocalServices
+from eoskit.runtime.dev.endpoints import endpoints_from_env
 from eoskit.runtime.dev.produce import produce_records
+from eoskit.testing.pytest_plugin import DEFAULT_TEST_DIR
 from eoskit.testing.conformance.postgres import PostgresTarget
 
 
@@ -230,3 +233,25 @@ def json_files_type() -> type[JsonFiles]:
 def json_files(tmp_path) -> Callable[..., JsonFiles]:
     names = iter(range(1000))
     return lambda schema: JsonFiles(tmp_path / f"in{next(names)}", schema)
+
+
+@pytest.fixture(scope="session")
+def local_services(request: pytest.FixtureRequest, service_endpoints) -> LocalServices:
+    """The folder of the local services this session uses, to restart them;
+    skips where the session's services cannot be restarted from here."""
+    if os.environ.get("EOSKIT_SERVICES", "").strip().lower() == "docker":
+        pytest.skip("the services run in Docker; this test restarts local service processes")
+    if endpoints_from_env(os.environ) is None:
+        root = os.environ.get("EOSKIT_DEV_DIR") or Path(request.config.rootpath) / DEFAULT_TEST_DIR
+    else:
+        root = os.environ.get("EOSKIT_DEV_DIR")
+        if not root:
+            pytest.skip("the services come from the EOSKIT_* variables and this test cannot "
+                        "restart them: set EOSKIT_DEV_DIR to their `eoskit dev` folder to let it")
+    services = LocalServices(root)
+    found = services.endpoints()
+    if found is None or (found.postgres_url, found.mysql_url) != (
+            service_endpoints.postgres_url, service_endpoints.mysql_url):
+        pytest.skip(f"the local services under {root} are not the ones this session uses, "
+                    "so this test cannot restart them")
+    return services

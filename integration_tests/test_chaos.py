@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import uuid
 from pathlib import Path
 
@@ -80,6 +81,60 @@ def test_two_phase_postgres_survives_driver_kills_exactly(kafka, postgres, topic
 
 
 @pytest.mark.crash
+def test_two_phase_postgres_rides_out_its_database_and_broker_restarted(kafka, postgres, topic, local_services,
+                                                                       tmp_path):
+    """The dev services' PostgreSQL stopped and started after batch 1, their
+    broker after batch 3 (seed 1): the job's clients and restart strategy
+    ride both out, and the output is exact."""
+    table = f"chaos_{uuid.uuid4().hex[:8]}"
+    report = tmp_path / "report.json"
+    done = run_chaos(JOB, seed=1, faults="database,broker", kills=2,
+                     args=["--faults-every", "2,2", "--no-check-determinism", "--dev-dir",
+                           str(local_services.root), "--report", str(report)],
+                     env=job_env(kafka, topic, ORDERS_PG_URL=postgres, ORDERS_TABLE=table))
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    found = json.loads(report.read_text())
+    kinds = [e["fault"]["kind"] for e in found["timeline"] if e["kind"] == "fault"]
+    assert kinds == ["database", "broker"], found["timeline"]
+    assert "postgres stopped, started again" in done.stderr and "kafka stopped, started again" in done.stderr
+    (output,) = found["outputs"]
+    assert output["comparison"]["reference_rows"] == RECORDS, output
+
+
+def test_database_faults_are_skipped_for_a_server_that_is_no_dev_service(kafka, postgres, topic, tmp_path):
+    """No --dev-dir whose services are the job's: nothing may be stopped, so
+    the plan is empty and the command refuses, saying why."""
+    done = run_chaos(JOB, seed=1, faults="database", kills=1,
+                     args=["--no-check-determinism", "--dev-dir", str(tmp_path)],
+                     env=job_env(kafka, topic, ORDERS_PG_URL=postgres, ORDERS_TABLE=f"chaos_{uuid.uuid4().hex[:8]}"))
+    assert done.returncode == 2, done.stdout + done.stderr[-3000:]
+    assert "database faults skipped: the sink's database is not eoskit's dev service" in done.stderr
+
+
+@pytest.mark.crash
+@pytest.mark.cluster
+def test_two_phase_postgres_on_a_cluster_survives_executor_kills(kafka, postgres, topic, spark_cluster, tmp_path):
+    """Two executors of a standalone cluster killed (one of them after batch
+    1, then after batch 3): Spark runs their tasks again elsewhere, the
+    cluster starts new executors, and the output is exact."""
+    table = f"chaos_{uuid.uuid4().hex[:8]}"
+    report = tmp_path / "report.json"
+    done = run_chaos(JOB, seed=1, faults="executor", kills=2,
+                     args=["--faults-every", "2,2", "--no-check-determinism", "--master", spark_cluster,
+                           "--conf", "spark.executor.memory=768m", "--conf", "spark.task.maxFailures=4",
+                           "--conf", "spark.executor.extraJavaOptions=-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+                           "--report", str(report)],
+                     env=job_env(kafka, topic, ORDERS_PG_URL=postgres, ORDERS_TABLE=table,
+                                 PYSPARK_PYTHON=sys.executable))
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    found = json.loads(report.read_text())
+    kinds = [e["fault"]["kind"] for e in found["timeline"] if e["kind"] == "fault"]
+    assert kinds == ["executor", "executor"], (found["timeline"], found["notes"])
+    (output,) = found["outputs"]
+    assert output["comparison"]["reference_rows"] == RECORDS, output
+
+
+@pytest.mark.crash
 def test_at_least_once_postgres_is_reported_with_its_duplicates(kafka, postgres, topic, tmp_path):
     """A driver killed after a task committed by itself: the replayed batch
     writes its rows again, and chaos counts them."""
@@ -96,6 +151,11 @@ def test_at_least_once_postgres_is_reported_with_its_duplicates(kafka, postgres,
     duplicated = output["comparison"]["duplicated"]["count"]
     assert 0 < duplicated <= RECORDS and output["comparison"]["missing"]["count"] == 0, output
     assert "duplicated" in done.stdout
+    # Located: by the batch the driver died in, after that fault (read after each commit).
+    found = json.loads(report.read_text())
+    assert found["first_difference_after"]["index"] == 1, found
+    assert found["first_difference_batch"] >= found["first_difference_after"]["after_batch"] + 1, found
+    assert "first difference by batch" in done.stdout
 
 
 @pytest.mark.crash

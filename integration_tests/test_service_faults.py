@@ -28,8 +28,6 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from eoskit.runtime.dev import LocalServices
-from eoskit.runtime.dev.endpoints import endpoints_from_env
-from eoskit.testing.pytest_plugin import DEFAULT_TEST_DIR
 from eoskit.twophase import crash
 from eoskit.testing.conformance import ConformanceTarget, Workload
 from eoskit.testing.conformance.kafka import KafkaTopicTarget
@@ -145,28 +143,6 @@ KafkaTarget = KafkaTopicTarget
 @pytest.fixture(scope="module")
 def workload(kafka: str) -> Workload:
     return Workload.produce(kafka, records=RECORDS, partitions=PARTITIONS, batches=BATCHES)
-
-
-@pytest.fixture(scope="module")
-def local_services(request: pytest.FixtureRequest, service_endpoints) -> LocalServices:
-    """The folder of the local services this session uses, to restart them;
-    skips where the session's services cannot be restarted from here."""
-    if os.environ.get("EOSKIT_SERVICES", "").strip().lower() == "docker":
-        pytest.skip("the services run in Docker; this test restarts local service processes")
-    if endpoints_from_env(os.environ) is None:
-        root = os.environ.get("EOSKIT_DEV_DIR") or Path(request.config.rootpath) / DEFAULT_TEST_DIR
-    else:
-        root = os.environ.get("EOSKIT_DEV_DIR")
-        if not root:
-            pytest.skip("the services come from the EOSKIT_* variables and this test cannot "
-                        "restart them: set EOSKIT_DEV_DIR to their `eoskit dev` folder to let it")
-    services = LocalServices(root)
-    found = services.endpoints()
-    if found is None or (found.postgres_url, found.mysql_url) != (
-            service_endpoints.postgres_url, service_endpoints.mysql_url):
-        pytest.skip(f"the local services under {root} are not the ones this session uses, "
-                    "so this test cannot restart them")
-    return services
 
 
 @pytest.fixture

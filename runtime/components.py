@@ -138,3 +138,16 @@ class Redirectable(Protocol):
         """The scratch copy named with ``suffix`` (lower-case letters and
         digits); side-effect free until its ``create``."""
         ...
+
+
+@runtime_checkable
+class Served(Protocol):
+    """A source or sink that says which servers it talks to (``eoskit chaos``
+    stops and starts them when they are eoskit's dev services). Runs on the
+    driver of the command; must not raise, nor connect to anything."""
+
+    def servers(self) -> tuple[tuple[str, str, int], ...]:
+        """``(kind, host, port)`` of every server of the component's
+        connection, as the job names them: ``kind`` is ``postgresql``,
+        ``mysql``, ``mariadb`` or ``kafka``."""
+        ...

@@ -88,7 +88,7 @@ def test_fault_describes_itself():
     assert fault.describe() == "fault 2 (worker): 0.314 s after batch 5 commits"
     assert FaultPlan(1, (fault,)).to_dict() == {
         "seed": 1, "faults": [{"index": 2, "kind": "worker", "after_batch": 5, "delay_s": 0.314,
-                               "step": None}]}
+                               "step": None, "down_s": 0.0}]}
     at_step = Fault(1, "driver", 2, 0.1, "driver_after_decision")
     assert at_step.describe() == "fault 1 (driver): at driver_after_decision in batch 3"
 

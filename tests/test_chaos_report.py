@@ -41,7 +41,7 @@ def different_report() -> ChaosReport:
                       compare(ROWS, second, COLUMNS),
                       tuple(nondeterministic_columns(ROWS, second, COLUMNS))),
          OutputResult("topic orders", compare(ROWS, ROWS, COLUMNS))],
-        timeline=timeline(), first_difference_after=FAULT,
+        timeline=timeline(), first_difference_after=FAULT, first_difference_batch=3,
         notes=["database faults skipped: the sink's database is not eoskit's dev service"])
 
 
@@ -70,7 +70,7 @@ def test_text_lists_outputs_examples_and_the_hint():
     assert row.index("different") == header.index("verdict")  # aligned under its header
     assert "not deterministic" in row
     assert "1 duplicated row" in text and "1 unexpected row" in text
-    assert "first difference after fault 1 (driver): 0.250 s after batch 2 commits" in text
+    assert "first difference by batch 3, after fault 1 (driver): 0.250 s after batch 2 commits" in text
     assert "database faults skipped" in text
     assert "column ts differs between two runs without faults" in text
     assert "the two-phase commit mode, which writes each batch once" in text
@@ -101,9 +101,9 @@ def test_json_round_trips_with_stable_keys():
     assert orders["determinism"]["verdict"] == "different"
     assert loaded["outputs"][1]["determinism"] is None
     assert loaded["timeline"][0] == {"kind": "batch", "batch": 0, "time": "2026-03-01T12:00:00+00:00"}
-    fault = {"index": 1, "kind": "driver", "after_batch": 2, "delay_s": 0.25, "step": None}
+    fault = {"index": 1, "kind": "driver", "after_batch": 2, "delay_s": 0.25, "step": None, "down_s": 0.0}
     assert {"kind": "fault", "time": "2026-03-01T12:00:02.250000+00:00", "fault": fault} in loaded["timeline"]
-    assert loaded["first_difference_after"]["kind"] == "driver"
+    assert loaded["first_difference_after"]["kind"] == "driver" and loaded["first_difference_batch"] == 3
     assert list(loaded) == sorted(loaded)
 
 

@@ -9,6 +9,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql.streaming import DataStreamWriter
 
 from eoskit.connectors.output_modes import check_output_mode, write_stream
+from eoskit.connectors.kafka.pipeline_source import kafka_servers
 from eoskit.connectors.kafka.sink_settings import KafkaSinkSettings
 from eoskit.connectors.kafka.source import SHORT_NAME, KafkaDataSource
 from eoskit.twophase.foreach_batch import BatchWriter
@@ -58,6 +59,10 @@ class KafkaSink:
         from eoskit.connectors.kafka.scratch import KafkaScratch
 
         return KafkaScratch(self, suffix)
+
+    def servers(self) -> tuple[tuple[str, str, int], ...]:
+        """The brokers it bootstraps from (``runtime.components.Served``)."""
+        return kafka_servers(self.bootstrap_servers)
 
     def describe(self) -> str:
         topic = self.options.get("topic") or "the rows' topics"

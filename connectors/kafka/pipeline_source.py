@@ -13,6 +13,18 @@ from eoskit.connectors.kafka.settings import KafkaSourceSettings
 from eoskit.connectors.kafka.source import SHORT_NAME, KafkaDataSource
 
 
+def kafka_servers(bootstrap: str) -> tuple[tuple[str, str, int], ...]:
+    """``("kafka", host, port)`` of each ``host:port`` of a bootstrap list
+    (``[::1]:9092`` too); an entry without a port is left out, as a client
+    would fail on it before the job reads anything."""
+    found = []
+    for entry in (e.strip() for e in bootstrap.split(",")):
+        host, _, port = entry.rpartition(":")
+        if host and port.isdigit():
+            found.append(("kafka", host.strip("[]"), int(port)))
+    return tuple(found)
+
+
 @dataclass
 class KafkaSource:
     """``eoskit-kafka`` with its options; checked when the pipeline is built.
@@ -59,6 +71,10 @@ class KafkaSource:
         from eoskit.connectors.kafka.pin import describe
 
         return describe(pin)
+
+    def servers(self) -> tuple[tuple[str, str, int], ...]:
+        """The brokers it bootstraps from (``runtime.components.Served``)."""
+        return kafka_servers(self.bootstrap_servers)
 
     def read_stream(self, spark: SparkSession) -> DataFrame:
         register_data_source(spark, KafkaDataSource)

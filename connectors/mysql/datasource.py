@@ -35,3 +35,4 @@ class MySQLSink(SqlPipelineSink):
 
     data_source = MySQLDataSource
     backends = BACKENDS
+    default_port = 3306

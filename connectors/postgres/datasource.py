@@ -27,3 +27,4 @@ class PostgresSink(SqlPipelineSink):
 
     data_source = PostgresDataSource
     backends = ("postgresql",)
+    default_port = 5432

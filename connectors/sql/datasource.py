@@ -51,6 +51,8 @@ class SqlPipelineSink:
 
     data_source: ClassVar[type[SqlDataSource]]
     backends: ClassVar[tuple[str, ...]]
+    #: The server's port when the URL names none.
+    default_port: ClassVar[int]
 
     url: str
     dbtable: str
@@ -91,6 +93,11 @@ class SqlPipelineSink:
         from eoskit.connectors.sql.scratch import SqlScratch
 
         return SqlScratch(self, suffix)
+
+    def servers(self) -> tuple[tuple[str, str, int], ...]:
+        """Its database server (``runtime.components.Served``)."""
+        backend = self._url.get_backend_name()
+        return ((backend, self._url.host or "localhost", self._url.port or self.default_port),)
 
     def describe(self) -> str:
         return f"{self.data_source.short_name} ({safe(self._url)} {self.dbtable})"

@@ -6,6 +6,7 @@ they are not, or a run failed by itself; 2 when the job is refused."""
 from __future__ import annotations
 
 import argparse
+import os
 import secrets
 import sys
 from pathlib import Path
@@ -20,6 +21,19 @@ def _every(text: str) -> tuple[int, int]:
         return int(low), int(high or low)
     except ValueError:
         raise UsageError(f"--faults-every {text!r}: give batches as LOW,HIGH (e.g. 1,3)") from None
+
+
+def _dev_dir(given: str | None) -> Path | None:
+    """``--dev-dir``, else ``EOSKIT_DEV_DIR``, else ``eoskit dev``'s default
+    folder when it exists; None when there is none."""
+    from eoskit.runtime.dev.local import DEFAULT_ROOT
+
+    if given:
+        if not Path(given).is_dir():
+            raise UsageError(f"--dev-dir {given}: no such folder (the one given to `eoskit dev up --dir`)")
+        return Path(given)
+    found = Path(os.environ.get("EOSKIT_DEV_DIR") or DEFAULT_ROOT)
+    return found if found.is_dir() else None
 
 
 def _chaos(args: argparse.Namespace) -> int:
@@ -40,6 +54,7 @@ def _chaos(args: argparse.Namespace) -> int:
     settings = ChaosSettings(Path(args.job), seed, kinds, args.kills, every,
                              check_determinism=args.check_determinism, keep=args.keep,
                              workdir=Path(args.workdir) if args.workdir else None, conf=conf,
+                             dev_dir=_dev_dir(args.dev_dir),
                              ignore=tuple(c.strip() for c in (args.ignore_columns or "").split(",") if c.strip()))
     report = chaos(settings, sys.stderr)
     print(report.to_text())
@@ -82,6 +97,11 @@ def register_cli(commands: Any) -> None:
                         help="keep the scratch targets and the runs' folder, to look into them")
     parser.add_argument("--workdir", metavar="DIR",
                         help="the runs' checkpoints and logs (default: a new temporary folder)")
+    parser.add_argument("--dev-dir", metavar="DIR",
+                        help="the folder of eoskit's dev services (`eoskit dev up --dir`) whose "
+                        "database and Kafka the database and broker faults may stop: only a "
+                        "server of the job that is one of them is ever stopped (default: "
+                        "$EOSKIT_DEV_DIR, else .eoskit/dev)")
     parser.add_argument("--master", help="Spark master for the runs (e.g. spark://host:7077)")
     add_conf(parser, "a Spark setting for the runs")
     parser.set_defaults(func=guarded("chaos", _chaos))

@@ -68,6 +68,12 @@ DRIVER_STEPS: tuple[str | None, ...] = (
 #: The defaults of ``FaultPlan.draw``: a fault every 1 to 3 batches, 0 to 0.6 s after a commit.
 EVERY_BATCHES: tuple[int, int] = (1, 3)
 DELAY_S: tuple[float, float] = (0.0, 0.6)
+#: How long a stopped server stays down before it is started again, drawn
+#: per database or broker fault: long enough for the job's clients to see
+#: their connections refused, short enough for its restart strategy.
+DOWN_S: tuple[float, float] = (0.5, 3.0)
+#: The kinds that stop a server (and draw a ``down_s``).
+SERVICE_KINDS: frozenset[str] = frozenset({"database", "broker"})
 
 
 def _known() -> str:
@@ -103,18 +109,22 @@ class Fault:
     #: in the next batch, where the driver kills itself; None: at ``delay_s``.
     #: A step the sink's commit mode never passes falls back to the delay.
     step: str | None = None
+    #: A database or broker fault: how long the server stays stopped.
+    down_s: float = 0.0
 
     def describe(self) -> str:
-        """``fault 2 (worker): 0.314 s after batch 5 commits``, or ``fault 1
-        (driver): at driver_after_decision in batch 3``."""
+        """``fault 2 (worker): 0.314 s after batch 5 commits``, ``fault 1
+        (driver): at driver_after_decision in batch 3``, or ``fault 3
+        (database): down 1.250 s, 0.314 s after batch 5 commits``."""
         if self.step is not None:
             return f"fault {self.index} ({self.kind}): at {self.step} in batch {self.after_batch + 1}"
-        return (f"fault {self.index} ({self.kind}): {self.delay_s:.3f} s after batch "
+        down = f"down {self.down_s:.3f} s, " if self.kind in SERVICE_KINDS else ""
+        return (f"fault {self.index} ({self.kind}): {down}{self.delay_s:.3f} s after batch "
                 f"{self.after_batch} commits")
 
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "kind": self.kind, "after_batch": self.after_batch,
-                "delay_s": self.delay_s, "step": self.step}
+                "delay_s": self.delay_s, "step": self.step, "down_s": self.down_s}
 
 
 def _range(option: str, bounds: tuple[Any, Any], lowest: float) -> None:
@@ -149,7 +159,8 @@ class FaultPlan:
         included; the first fault counts from the start of the run, so
         with ``(1, 3)`` it fires after batch 0, 1 or 2), its kind uniform
         among ``kinds``, its delay uniform in ``delay_s`` rounded to the
-        millisecond. Bad values are refused with a ``ValueError`` that names
+        millisecond (and a database or broker fault's time down uniform in
+        :data:`DOWN_S`). Bad values are refused with a ``ValueError`` that names
         the option: ``--kills``, ``--faults-every``, ``--fault-delay``,
         ``--faults``."""
         if isinstance(kills, bool) or not isinstance(kills, int) or kills < 1:
@@ -169,7 +180,8 @@ class FaultPlan:
             kind = rng.choice(chosen)
             delay = round(rng.uniform(*delay_s), 3)
             step = rng.choice(DRIVER_STEPS) if kind == "driver" else None
-            faults.append(Fault(index, kind, batch, delay, step))
+            down = round(rng.uniform(*DOWN_S), 3) if kind in SERVICE_KINDS else 0.0
+            faults.append(Fault(index, kind, batch, delay, step, down))
         return cls(seed, tuple(faults))
 
     @property

@@ -7,6 +7,11 @@ child), and PySpark's worker daemon under the JVM, which forks one Python
 worker per concurrent task. The workers are the Python processes whose
 parent is a Python process below the JVM (the daemon itself has the JVM
 for parent).
+
+On a cluster the executors are not below the driver: a worker of the
+cluster started them. An executor's command line names the driver it
+serves (``--driver-url spark://CoarseGrainedScheduler@host:PORT``), and the
+run's executors are those whose PORT is one the run's driver JVM listens on.
 """
 
 from __future__ import annotations
@@ -63,6 +68,57 @@ def python_workers(driver: int) -> list[int]:
 
     return [p.pid for p in below
             if p.pid in under_jvm and python(p) and python(by_pid.get(p.ppid))]
+
+
+def _listening_ports(pid: int) -> set[int]:
+    """The TCP ports process ``pid`` listens on (its sockets' inodes found
+    in its network namespace's tables)."""
+    try:
+        inodes = {link[8:-1] for link in (os.readlink(f"/proc/{pid}/fd/{fd}")
+                                           for fd in os.listdir(f"/proc/{pid}/fd"))
+                  if link.startswith("socket:[")}
+    except OSError:
+        return set()
+    ports = set()
+    for table in ("tcp", "tcp6"):
+        try:
+            lines = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 9 and fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN
+                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return []
+
+
+#: The main class of an executor's JVM.
+EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
+
+
+def executors(driver: int) -> list[int]:
+    """The executor JVMs (on a cluster) of the run whose driver is ``driver``."""
+    ports: set[int] = set()
+    for process in descendants(driver):
+        if process.name == "java":
+            ports |= _listening_ports(process.pid)
+    found = []
+    for entry in os.listdir("/proc"):
+        argv = _cmdline(int(entry)) if entry.isdigit() else []
+        if EXECUTOR_CLASS not in argv or "--driver-url" not in argv[:-1]:
+            continue
+        url = argv[argv.index("--driver-url") + 1]
+        port = url.rsplit(":", 1)[-1]
+        if port.isdigit() and int(port) in ports:
+            found.append(int(entry))
+    return sorted(found)
 
 
 def kill(pid: int) -> bool:

@@ -130,6 +130,17 @@ class ChaosReport:
     timeline: list[Event] = field(default_factory=list)
     first_difference_after: Fault | None = None
     notes: list[str] = field(default_factory=list)
+    #: The chaos run's batch by which its output first differed (read after
+    #: each commit, ``snapshots``); None: not located, or no difference.
+    first_difference_batch: int | None = None
+
+    def first_difference(self) -> str | None:
+        """``first difference by batch 5, after fault 3 (driver): ...``."""
+        if self.first_difference_batch is None:
+            return None
+        after = (f"after {self.first_difference_after.describe()}" if self.first_difference_after
+                 else "before any fault")
+        return f"first difference by batch {self.first_difference_batch}, {after}"
 
     @property
     def exact(self) -> bool:
@@ -160,8 +171,8 @@ class ChaosReport:
                           right={2, 3, 4, 5, 6, 7})
         if self.timeline:
             lines += ["", _timeline_line(self.timeline)]
-        if self.first_difference_after is not None:
-            lines.append(f"first difference after {self.first_difference_after.describe()}")
+        if self.first_difference() is not None:
+            lines.append(str(self.first_difference()))
         for output in self.outputs:
             for title, header, rows in _example_tables(output.comparison):
                 lines += ["", f"{output.name}: {title}"]
@@ -194,6 +205,7 @@ class ChaosReport:
             "timeline": [_event_dict(e) for e in self.timeline],
             "first_difference_after": (None if self.first_difference_after is None
                                        else self.first_difference_after.to_dict()),
+            "first_difference_batch": self.first_difference_batch,
         }
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -222,8 +234,8 @@ class ChaosReport:
             parts += [f"<p>{_e(_timeline_line(self.timeline))}</p>", timeline_svg(self.timeline)]
         else:
             parts.append("<p>No timeline was recorded.</p>")
-        if self.first_difference_after is not None:
-            parts.append(f"<p>First difference after {_e(self.first_difference_after.describe())}</p>")
+        if self.first_difference() is not None:
+            parts.append(f"<p>{_e(str(self.first_difference()).capitalize())}</p>")
         parts.append("<h2>Outputs</h2>")
         parts.append(_html_table(
             ["output", "verdict", "reference", "chaos", "duplicated", "missing", "different",

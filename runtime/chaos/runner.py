@@ -23,7 +23,13 @@ Top to bottom:
    whose step the sink's commit mode never passes, lands ``delay_s`` after
    its batch's commit. A driver fault kills the run's whole process group
    and the run is started again from its checkpoint; a worker fault kills
-   one of its Python workers and Spark retries the task.
+   one of its Python workers and an executor fault one of its executors
+   (on a cluster), and Spark retries their tasks; a database or broker
+   fault stops that server (an eoskit dev service, ``services``) and
+   starts it again, and the job's clients and restart strategy ride it out.
+   Meanwhile, and during the reference run, the scratch target is read
+   after each commit (``Snapshots``): where the chaos run's output first
+   differs, and the fault before that.
 6. The outputs are read with the services' own clients and compared
    (``compare``), the report printed and written (``report``), the scratch
    targets dropped unless ``keep``. Ctrl-C ends the run in progress and
@@ -47,9 +53,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
-from eoskit.runtime.chaos import processes
+from eoskit.runtime.chaos import processes, services
 from eoskit.runtime.chaos.compare import Comparison, compare, nondeterministic_columns
-from eoskit.runtime.chaos.plan import EVERY_BATCHES, Fault, FaultPlan
+from eoskit.runtime.chaos.plan import EVERY_BATCHES, SERVICE_KINDS, Fault, FaultPlan
+from eoskit.runtime.chaos.snapshots import Snapshots, first_difference
 from eoskit.runtime.chaos.redirect import ChaosRefusedError, check, write_spec
 from eoskit.runtime.chaos.report import BatchEvent, ChaosReport, Event, FaultEvent, OutputResult, RestartEvent
 from eoskit.runtime.cli_errors import one_line
@@ -83,6 +90,9 @@ class ChaosSettings:
     ignore: tuple[str, ...] = ()
     #: The longest one start of a run may take.
     run_timeout_s: float = 1800.0
+    #: The folder of eoskit's dev services whose servers database and broker
+    #: faults may stop (``eoskit dev up --dir``); None: none may be.
+    dev_dir: Path | None = None
 
 
 def _now() -> datetime:
@@ -150,6 +160,9 @@ class Chaos:
         self.timeline: list[Event] = []
         self.notes: list[str] = []
         self._live: subprocess.Popen | None = None
+        self.snapshots: dict[str, Snapshots] = {}  # by role: the reference's and the chaos run's
+        self.first_batch: int | None = None
+        self.first_after: Fault | None = None
 
     def say(self, line: str) -> None:
         self.out.write(f"eoskit chaos: {line}\n")
@@ -162,6 +175,8 @@ class Chaos:
 
         self.pipeline = load_pipeline(self.settings.job)  # step 1
         check(self.pipeline)
+        self.servers = services.find(self.settings.dev_dir, self.pipeline.source, self.pipeline.sink)
+        self.drawn = self.applicable()
         self.pin = self.pipeline.source.pin()  # step 2
         self.say(f"input pinned: {self.pipeline.source.describe_pin(self.pin)}")
         work = self.settings.workdir or Path(tempfile.mkdtemp(prefix="eoskit-chaos-"))
@@ -181,10 +196,18 @@ class Chaos:
 
     # -- step 4 ---------------------------------------------------------------
 
+    def _snapshots(self, run: JobRun) -> Snapshots:
+        snapshots = self.snapshots[run.role] = Snapshots(run.scratch, run.committed)
+        snapshots.start()
+        return snapshots
+
     def run_clean(self, run: JobRun) -> None:
         self.say(f"{run.role} run (no faults)...")
+        snapshots = self._snapshots(run) if run.role == "reference" else None
         process = self._start(run)
         code = self._wait(process)
+        if snapshots is not None:
+            snapshots.stop()
         if code != 0:
             raise ChaosRunFailedError(f"the {run.role} run failed without any fault: {run.failure(code)}")
         self.say(f"{run.role} run: {len(run.committed())} batches")
@@ -203,13 +226,19 @@ class Chaos:
         self._live = None
         return code
 
-    def plan(self, batches: int) -> FaultPlan:
+    def applicable(self) -> FaultPlan:
+        """The plan the seed draws, less the faults this run cannot inject
+        (said in the notes); refused when none is left, before anything runs."""
         drawn = FaultPlan.draw(self.settings.seed, self.settings.kinds, self.settings.kills,
                                self.settings.every_batches)
-        # Executor kills (a cluster's) and database and broker restarts (eoskit's
-        # dev services) are not built yet: their faults are dropped, said so.
-        plan, skipped = drawn.applicable(set())
-        self.notes += [f"{line.split(':')[0]}: not built yet (docs/chaos.md, Limits)" for line in skipped]
+        plan, skipped = drawn.applicable(self.servers.available() | ({"cluster"} if self.cluster() else set()))
+        if not plan.faults:
+            raise ChaosRefusedError("; ".join(skipped) + ": no fault of --faults can be injected")
+        self.notes += skipped
+        return plan
+
+    def plan(self, batches: int) -> FaultPlan:
+        plan = self.drawn
         fits = tuple(f for f in plan.faults if f.after_batch + (1 if f.step else 0) < batches - 1)
         if len(fits) < len(plan.faults):
             self.notes.append(
@@ -225,6 +254,13 @@ class Chaos:
             self.say(note)
         return plan
 
+    def cluster(self) -> bool:
+        """Whether the runs' executors are processes of their own (a Spark
+        standalone cluster's master, from --master, the job or the environment)."""
+        master = (self.settings.conf.get("spark.master") or self.pipeline.spark_conf.get("spark.master")
+                  or os.environ.get("EOSKIT_SPARK_MASTER") or os.environ.get("MASTER") or "")
+        return master.startswith("spark://")
+
     # -- step 5 ---------------------------------------------------------------
 
     def run_with_faults(self, run: JobRun, plan: FaultPlan) -> None:
@@ -232,6 +268,7 @@ class Chaos:
         draw = random.Random(plan.seed)
         seen: set[int] = set()
         self.say(f"chaos run: {len(pending)} faults (--seed {plan.seed})")
+        snapshots = self._snapshots(run)
         while True:
             armed = next((f for f in pending if f.kind == "driver" and f.step), None)
             fired = run.folder / f"fault-{armed.index}.fired" if armed else None
@@ -242,6 +279,7 @@ class Chaos:
             if not killed:
                 break
             self.timeline.append(RestartEvent(_now()))
+        snapshots.stop()
         for fault in pending:
             self.notes.append(f"{fault.describe()}: not injected, the run ended first")
 
@@ -282,16 +320,30 @@ class Chaos:
                             how = "the step did not come: " if head is armed else ""
                             self._record(head, _now(), f"{how}{head.delay_s:.3f} s after batch {trigger}")
                             return True
-                        workers = processes.python_workers(process.pid)
-                        if workers and processes.kill(draw.choice(workers)):
-                            self._record(head, _now(), f"{head.delay_s:.3f} s after batch {trigger}")
-                        else:
-                            self.notes.append(f"{head.describe()}: no Python worker was alive to kill")
+                        self._inject(head, process, draw, f"{head.delay_s:.3f} s after batch {trigger}")
             time.sleep(0.02)
 
-    def _record(self, fault: Fault, at: datetime, how: str) -> None:
+    def _inject(self, fault: Fault, process: subprocess.Popen, draw: random.Random, when: str) -> None:
+        """A fault that leaves the driver running: a worker or an executor
+        killed, or a server stopped and started again."""
+        if fault.kind in SERVICE_KINDS:
+            at = _now()
+            name = self.servers.restart(fault.kind, fault.down_s)
+            self._record(fault, at, f"{when}; {name} stopped, started again {fault.down_s:.3f} s later",
+                         did="stopped")
+            return
+        found = (processes.executors(process.pid) if fault.kind == "executor"
+                 else processes.python_workers(process.pid))
+        if found and processes.kill(draw.choice(found)):
+            self._record(fault, _now(), when)
+        else:
+            what = "executor of the run was found on this machine" if fault.kind == "executor" \
+                else "Python worker was alive to kill"
+            self.notes.append(f"{fault.describe()}: no {what}")
+
+    def _record(self, fault: Fault, at: datetime, how: str, did: str = "killed") -> None:
         self.timeline.append(FaultEvent(fault, at))
-        self.say(f"fault {fault.index}: {fault.kind} killed ({how})")
+        self.say(f"fault {fault.index}: {fault.kind} {did} ({how})")
 
     # -- step 6 ---------------------------------------------------------------
 
@@ -319,6 +371,8 @@ class Chaos:
             determinism = compare(reference, replay, columns, key or None) if columns else _empty()
             if not determinism.exact:
                 odd = tuple(nondeterministic_columns(reference, replay, columns, key or None))
+        if not result.exact:
+            self.locate(keep if self.settings.ignore else None)
         name = self.pipeline.sink.describe()
         if odd:  # what the sink did, apart from what the job computes anew on a replay
             keep = [i for i, c in enumerate(columns) if c not in odd]
@@ -328,7 +382,29 @@ class Chaos:
                               f"{rest.summary()}")
         return [OutputResult(name, result, determinism, odd)]
 
+    def locate(self, keep: list[int] | None) -> None:
+        """The chaos run's batch by which its output first differed, and the
+        last fault before that (``snapshots``)."""
+        reference, chaos = self.snapshots.get("reference"), self.snapshots.get("chaos")
+        if reference is None or chaos is None:
+            return
+        if reference.gave_up or chaos.gave_up:
+            self.notes.append(f"first difference not located: {reference.gave_up or chaos.gave_up}")
+            return
+        commits: dict[int, datetime] = {}
+        for event in self.timeline:
+            if isinstance(event, BatchEvent):
+                commits.setdefault(event.batch, event.time)
+        found = first_difference(reference.rows(keep), chaos.rows(keep), commits)
+        if found is None:
+            return
+        self.first_batch = found[0]
+        before = [e.fault for e in self.timeline if isinstance(e, FaultEvent) and e.time <= found[1]]
+        self.first_after = before[-1] if before else None
+
     def cleanup(self) -> None:
+        for snapshots in self.snapshots.values():
+            snapshots.cancel()
         if self._live is not None:
             processes.kill_group(self._live.pid)
             self._live = None
@@ -357,7 +433,8 @@ class Chaos:
             plan = self.plan(len(by_role["reference"].committed()))
             self.run_with_faults(by_role["chaos"], plan)
             report = ChaosReport(str(self.settings.job), self.settings.seed, self.outputs(),
-                                 self.timeline, notes=self.notes)
+                                 self.timeline, notes=self.notes, first_difference_after=self.first_after,
+                                 first_difference_batch=self.first_batch)
             return report
         except KeyboardInterrupt:
             interrupted = True
