@@ -8,6 +8,7 @@ configuration set on them; read from the start to the end with a plain
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -54,32 +55,8 @@ class KafkaScratch:
     def sink(self) -> "KafkaSink":
         return self._sink
 
-    def _admin(self):
-        from confluent_kafka.admin import AdminClient
-
-        return AdminClient(admin_config(self._kafka))
-
     def create(self) -> None:
-        from confluent_kafka.admin import ConfigResource, ConfigSource, NewTopic
-
-        admin = self._admin()
-        metadata = admin.list_topics(timeout=_TIMEOUT_S)
-        missing = [t for t in self.topics if t not in metadata.topics]
-        if missing:
-            raise OptionError(f"the sink's topic {missing[0]!r} does not exist: eoskit chaos "
-                              "creates its scratch topics like the job's own")
-        resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in self.topics]
-        configs = {r.name: f.result(_TIMEOUT_S) for r, f in admin.describe_configs(resources).items()}
-        new = []
-        for original, scratch in self.topics.items():
-            partitions = metadata.topics[original].partitions
-            replicas = len(next(iter(partitions.values())).replicas)
-            set_here = {name: entry.value for name, entry in configs[original].items()
-                        if not entry.is_default and entry.source in (ConfigSource.DYNAMIC_TOPIC_CONFIG, ConfigSource.DYNAMIC_TOPIC_CONFIG.value)}
-            new.append(NewTopic(scratch, num_partitions=len(partitions), replication_factor=replicas,
-                                config=set_here))
-        for topic, future in admin.create_topics(new, operation_timeout=_TIMEOUT_S).items():
-            future.result(_TIMEOUT_S)
+        create_like(self._kafka, self.topics, "sink")
 
     def rows(self) -> tuple[tuple[str, ...], list[tuple], tuple[str, ...]]:
         """Every committed record of the scratch topic, read to the end each
@@ -109,9 +86,46 @@ class KafkaScratch:
             consumer.close()
 
     def drop(self) -> None:
-        admin = self._admin()
-        existing = admin.list_topics(timeout=_TIMEOUT_S).topics
-        gone = [t for t in self.topics.values() if t in existing]
-        for future in admin.delete_topics(gone, operation_timeout=_TIMEOUT_S).values() if gone else ():
-            future.result(_TIMEOUT_S)
+        delete(self._kafka, self.topics.values())
 
+
+def _admin(kafka: Mapping[str, str]):
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient(admin_config(kafka))
+
+
+def create_like(kafka: Mapping[str, str], topics: Mapping[str, str], whose: str) -> None:
+    """Create each scratch topic of ``topics`` (original -> scratch) like its
+    original: its partition count, replication factor, and the configuration
+    set on it (not the broker's defaults). ``whose`` (``sink``, ``source``)
+    names the original in the error when one does not exist."""
+    from confluent_kafka.admin import ConfigResource, ConfigSource, NewTopic
+
+    admin = _admin(kafka)
+    metadata = admin.list_topics(timeout=_TIMEOUT_S)
+    missing = [t for t in topics if t not in metadata.topics]
+    if missing:
+        raise OptionError(f"the {whose}'s topic {missing[0]!r} does not exist: eoskit chaos "
+                          "creates its scratch topics like the job's own")
+    resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics]
+    configs = {r.name: f.result(_TIMEOUT_S) for r, f in admin.describe_configs(resources).items()}
+    new = []
+    for original, scratch in topics.items():
+        partitions = metadata.topics[original].partitions
+        replicas = len(next(iter(partitions.values())).replicas)
+        set_here = {name: entry.value for name, entry in configs[original].items()
+                    if not entry.is_default and entry.source in (ConfigSource.DYNAMIC_TOPIC_CONFIG, ConfigSource.DYNAMIC_TOPIC_CONFIG.value)}
+        new.append(NewTopic(scratch, num_partitions=len(partitions), replication_factor=replicas,
+                            config=set_here))
+    for topic, future in admin.create_topics(new, operation_timeout=_TIMEOUT_S).items():
+        future.result(_TIMEOUT_S)
+
+
+def delete(kafka: Mapping[str, str], topics: Iterable[str]) -> None:
+    """Delete those of ``topics`` that exist; the others are no error."""
+    admin = _admin(kafka)
+    existing = admin.list_topics(timeout=_TIMEOUT_S).topics
+    gone = [t for t in topics if t in existing]
+    for future in admin.delete_topics(gone, operation_timeout=_TIMEOUT_S).values() if gone else ():
+        future.result(_TIMEOUT_S)
