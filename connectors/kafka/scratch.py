@@ -61,7 +61,8 @@ class KafkaScratch:
     def rows(self) -> tuple[tuple[str, ...], list[tuple], tuple[str, ...]]:
         """Every committed record of the scratch topic, read to the end each
         partition had when reading began: a partition is read once the
-        consumer's position (past records and transaction markers) reaches it."""
+        consumer's position (past records and transaction markers) reaches it;
+        an empty one is not waited for."""
         import time
 
         from confluent_kafka import Consumer, TopicPartition
@@ -69,8 +70,12 @@ class KafkaScratch:
         consumer = Consumer({**consumer_config(self._kafka), "auto.offset.reset": "earliest"})
         try:
             metadata = consumer.list_topics(self._topic, timeout=_TIMEOUT_S)
-            partitions = [TopicPartition(self._topic, p, 0) for p in sorted(metadata.topics[self._topic].partitions)]
-            ends = {tp.partition: consumer.get_watermark_offsets(tp, timeout=_TIMEOUT_S)[1] for tp in partitions}
+            every = [TopicPartition(self._topic, p, 0) for p in sorted(metadata.topics[self._topic].partitions)]
+            bounds = {tp.partition: consumer.get_watermark_offsets(tp, timeout=_TIMEOUT_S) for tp in every}
+            ends = {partition: high for partition, (_, high) in bounds.items()}
+            # A partition that holds nothing is not read: the consumer's position
+            # there stays unknown (-1001) however long it waits.
+            partitions = [tp for tp in every if bounds[tp.partition][1] > bounds[tp.partition][0]]
             consumer.assign(partitions)
             rows: list[tuple] = []
             deadline = time.monotonic() + 4 * _TIMEOUT_S
