@@ -10,7 +10,8 @@ protocols are runtime-checkable), never by probing attribute names.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # importing this module costs no PySpark (the CLI's light verbs)
     from pyspark.sql import DataFrame, SparkSession
@@ -91,6 +92,69 @@ class Replayable(Protocol):
 
     def describe_pin(self, pin: dict) -> str:
         """One line: what ``pin`` holds (``orders: 4 partitions, 20,000 offsets``)."""
+        ...
+
+
+class InputRecord(NamedTuple):
+    """One record of a generated input (``eoskit chaos --records N``), as
+    ``ScratchInput.produce`` takes it: already checked and in bytes."""
+
+    key: bytes | None
+    #: None: a record without a value (a tombstone).
+    value: bytes | None
+    headers: tuple[tuple[str, bytes], ...] = ()
+    #: None: the producer's partitioner picks, from the key.
+    partition: int | None = None
+
+
+@runtime_checkable
+class ScratchInput(Protocol):
+    """A scratch copy of a source's input (a suffixed topic) that a command
+    fills with records of its own, and the source reading it instead
+    (``eoskit chaos --records N --generator SPEC``). Every method runs on
+    the driver of the command, before any job starts, except ``source``,
+    which also runs in each run's driver; raising fails the command, and
+    what was created is dropped with the other scratch targets."""
+
+    #: What messages call it: ``topic orders-chaos1a2bi``.
+    name: str
+
+    def create(self) -> None:
+        """Create the scratch input like the original (a topic's partitions,
+        replication and configuration), empty. Raises ``ValueError``
+        (``OptionError``) when the original does not exist."""
+        ...
+
+    def produce(self, records: Iterable[InputRecord]) -> int:
+        """Write ``records`` into the scratch input, every one acknowledged
+        before returning; how many. Raises ``ValueError`` naming the record
+        (by its index) the input cannot hold, before writing any; raises when
+        a record was not delivered, naming the scratch input."""
+        ...
+
+    def source(self) -> Source:
+        """The job's source, same options, reading the scratch input from
+        its beginning instead of its own input (``Replayable`` as the job's
+        source is); side-effect free."""
+        ...
+
+    def drop(self) -> None:
+        """Remove the scratch input; nothing of the original is touched.
+        Removing what is not there is no error."""
+        ...
+
+
+@runtime_checkable
+class Fillable(Protocol):
+    """A source whose input can be replaced by a scratch input the command
+    fills (``eoskit chaos --records N``): the generated records never reach
+    the job's real input. A source without it is refused by ``--records``."""
+
+    def scratch_input(self, suffix: str) -> ScratchInput:
+        """The scratch input named with ``suffix`` (lower-case letters and
+        digits); side-effect free until its ``create``. Raises ``ValueError``
+        (``OptionError``) when the source's input cannot be copied (a source
+        reading several topics)."""
         ...
 
 

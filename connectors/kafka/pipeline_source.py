@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from pyspark.sql import DataFrame, SparkSession
 
 from eoskit.connectors.plugins import register_data_source
 from eoskit.connectors.kafka.settings import KafkaSourceSettings
 from eoskit.connectors.kafka.source import SHORT_NAME, KafkaDataSource
+
+if TYPE_CHECKING:
+    from eoskit.connectors.kafka.scratch_input import KafkaScratchInput
 
 
 def kafka_servers(bootstrap: str) -> tuple[tuple[str, str, int], ...]:
@@ -75,6 +78,13 @@ class KafkaSource:
     def servers(self) -> tuple[tuple[str, str, int], ...]:
         """The brokers it bootstraps from (``runtime.components.Served``)."""
         return kafka_servers(self.bootstrap_servers)
+
+    def scratch_input(self, suffix: str) -> "KafkaScratchInput":
+        """A scratch copy of this source's one input topic, named with
+        ``suffix``, and this source reading it (``runtime.components.Fillable``)."""
+        from eoskit.connectors.kafka.scratch_input import KafkaScratchInput
+
+        return KafkaScratchInput(self, suffix)
 
     def read_stream(self, spark: SparkSession) -> DataFrame:
         register_data_source(spark, KafkaDataSource)
