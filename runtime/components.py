@@ -112,9 +112,10 @@ class ScratchInput(Protocol):
     """A scratch copy of a source's input (a suffixed topic) that a command
     fills with records of its own, and the source reading it instead
     (``eoskit chaos --records N --generator SPEC``). Every method runs on
-    the driver of the command, before any job starts, except ``source``,
-    which also runs in each run's driver; raising fails the command, and
-    what was created is dropped with the other scratch targets."""
+    the driver of the command: ``create`` and ``produce`` before any run
+    starts, ``drop`` at the end; ``source`` also runs in each run's driver.
+    Raising fails the command, and what was created is dropped with the
+    other scratch targets."""
 
     #: What messages call it: ``topic orders-chaos1a2bi``.
     name: str
@@ -152,7 +153,8 @@ class Fillable(Protocol):
 
     def scratch_input(self, suffix: str) -> ScratchInput:
         """The scratch input named with ``suffix`` (lower-case letters and
-        digits); side-effect free until its ``create``. Raises ``ValueError``
+        digits); side-effect free until its ``create`` (each run's driver
+        asks for it again, for its ``source``). Raises ``ValueError``
         (``OptionError``) when the source's input cannot be copied (a source
         reading several topics)."""
         ...
