@@ -37,9 +37,11 @@ if __name__ == "__main__":
 def spark_python(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     """The command that starts ``eoskit-spark-python``, as pip installs it,
     in a folder of its own (wherever this eoskit is installed, the tests
-    run its module): the interpreter and the console script."""
+    run its module): the interpreter and the console script. The script
+    runs by itself too (its first line names the interpreter), as Spark
+    runs it."""
     folder = tmp_path_factory.mktemp("bin")
     script = folder / "eoskit-spark-python"
-    script.write_text(_SPARK_PYTHON_SCRIPT)
+    script.write_text(f"#!{sys.executable}\n{_SPARK_PYTHON_SCRIPT}")
     script.chmod(0o755)
     return [sys.executable, str(script)]
