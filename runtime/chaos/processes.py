@@ -6,9 +6,7 @@ A run started by ``eoskit run`` is a driver process (Python), its JVM (a
 child), and PySpark's worker daemon under the JVM, which forks one Python
 worker per concurrent task. The workers are the Python processes whose
 parent is a Python process below the JVM (the daemon itself has the JVM
-for parent). In local mode Spark starts its Python through
-``eoskit-spark-python`` (``eoskit.runtime.spark_python``), a script: such a
-process, and every worker it forks, is named after the script.
+for parent).
 """
 
 from __future__ import annotations
@@ -20,7 +18,9 @@ from pathlib import Path
 
 from eoskit.runtime.spark_python import NAME as SPARK_PYTHON
 
-#: ``comm`` of a process started from a script: its file name, cut at 15 bytes.
+#: In local mode Spark starts its Python through ``eoskit-spark-python``
+#: (``eoskit.runtime.spark_python``), a script: such a process, and every
+#: worker it forks, is named (``comm``) after the script's file, cut at 15 bytes.
 _SPARK_PYTHON_COMM = SPARK_PYTHON[:15]
 
 
