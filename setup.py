@@ -11,8 +11,12 @@ connector edits no shared file:
   (see ``eoskit.connectors.plugins``); the pytest plugin is not one: it
   loads where asked for (``-p eoskit.testing.pytest_plugin``), not in every
   pytest run of the environment;
-- one file installed at the top of site-packages
-  (``connectors/pyspark_modules/eoskit-spark-python.pth``).
+- the console scripts: ``eoskit``, and ``eoskit-spark-python``, the Python
+  eoskit's local sessions give Spark (``eoskit.runtime.spark_python``).
+
+Nothing is installed that runs in every interpreter of the environment (no
+``.pth`` file: the one earlier versions installed is in their RECORD, which
+pip removes on upgrade).
 """
 
 import ast
@@ -24,8 +28,6 @@ from setuptools.command.build_py import build_py
 ROOT = Path(__file__).parent
 PACKAGE_DIRS = {"eoskit.connectors": "connectors", "eoskit.twophase": "twophase",
                 "eoskit.runtime": "runtime", "eoskit.testing": "testing"}
-MODULES_DIR = Path("connectors/pyspark_modules")
-PTH = MODULES_DIR / "eoskit-spark-python.pth"
 
 
 def packages() -> list[str]:
@@ -74,29 +76,27 @@ def plugin_entry_points() -> list[str]:
             for p in sorted((ROOT / "connectors").glob("*/plugin.py"))]
 
 
-class BuildPyWithPth(build_py):
-    """The top of site-packages gets what is not a package: the ``.pth``
-    file (copied) and the ``pyspark_*`` discovery modules (written from the
-    plugin declarations)."""
+class BuildPyWithDiscoveryModules(build_py):
+    """The top of site-packages gets what is not a package: the ``pyspark_*``
+    discovery modules (written from the plugin declarations)."""
 
     def run(self) -> None:
         super().run()
-        self.copy_file(str(PTH), str(Path(self.build_lib) / PTH.name), preserve_mode=False)
         for fmt, data_source in declared_formats().items():
             name, text = discovery_module(fmt, data_source)
             (Path(self.build_lib) / name).write_text(text)
 
     def get_outputs(self, include_bytecode: bool = True) -> list[str]:
         written = [discovery_module(f, d)[0] for f, d in declared_formats().items()]
-        return [*super().get_outputs(include_bytecode),
-                *(str(Path(self.build_lib) / n) for n in [PTH.name, *written])]
+        return [*super().get_outputs(include_bytecode), *(str(Path(self.build_lib) / n) for n in written)]
 
 
 setup(
     packages=packages(),
     entry_points={
-        "console_scripts": ["eoskit = eoskit.runtime.cli:main"],
+        "console_scripts": ["eoskit = eoskit.runtime.cli:main",
+                            "eoskit-spark-python = eoskit.runtime.spark_python:main"],
         "eoskit.plugins": plugin_entry_points(),
     },
-    cmdclass={"build_py": BuildPyWithPth},
+    cmdclass={"build_py": BuildPyWithDiscoveryModules},
 )

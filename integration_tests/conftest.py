@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -57,7 +56,10 @@ def spark() -> Iterator[SparkSession]:
 
     from eoskit.runtime.spark import get_session
 
-    os.environ["PYSPARK_PYTHON"] = sys.executable
+    # Spark's Python is get_session's choice, as in a job: in local mode
+    # eoskit-spark-python beside this interpreter (runtime/spark_python.py),
+    # which hands Spark's helpers to the zygote; not the shell's.
+    os.environ.pop("PYSPARK_PYTHON", None)
     conf = {
         # Two cores, and up to three attempts per task, as a cluster retries.
         "spark.master": "local[2,3]",

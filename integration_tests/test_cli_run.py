@@ -73,8 +73,9 @@ def eoskit_cmd() -> list[str]:
 
 
 def job_env(kafka: str, topic: str, out: Path) -> dict[str, str]:
-    return {**os.environ, "TEST_KAFKA": kafka, "TEST_TOPIC": topic, "TEST_OUT": str(out),
-            "PYSPARK_PYTHON": sys.executable}
+    # Spark's Python: the job's get_session's choice (eoskit-spark-python in local mode).
+    return {**{k: v for k, v in os.environ.items() if k != "PYSPARK_PYTHON"}, "TEST_KAFKA": kafka,
+            "TEST_TOPIC": topic, "TEST_OUT": str(out)}
 
 
 def values(spark, out: Path) -> list[int]:

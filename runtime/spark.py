@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import shutil
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -12,11 +13,14 @@ from pyspark.sql import SparkSession
 
 from eoskit.connectors.plugins import register_data_source  # noqa: F401 - re-exported
 from eoskit.runtime import jvm_archive
+from eoskit.runtime.spark_python import NAME as SPARK_PYTHON
 from eoskit.runtime.zygote import ENV as ZYGOTE_ENV
 from eoskit.twophase.crash import remember_driver_process_group
 
 #: The module Spark runs as its Python worker daemon (see eoskit.runtime.worker_daemon).
 DAEMON_MODULE = "eoskit.runtime.worker_daemon"
+#: The ``PYSPARK_PYTHON`` that :func:`choose_pyspark_python` set, not the user.
+CHOSEN_ENV = "EOSKIT_CHOSEN_PYSPARK_PYTHON"
 
 #: Spark's loggers that report a failed task or query, each with the whole
 #: Python and Java trace, once per level: the task ("Aborting task",
@@ -43,22 +47,28 @@ def get_session(app_name: str, conf: Mapping[str, str] | None = None) -> SparkSe
     ``python3`` is on PATH, which outside an activated venv is another one),
     unless ``PYSPARK_PYTHON`` or ``spark.pyspark.python`` names another: e.g.
     ``./environment/bin/python`` inside an environment shipped with
-    ``spark.archives`` (``link_shipped_environment``).
+    ``spark.archives`` (``link_shipped_environment``). In local mode that
+    interpreter is named through its ``eoskit-spark-python`` wrapper
+    (:func:`choose_pyspark_python`).
     """
     conf = dict(conf or {})
-    if conf.get("spark.pyspark.python"):
-        os.environ["PYSPARK_PYTHON"] = conf["spark.pyspark.python"]
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    # The JVM's Python helpers forked warm (eoskit.runtime.zygote); the JVM
-    # inherits this environment. EOSKIT_PREFORK=0 turns it off.
-    os.environ.setdefault(ZYGOTE_ENV, "1")
-    remember_driver_process_group()
-    builder = SparkSession.builder.appName(app_name)
     # Under spark-submit (which starts this process with a gateway to its
     # JVM) the master is spark-submit's --master: no default overrides it.
     submitted = bool(os.environ.get("PYSPARK_GATEWAY_PORT"))
     if "spark.master" not in conf and not os.environ.get("MASTER") and not submitted:
         conf.setdefault("spark.master", os.environ.get("EOSKIT_SPARK_MASTER", "local[*]"))
+    if conf.get("spark.pyspark.python"):
+        os.environ["PYSPARK_PYTHON"] = conf["spark.pyspark.python"]
+        os.environ.pop(CHOSEN_ENV, None)
+    else:
+        # spark-submit's master is not known here, nor can its JVM's
+        # environment change: a plain interpreter, as before.
+        choose_pyspark_python(None if submitted else conf.get("spark.master") or os.environ.get("MASTER"))
+    # The JVM's Python helpers forked warm (eoskit.runtime.zygote); the JVM
+    # inherits this environment. EOSKIT_PREFORK=0 turns it off.
+    os.environ.setdefault(ZYGOTE_ENV, "1")
+    remember_driver_process_group()
+    builder = SparkSession.builder.appName(app_name)
     conf.setdefault("spark.ui.showConsoleProgress", "false")
     if not submitted and SparkSession.getActiveSession() is None:
         # The JVM eoskit is about to start maps its classes from an archive
@@ -72,6 +82,61 @@ def get_session(app_name: str, conf: Mapping[str, str] | None = None) -> SparkSe
     spark.sparkContext.setLogLevel(os.environ.get("EOSKIT_SPARK_LOG_LEVEL", "WARN"))
     link_shipped_environment(spark)
     return spark
+
+
+def is_local_master(master: str | None) -> bool:
+    """``local`` or ``local[...]``: the driver's JVM runs the tasks, and every
+    Python process Spark starts inherits the driver's environment."""
+    return master is not None and (master == "local" or master.startswith("local["))
+
+
+def spark_python_wrapper() -> str | None:
+    """``eoskit-spark-python`` installed beside this interpreter (a venv's
+    ``bin``, where pip puts the console scripts of the interpreter it
+    installs for), or None."""
+    if not sys.executable:
+        return None
+    folder = Path(sys.executable).parent
+    wrapper = folder / SPARK_PYTHON
+    if wrapper.is_file() and os.access(wrapper, os.X_OK):
+        return str(wrapper)
+    return shutil.which(SPARK_PYTHON, path=str(folder))  # e.g. with an .exe suffix
+
+
+def choose_pyspark_python(master: str | None) -> str:
+    """Set ``PYSPARK_PYTHON`` for a new session unless the user named one,
+    and return it.
+
+    - Local master: ``eoskit-spark-python`` beside this interpreter
+      (:mod:`eoskit.runtime.spark_python`), so that the Python processes
+      Spark starts for the session (planners, the source runner, the task
+      workers' daemon) import the installed PySpark rather than Spark's
+      zip and are handed to the warm zygote (``EOSKIT_PREFORK``); and no
+      other interpreter of the environment runs any of it. Without the
+      wrapper (eoskit installed elsewhere than this interpreter's
+      folder) this interpreter: the helpers start cold.
+    - Any other master (a cluster; or unknown, under spark-submit): this
+      interpreter, as before: the zygote is for local mode, and executors
+      keep eoskit's worker daemon (``spark.python.daemon.module``).
+
+    The value chosen is recorded in ``EOSKIT_CHOSEN_PYSPARK_PYTHON``, so
+    that a later session of this process (or of a child that inherits the
+    environment) chooses again for its own master instead of taking the
+    last choice for the user's: a wrapper chosen for a local session does
+    not reach a cluster's executors. A ``PYSPARK_PYTHON`` that differs from
+    the record is the user's and stays as it is. (One limit: Spark's JVM
+    names the Python of the data sources it discovers by itself, eoskit's
+    formats among them, from its own environment, fixed when PySpark
+    launched it; a later session of the same process reuses that JVM.)
+    """
+    current = os.environ.get("PYSPARK_PYTHON")
+    if current and current != os.environ.get(CHOSEN_ENV):
+        os.environ.pop(CHOSEN_ENV, None)
+        return current
+    chosen = (spark_python_wrapper() if is_local_master(master) else None) or sys.executable
+    os.environ["PYSPARK_PYTHON"] = chosen
+    os.environ[CHOSEN_ENV] = chosen
+    return chosen
 
 
 def archive_aliases(archives: str) -> set[str]:

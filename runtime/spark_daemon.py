@@ -11,9 +11,12 @@ setting, imports PySpark from site-packages when that is the same version as
 the zip, imports the worker module and every registered connector once, and then
 runs PySpark's daemon, whose forked workers inherit all of it.
 
-Spark runs it as ``eoskit.runtime.worker_daemon``, not as this module: the
-``.pth`` file imports this one (for :func:`prefer_installed_pyspark`) before
-``python -m`` would run it, and runpy warns about that.
+Spark runs it as ``eoskit.runtime.worker_daemon``, not as this module: in
+local mode Spark starts it through ``eoskit-spark-python``
+(``eoskit.runtime.spark_python``), which imports this one (for
+:func:`prefer_installed_pyspark`) before it runs the module, and runpy
+warns about a module imported before it runs. On a cluster's executors,
+where Spark runs a plain interpreter, :func:`main` drops the zip itself.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """The module Spark runs as its Python worker daemon (``spark.python.daemon.module``).
 
 It only starts :func:`eoskit.runtime.spark_daemon.main`. The code lives in
-``spark_daemon``, which the ``eoskit-spark-python.pth`` file
-imports into every Python process Spark starts; a module already imported
-when ``python -m`` is asked to run it makes runpy warn ("found in
-sys.modules ... prior to execution") on every job. This module is imported
-by nothing, so running it is quiet.
+``spark_daemon``, which ``eoskit-spark-python`` (the Python eoskit's local
+sessions give Spark, ``eoskit.runtime.spark_python``) imports before it
+runs the module Spark asked for; a module already imported when it is asked
+to run makes runpy warn ("found in sys.modules ... prior to execution") on
+every job. This module is imported by nothing, so running it is quiet.
 """
 
 from __future__ import annotations

@@ -9,19 +9,22 @@ does any work, and they start one after another as a query reaches them: on
 two cores, about 0.5 to 1 s each, most of a job's first micro-batch and of
 a restart (``benchmarks/README.md``, "What changed today").
 
-With ``EOSKIT_PREFORK=1`` in the environment Spark gives them (eoskit's
-``get_session`` sets it before the JVM starts; local mode, where the
-driver's environment is every helper's), such a process hands itself over
-to a *zygote*: one process per JVM that imported all of it once and forks a
-ready copy on request. The hand-over, top to bottom:
+In local mode eoskit's ``get_session`` gives Spark ``eoskit-spark-python``
+as its Python (``PYSPARK_PYTHON``; ``eoskit.runtime.spark_python``) and
+sets ``EOSKIT_PREFORK=1`` before the JVM starts, so that every helper
+inherits both. Such a process hands itself over to a *zygote*: one process
+per JVM that imported all of it once and forks a ready copy on request.
+Nothing of this runs in an interpreter Spark did not start through the
+wrapper. The hand-over, top to bottom:
 
-1. The process Spark started (``python -m pyspark.daemon <worker module>``,
-   ``python -m eoskit.runtime.worker_daemon ...`` or the source runner; the
-   *launcher*) is caught by eoskit's ``.pth`` file before its main module
-   runs. It connects to the zygote of its JVM (an abstract Unix socket named
-   by the user, the JVM's pid and a key of what the imports depend on: the
-   interpreter, the working directory, the module path, ``EOSKIT_*``
-   settings), starting it first if there is none; a zygote forks only for a
+1. The process Spark started (``eoskit-spark-python -m pyspark.daemon
+   <worker module>``, ``... -m eoskit.runtime.worker_daemon ...`` or the
+   source runner; the *launcher*) calls :func:`take_over` before it runs
+   its module. It connects to the zygote of its JVM (an abstract Unix
+   socket named by the user, the JVM's pid and a key of what the imports
+   depend on: the interpreter, the working directory, the module path,
+   ``EOSKIT_*`` settings), starting it first if there is none (a plain
+   ``python -m eoskit.runtime.zygote``); a zygote forks only for a
    launcher of its own key. Nothing has been written to the launcher's
    standard streams, so any failure up to here falls back to running the
    module itself: never worse than without. (A zygote started by the driver
@@ -82,18 +85,13 @@ BIND_WITHIN_S = 5.0
 _MAX_REQUEST = 1 << 20
 
 
-def _cmdline() -> list[str]:
-    with open("/proc/self/cmdline", "rb") as f:
-        return [a.decode(errors="surrogateescape") for a in f.read().split(b"\0") if a]
-
-
 def _key() -> str:
     """What a zygote's imports depend on; a child is forked only for a
     launcher with the same: the interpreter, the working directory, the
-    module path (less Spark's zip and jar entries, which the ``.pth`` file
-    makes moot) and eoskit's own settings."""
-    # The working directory ``python -m`` puts first is not there yet when
-    # the .pth file runs: it is in the key on its own.
+    module path (less Spark's zip and jar entries, which the wrapper and
+    the zygote drop) and eoskit's own settings."""
+    # The working directory ``python -m`` puts first (the wrapper too) is in
+    # the key on its own.
     here = os.getcwd()
     path = [p for p in sys.path if p not in ("", here) and not p.endswith((".zip", ".jar"))]
     settings = sorted((k, v) for k, v in os.environ.items() if k.startswith("EOSKIT_"))
@@ -113,20 +111,18 @@ def _abstract(address: str) -> str:
 
 # -- the launcher: the process Spark started -----------------------------------
 
-def take_over() -> None:
-    """Called from eoskit's ``.pth`` file in every interpreter of the
-    environment: when this one is a Spark helper to hand over, hand it over
-    and never return; otherwise (or on any failure before the hand-over)
-    return and let it run as it is."""
-    if os.environ.get(ENV) != "1" or not sys.platform.startswith("linux"):
+def take_over(module: str, args: list[str]) -> None:
+    """Called by ``eoskit-spark-python`` (``eoskit.runtime.spark_python``),
+    the Python eoskit's local sessions give Spark, for ``-m module args...``:
+    when this process is a Spark helper to hand over, hand it over and never
+    return; otherwise (or on any failure before the hand-over) return and
+    let the caller run the module as it is."""
+    if os.environ.get(ENV) != "1" or not sys.platform.startswith("linux") or module not in TAKEN_OVER:
         return
     conn = None
     try:
-        argv = _cmdline()
-        if len(argv) < 3 or argv[1] != "-m" or argv[2] not in TAKEN_OVER:
-            return
         conn = _connect(os.getppid())
-        child = _hand_over(conn, argv[2], argv[3:])
+        child = _hand_over(conn, module, list(args))
     except Exception:  # noqa: BLE001 - any failure before the hand-over: run as usual
         child = None
     if child is None:
@@ -408,4 +404,9 @@ def _run_module(module: str, args: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    # Started as plain ``python -m`` with Spark's PYTHONPATH: the installed
+    # PySpark, not the zip's, for the zygote and every child it forks.
+    from eoskit.runtime.spark_daemon import prefer_installed_pyspark
+
+    prefer_installed_pyspark()
     serve(sys.argv[1], int(sys.argv[2]))

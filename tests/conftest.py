@@ -21,3 +21,27 @@ def _no_jvm(request: pytest.FixtureRequest):
         _reported.append(request.node.nodeid)
         pytest.fail(f"{request.node.nodeid} started Spark's JVM: a unit test must not "
                     "(check its arguments before the session, or move it to integration_tests)")
+
+
+#: What pip writes as the ``eoskit-spark-python`` console script.
+_SPARK_PYTHON_SCRIPT = """import re
+import sys
+from eoskit.runtime.spark_python import main
+if __name__ == "__main__":
+    sys.argv[0] = re.sub(r"(-script\\.pyw|\\.exe)?$", "", sys.argv[0])
+    sys.exit(main())
+"""
+
+
+@pytest.fixture
+def spark_python(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """The command that starts ``eoskit-spark-python``, as pip installs it,
+    in a folder of its own (wherever this eoskit is installed, the tests
+    run its module): the interpreter and the console script. The script
+    runs by itself too (its first line names the interpreter), as Spark
+    runs it."""
+    folder = tmp_path_factory.mktemp("bin")
+    script = folder / "eoskit-spark-python"
+    script.write_text(f"#!{sys.executable}\n{_SPARK_PYTHON_SCRIPT}")
+    script.chmod(0o755)
+    return [sys.executable, str(script)]

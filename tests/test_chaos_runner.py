@@ -100,6 +100,35 @@ def test_the_run_s_job_file_names_its_spec(tmp_path):
     compile(job_file.read_text(), str(job_file), "exec")
 
 
+def test_workers_forked_by_a_daemon_spark_started_through_eoskit_spark_python_are_found(
+        tmp_path, spark_python):
+    """Spark's Python in local mode is a script, eoskit-spark-python: the
+    daemon it runs, and the workers the daemon forks, are named after it."""
+    java = tmp_path / "java"
+    os.symlink(sys.executable, java)
+    (tmp_path / "standin_daemon.py").write_text(
+        "import os, time\nif os.fork() == 0:\n    time.sleep(60)\n    os._exit(0)\ntime.sleep(60)\n")
+    tree = ("import subprocess, sys, time\n"
+            "subprocess.Popen([sys.argv[1], '-m', 'standin_daemon'], cwd=sys.argv[2])\n"
+            "time.sleep(60)\n")
+    jvm = subprocess.Popen([str(java), "-c", tree, spark_python[-1], str(tmp_path)])
+    try:
+        deadline = time.monotonic() + 20
+        while len(processes.descendants(jvm.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        below = {p.pid: p for p in processes.descendants(os.getpid())}
+        workers = processes.python_workers(os.getpid())
+        assert len(workers) == 1, below
+        worker = below[workers[0]]
+        assert worker.name == below[worker.ppid].name == "eoskit-spark-py", below
+        assert below[worker.ppid].ppid == jvm.pid
+    finally:
+        for p in processes.descendants(jvm.pid):
+            processes.kill(p.pid)
+        jvm.kill()
+        jvm.wait()
+
+
 def test_python_workers_are_the_python_children_of_a_python_process_below_a_jvm(tmp_path):
     """A stand-in tree: driver (this test's python) -> 'java' -> daemon (python)
     -> worker (python); a python child of the driver itself is no worker."""

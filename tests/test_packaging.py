@@ -1,5 +1,6 @@
 """What setup.py derives from the tree is installed: every package, the
-pyspark_* discovery modules, and the eoskit.plugins registry."""
+pyspark_* discovery modules, the eoskit.plugins registry and the console
+scripts; and nothing that runs in every interpreter of the environment."""
 
 import importlib
 import pkgutil
@@ -29,7 +30,7 @@ def test_pyspark_discovery_modules_point_at_registered_data_sources():
     formats = {p.format for p in plugins()}
     # Written by setup.py from the declarations: one per format, none in the tree.
     assert names == sorted("pyspark_" + f.replace("-", "_") for f in formats)
-    assert not list((ROOT / "connectors/pyspark_modules").glob("pyspark_*.py"))
+    assert not list(ROOT.glob("pyspark_*.py")) and not list((ROOT / "connectors").rglob("pyspark_*.py"))
     for name in names:
         source = importlib.import_module(name).DefaultSource
         assert issubclass(source, DataSource)
@@ -51,28 +52,48 @@ def test_every_connector_folder_with_a_plugin_is_registered():
             importlib.import_module(module)
 
 
-def test_spark_helper_processes_import_the_installed_pyspark_not_the_zip():
-    """Spark puts pyspark.zip first on the path of every Python process it
-    starts (planners, the streaming source runner, workers); compiled from
-    the zip, PySpark costs each of them more than a second. The installed
-    .pth file drops the zip when the installed PySpark is the same version."""
+def test_spark_s_python_wrapper_is_installed_beside_the_interpreter():
+    """``get_session`` names ``eoskit-spark-python`` as Spark's Python in
+    local mode, found beside the interpreter (tests/test_spark_python.py
+    holds what it does)."""
+    import sys
+    from importlib.metadata import entry_points
+
+    from eoskit.runtime.spark import spark_python_wrapper
+
+    (script,) = [e for e in entry_points(group="console_scripts") if e.name == "eoskit-spark-python"]
+    assert script.value == "eoskit.runtime.spark_python:main"
+    wrapper = spark_python_wrapper()
+    assert wrapper is not None and Path(wrapper).parent == Path(sys.executable).parent
+
+
+def test_no_interpreter_of_the_environment_runs_eoskit_code_at_its_start(tmp_path):
+    """Only the processes Spark starts for an eoskit session run eoskit code
+    (through the wrapper): no .pth file of eoskit's in site-packages, and a
+    plain interpreter with Spark's zip on its path and the zygote's setting
+    on (where the .pth of earlier versions acted) loads nothing of eoskit's
+    and keeps its path as it is."""
     import os
+    import site
     import subprocess
     import sys
 
     import pyspark
 
+    folders = [*site.getsitepackages(), site.getusersitepackages()]
+    for folder in filter(os.path.isdir, folders):
+        for pth in Path(folder).glob("*.pth"):
+            assert "eoskit" not in pth.read_text(errors="replace"), f"{pth} runs eoskit code in every interpreter"
+    (tmp_path / "report.py").write_text(
+        "import sys\nprint(sorted(m for m in sys.modules if m.partition('.')[0] == 'eoskit'))\n"
+        "print(any(p.endswith('pyspark.zip') for p in sys.path))\n")
     zip_path = Path(pyspark.__file__).parent / "python" / "lib" / "pyspark.zip"
-    if not zip_path.is_file():
-        pytest.skip(f"this PySpark has no {zip_path} (not a pip-installed PySpark)")
-    result = subprocess.run(
-        [sys.executable, "-c", "import pyspark, sys; print(pyspark.__file__); "
-         "print(any(p.endswith('pyspark.zip') for p in sys.path))"],
-        env={**os.environ, "PYTHONPATH": str(zip_path)}, capture_output=True, text=True, check=True,
-    )
-    module_file, zip_still_on_path = result.stdout.split()
-    assert Path(module_file) == Path(pyspark.__file__)
-    assert zip_still_on_path == "False"
+    env = {**os.environ, "EOSKIT_PREFORK": "1",
+           "PYTHONPATH": os.pathsep.join([str(zip_path), os.environ.get("PYTHONPATH", "")])}
+    for command in (["-m", "report"], [str(tmp_path / "report.py")]):
+        result = subprocess.run([sys.executable, *command], cwd=tmp_path, env=env, capture_output=True,
+                                text=True, check=True)
+        assert result.stdout.split("\n")[:2] == ["[]", "True"], (command, result.stdout)
 
 
 # -- one extra per connector ----------------------------------------------------------

@@ -1,9 +1,11 @@
 """The zygote: Spark's Python helpers handed over to one warm process per JVM.
 
 A small Python program stands in for the JVM: it starts PySpark's daemon as
-Spark does (``python -m pyspark.daemon <worker module>``, pipes for stdin
-and stdout), reads the port, asks for a worker and checks where it came
-from, then closes the daemon's stdin as Spark does to stop it."""
+Spark does in an eoskit session (``eoskit-spark-python -m pyspark.daemon
+<worker module>``, pipes for stdin and stdout), reads the port, asks for a
+worker and checks where it came from, then closes the daemon's stdin as
+Spark does to stop it. The ``spark_python`` fixture (tests/conftest.py) is
+the wrapper as pip installs it."""
 
 from __future__ import annotations
 
@@ -30,10 +32,11 @@ FAKE_JVM = textwrap.dedent('''
         with open(f"/proc/{pid}/stat") as f:
             return int(f.read().rsplit(")", 1)[1].split()[1])
 
+    python = json.loads(os.environ["FAKE_JVM_PYTHON"])  # PYSPARK_PYTHON
     report = []
     for module in sys.argv[1:]:
         started = time.perf_counter()
-        daemon = subprocess.Popen([sys.executable, "-m", "pyspark.daemon", module],
+        daemon = subprocess.Popen([*python, "-m", "pyspark.daemon", module],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         port = struct.unpack(">i", daemon.stdout.read(4))[0]
         conn = socket.create_connection(("127.0.0.1", port))
@@ -52,10 +55,11 @@ FAKE_JVM = textwrap.dedent('''
 ''')
 
 
-def fake_jvm(tmp_path: Path, modules: list[str], prefork: str | None) -> list[dict]:
+def fake_jvm(tmp_path: Path, modules: list[str], prefork: str | None, python: list[str]) -> list[dict]:
     script = tmp_path / "fake_jvm.py"
     script.write_text(FAKE_JVM)
     env = {k: v for k, v in os.environ.items() if k != "EOSKIT_PREFORK"}
+    env["FAKE_JVM_PYTHON"] = json.dumps(python)
     if prefork is not None:
         env["EOSKIT_PREFORK"] = prefork
     result = subprocess.run([sys.executable, str(script), *modules], env=env, capture_output=True,
@@ -76,9 +80,10 @@ def zygotes() -> list[int]:
     return found
 
 
-def test_daemons_are_forked_from_one_warm_zygote_and_stop_as_spark_stops_them(tmp_path):
+def test_daemons_are_forked_from_one_warm_zygote_and_stop_as_spark_stops_them(tmp_path, spark_python):
     before = set(zygotes())
-    report = fake_jvm(tmp_path, ["pyspark.worker", "pyspark.sql.worker.write_into_data_source"], "1")
+    report = fake_jvm(tmp_path, ["pyspark.worker", "pyspark.sql.worker.write_into_data_source"], "1",
+                      spark_python)
     for daemon in report:
         # The worker's daemon is a child of the zygote, not the process Spark started.
         assert daemon["forked_by"] != daemon["daemon"], daemon
@@ -98,11 +103,20 @@ def test_daemons_are_forked_from_one_warm_zygote_and_stop_as_spark_stops_them(tm
     assert ours not in zygotes()
 
 
-def test_without_the_setting_nothing_is_taken_over(tmp_path):
+def test_without_the_setting_nothing_is_taken_over(tmp_path, spark_python):
     for prefork in (None, "0"):
-        (daemon,) = fake_jvm(tmp_path, ["pyspark.worker"], prefork)
+        (daemon,) = fake_jvm(tmp_path, ["pyspark.worker"], prefork, spark_python)
         assert daemon["forked_by"] == daemon["daemon"], daemon
         assert "pyspark.daemon" in daemon["forked_by_cmdline"]
+
+
+def test_an_interpreter_spark_did_not_start_through_the_wrapper_is_never_taken_over(tmp_path):
+    """The plain interpreter of the environment, even as a Spark helper with
+    the setting on (a session whose user named PYSPARK_PYTHON, another
+    Spark application), runs as it is: no eoskit code at its start."""
+    (daemon,) = fake_jvm(tmp_path, ["pyspark.worker"], "1", [sys.executable])
+    assert daemon["forked_by"] == daemon["daemon"], daemon
+    assert "eoskit" not in daemon["forked_by_cmdline"], daemon
 
 
 def test_the_zygote_key_follows_what_imports_depend_on(monkeypatch):
@@ -116,7 +130,7 @@ def test_the_zygote_key_follows_what_imports_depend_on(monkeypatch):
     monkeypatch.setattr(sys, "path", [*sys.path, "/elsewhere"])
     assert zygote._address(123) != base  # other modules could be imported
     monkeypatch.setattr(sys, "path", [*sys.path[:-1], "/x/pyspark.zip", os.getcwd()])
-    assert zygote._address(123) == base  # Spark's zip (dropped by the .pth file), the cwd
+    assert zygote._address(123) == base  # Spark's zip (dropped by the wrapper and the zygote), the cwd
     assert zygote._address(124) != base  # another JVM
 
 
@@ -156,9 +170,10 @@ STOPPING_JVM = textwrap.dedent('''
         return done()
 
     module, worker_module = sys.argv[1:]
+    python = json.loads(os.environ["FAKE_JVM_PYTHON"])  # PYSPARK_PYTHON
     report = {}
     for stop in ("sigterm", "stdin closed"):
-        daemon = subprocess.Popen([sys.executable, "-m", module, worker_module],
+        daemon = subprocess.Popen([*python, "-m", module, worker_module],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         port = struct.unpack(">i", daemon.stdout.read(4))[0]
         conn = socket.create_connection(("127.0.0.1", port))
@@ -184,7 +199,7 @@ STOPPING_JVM = textwrap.dedent('''
     ("pyspark.daemon", "pyspark.sql.worker.commit_data_source_write", "1"),
 ])
 def test_a_daemon_stopped_by_sigterm_leaves_its_workers_and_one_whose_jvm_is_gone_takes_them(
-        tmp_path, module, worker_module, prefork):
+        tmp_path, spark_python, module, worker_module, prefork):
     """Spark SIGTERMs a daemon to restart it, under tasks that still run in
     its workers (integration_tests/test_python_workers.py says when): they
     live on until the JVM lets go of them. A daemon whose standard input
@@ -192,6 +207,7 @@ def test_a_daemon_stopped_by_sigterm_leaves_its_workers_and_one_whose_jvm_is_gon
     script = tmp_path / "stopping_jvm.py"
     script.write_text(STOPPING_JVM)
     env = {k: v for k, v in os.environ.items() if k != "EOSKIT_PREFORK"}
+    env["FAKE_JVM_PYTHON"] = json.dumps(spark_python)
     if prefork is not None:
         env["EOSKIT_PREFORK"] = prefork
     result = subprocess.run([sys.executable, str(script), module, worker_module], env=env,

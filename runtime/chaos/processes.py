@@ -21,12 +21,19 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
+from eoskit.runtime.spark_python import NAME as SPARK_PYTHON
+
+#: In local mode Spark starts its Python through ``eoskit-spark-python``
+#: (``eoskit.runtime.spark_python``), a script: such a process, and every
+#: worker it forks, is named (``comm``) after the script's file, cut at 15 bytes.
+_SPARK_PYTHON_COMM = SPARK_PYTHON[:15]
+
 
 @dataclass(frozen=True)
 class Process:
     pid: int
     ppid: int
-    name: str  # the name it was started by (``comm``): python3.11, python, java
+    name: str  # the name it was started by (``comm``): python3.11, python, java, eoskit-spark-py
 
 
 def _read(pid: int) -> Process | None:
@@ -64,7 +71,7 @@ def python_workers(driver: int) -> list[int]:
     by_pid = {p.pid: p for p in below}
 
     def python(p: Process | None) -> bool:
-        return p is not None and p.name.startswith("python")
+        return p is not None and (p.name.startswith("python") or p.name == _SPARK_PYTHON_COMM)
 
     return [p.pid for p in below
             if p.pid in under_jvm and python(p) and python(by_pid.get(p.ppid))]

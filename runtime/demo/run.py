@@ -246,8 +246,10 @@ def _demo(work_dir: str, endpoints: ServiceEndpoints) -> int:
     _say(f"producing {ORDERS} JSON orders to topic '{TOPIC}' ({PARTITIONS} partitions)")
     recreate_topic(endpoints.kafka_bootstrap, TOPIC, PARTITIONS)
     expected = produce_orders(endpoints.kafka_bootstrap, TOPIC, ORDERS, PARTITIONS)
-    env = {**os.environ, **endpoints.as_env(), "EOSKIT_DEMO_TOPIC": TOPIC,
-           "PYSPARK_PYTHON": sys.executable}
+    # Spark's Python is the jobs' get_session's choice (eoskit-spark-python
+    # in local mode), not the shell's.
+    env = {**{k: v for k, v in os.environ.items() if k != "PYSPARK_PYTHON"}, **endpoints.as_env(),
+           "EOSKIT_DEMO_TOPIC": TOPIC}
     if not _postgres_leg(endpoints, work, env, expected):
         return 1
     if not _totals_leg(endpoints, work, env, expected):

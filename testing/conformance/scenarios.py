@@ -154,9 +154,11 @@ class Run:
             options, select = dict(self.target.options(self.table)), self.target.select
         if self.named_sink:
             options["sinkId"] = self.sink_id
+        # Spark's Python is the job's get_session's choice for its master
+        # (eoskit-spark-python in local mode), unless base_env or extra name one.
         env = {k: v for k, v in os.environ.items()
                if k not in (crash.ENV, crash.ONCE_ENV, crash.DRIVER_GROUP_ENV,
-                            crash.PAUSE_ENV, crash.PAUSE_DIR_ENV)}
+                            crash.PAUSE_ENV, crash.PAUSE_DIR_ENV, "PYSPARK_PYTHON")}
         env.update({
             "EOSKIT_TEST_KAFKA": self.workload.bootstrap,
             "EOSKIT_TEST_TOPIC": self.workload.topic,
@@ -164,7 +166,6 @@ class Run:
             "EOSKIT_TEST_FORMAT": self.target.format,
             "EOSKIT_TEST_OPTIONS": json.dumps(options),
             "EOSKIT_TEST_SELECT": json.dumps(list(select)),
-            "PYSPARK_PYTHON": sys.executable,
         })
         if self.stateful:
             env["EOSKIT_TEST_STATEFUL"] = "1"
