@@ -54,6 +54,11 @@ def tables_like(url: str, prefix: str) -> list[str]:
             "SELECT table_name FROM information_schema.tables WHERE table_name LIKE %s", (prefix + "%",))]
 
 
+def fault_kinds(report: dict) -> list[str]:
+    """The kinds of the faults injected, in order (a fault that found nothing to kill is a note)."""
+    return [e["fault"]["kind"] for e in report["timeline"] if e["kind"] == "fault"]
+
+
 def job_env(kafka: str, topic: str, **extra: str) -> dict[str, str]:
     return {**os.environ, "ORDERS_KAFKA": kafka, "ORDERS_TOPIC": topic, "ORDERS_BATCH": BATCH, **extra}
 
@@ -94,8 +99,7 @@ def test_two_phase_postgres_rides_out_its_database_and_broker_restarted(kafka, p
                      env=job_env(kafka, topic, ORDERS_PG_URL=postgres, ORDERS_TABLE=table))
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     found = json.loads(report.read_text())
-    kinds = [e["fault"]["kind"] for e in found["timeline"] if e["kind"] == "fault"]
-    assert kinds == ["database", "broker"], found["timeline"]
+    assert fault_kinds(found) == ["database", "broker"], found["timeline"]
     assert "postgres stopped, started again" in done.stderr and "kafka stopped, started again" in done.stderr
     (output,) = found["outputs"]
     assert output["comparison"]["reference_rows"] == RECORDS, output
@@ -128,8 +132,7 @@ def test_two_phase_postgres_on_a_cluster_survives_executor_kills(kafka, postgres
                                  PYSPARK_PYTHON=sys.executable))
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     found = json.loads(report.read_text())
-    kinds = [e["fault"]["kind"] for e in found["timeline"] if e["kind"] == "fault"]
-    assert kinds == ["executor", "executor"], (found["timeline"], found["notes"])
+    assert fault_kinds(found) == ["executor", "executor"], (found["timeline"], found["notes"])
     (output,) = found["outputs"]
     assert output["comparison"]["reference_rows"] == RECORDS, output
 
@@ -183,7 +186,10 @@ def test_kafka_sink_survives_driver_and_worker_kills_exactly(kafka, topic, tmp_p
                      args=["--faults-every", "1,2", "--no-check-determinism", "--report", str(report)],
                      env=job_env(kafka, topic, ORDERS_SINK="kafka", ORDERS_OUT_TOPIC=out))
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
-    (output,) = json.loads(report.read_text())["outputs"]
+    found = json.loads(report.read_text())
+    # Each worker fault killed one of the run's task workers (none was missing).
+    assert fault_kinds(found) == ["worker", "worker", "driver"], (found["timeline"], found["notes"])
+    (output,) = found["outputs"]
     assert output["comparison"]["reference_rows"] == RECORDS, output
     from confluent_kafka.admin import AdminClient
 
@@ -199,7 +205,9 @@ def test_files_sink_survives_driver_and_worker_kills_exactly(kafka, topic, tmp_p
                      args=["--faults-every", "1,2", "--no-check-determinism", "--report", str(report)],
                      env=job_env(kafka, topic, ORDERS_SINK="files", ORDERS_PATH=str(path)))
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
-    (output,) = json.loads(report.read_text())["outputs"]
+    found = json.loads(report.read_text())
+    assert fault_kinds(found) == ["worker", "driver", "driver"], (found["timeline"], found["notes"])
+    (output,) = found["outputs"]
     assert output["comparison"]["reference_rows"] == RECORDS, output
     assert not path.exists() and list(tmp_path.glob("out-*")) == []
 

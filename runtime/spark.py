@@ -13,12 +13,11 @@ from pyspark.sql import SparkSession
 
 from eoskit.connectors.plugins import register_data_source  # noqa: F401 - re-exported
 from eoskit.runtime import jvm_archive
+from eoskit.runtime.spark_daemon import DAEMON_MODULE
 from eoskit.runtime.spark_python import NAME as SPARK_PYTHON
 from eoskit.runtime.zygote import ENV as ZYGOTE_ENV
 from eoskit.twophase.crash import remember_driver_process_group
 
-#: The module Spark runs as its Python worker daemon (see eoskit.runtime.worker_daemon).
-DAEMON_MODULE = "eoskit.runtime.worker_daemon"
 #: The ``PYSPARK_PYTHON`` that :func:`choose_pyspark_python` set, not the user.
 CHOSEN_ENV = "EOSKIT_CHOSEN_PYSPARK_PYTHON"
 

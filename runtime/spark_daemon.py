@@ -31,6 +31,8 @@ import zipfile
 from pathlib import Path
 
 _VERSION = re.compile(r"""__version__[^=]*=\s*["']([^"']+)["']""")
+#: The module Spark runs as its task workers' daemon (``spark.python.daemon.module``).
+DAEMON_MODULE = "eoskit.runtime.worker_daemon"
 #: Besides what each registered plugin names (``eoskit.connectors.plugins``).
 PRELOAD = ("pyarrow", "eoskit.twophase.adapter")
 

@@ -100,64 +100,103 @@ def test_the_run_s_job_file_names_its_spec(tmp_path):
     compile(job_file.read_text(), str(job_file), "exec")
 
 
-def test_workers_forked_by_a_daemon_spark_started_through_eoskit_spark_python_are_found(
-        tmp_path, spark_python):
-    """Spark's Python in local mode is a script, eoskit-spark-python: the
-    daemon it runs, and the workers the daemon forks, are named after it."""
-    java = tmp_path / "java"
-    os.symlink(sys.executable, java)
-    (tmp_path / "standin_daemon.py").write_text(
-        "import os, time\nif os.fork() == 0:\n    time.sleep(60)\n    os._exit(0)\ntime.sleep(60)\n")
-    tree = ("import subprocess, sys, time\n"
-            "subprocess.Popen([sys.argv[1], '-m', 'standin_daemon'], cwd=sys.argv[2])\n"
-            "time.sleep(60)\n")
-    jvm = subprocess.Popen([str(java), "-c", tree, spark_python[-1], str(tmp_path)])
-    try:
-        deadline = time.monotonic() + 20
-        while len(processes.descendants(jvm.pid)) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        below = {p.pid: p for p in processes.descendants(os.getpid())}
-        workers = processes.python_workers(os.getpid())
-        assert len(workers) == 1, below
-        worker = below[workers[0]]
-        assert worker.name == below[worker.ppid].name == "eoskit-spark-py", below
-        assert below[worker.ppid].ppid == jvm.pid
-    finally:
-        for p in processes.descendants(jvm.pid):
-            processes.kill(p.pid)
-        jvm.kill()
-        jvm.wait()
+#: A stand-in process: moves to a process group of its own when its spec
+#: says so (as PySpark's daemons do), renames itself (``comm``) when it names it,
+#: starts its children (each with its own executable and extra arguments,
+#: which show in its command line), then sleeps.
+NODE = """import ctypes, json, os, subprocess, sys, time
+spec = json.loads(sys.argv[1])
+if spec.get("own_group"):
+    os.setpgid(0, 0)
+if spec.get("name"):
+    ctypes.CDLL(None).prctl(15, spec["name"].encode())
+for child in spec.get("children", []):
+    subprocess.Popen([child.get("exe", os.environ["NODE_PYTHON"]), sys.argv[0], json.dumps(child),
+                      *child.get("argv", [])])
+time.sleep(60)
+"""
 
 
-def test_python_workers_are_the_python_children_of_a_python_process_below_a_jvm(tmp_path):
-    """A stand-in tree: driver (this test's python) -> 'java' -> daemon (python)
-    -> worker (python); a python child of the driver itself is no worker."""
+def start_tree(tmp_path, spec: dict) -> subprocess.Popen:
+    """A process tree as ``spec`` says, in a process group of its own (a run's)."""
+    node = tmp_path / "node.py"
+    node.write_text(NODE)
     java = tmp_path / "java"
-    os.symlink(sys.executable, java)  # a process whose executable's name is java
-    tree = ("import subprocess, sys, time\n"
-            "daemon = subprocess.Popen([sys.argv[1], '-c', 'import subprocess, sys, time; "
-            "subprocess.Popen([sys.executable, \"-c\", \"import time; time.sleep(60)\"]); time.sleep(60)'])\n"
-            "time.sleep(60)\n")
-    jvm = subprocess.Popen([str(java), "-c", tree, sys.executable])
-    helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    if not java.exists():
+        os.symlink(sys.executable, java)  # a process whose executable's name is java
+    return subprocess.Popen([sys.executable, str(node), json.dumps(spec)], start_new_session=True,
+                            env={**os.environ, "NODE_PYTHON": sys.executable})
+
+
+def nodes(spec: dict) -> list[dict]:
+    return [spec, *(n for child in spec.get("children", []) for n in nodes(child))]
+
+
+def wait_for_group(root: subprocess.Popen, spec: dict) -> dict[int, processes.Process]:
+    """The tree's processes once all have started and renamed themselves."""
+    named = sum(1 for n in nodes(spec) if n.get("name"))
+    deadline = time.monotonic() + 20
+    while True:
+        members = processes.run_processes(root.pid)
+        renamed = sum(1 for p in members.values() if p.name in {n.get("name") for n in nodes(spec)})
+        if len(members) >= len(nodes(spec)) and renamed >= named:
+            return members
+        assert time.monotonic() < deadline, members
+        time.sleep(0.05)
+
+
+def end_tree(root: subprocess.Popen) -> None:
+    processes.kill_group(root.pid)
+    root.wait()
+
+
+def test_task_workers_under_the_zygote_are_the_forks_of_the_daemon_named_pyspark_worker(tmp_path):
+    """driver -> java -> the launcher of the worker daemon (its command line)
+    -> zygote -> task daemon (pyspark.worker, in a process group of its own)
+    -> 2 workers (pyspark.worker); the zygote also forked a planner's daemon
+    with a worker of its own. Only the two are task workers: not the zygote,
+    whose parent's command line runs the worker daemon's module."""
+    worker = {"name": "pyspark.worker"}
+    spec = {"children": [{"exe": str(tmp_path / "java"), "children": [
+        {"argv": ["-m", "eoskit.runtime.worker_daemon", "pyspark.worker"], "children": [
+            {"argv": ["-m", "eoskit.runtime.zygote"], "children": [
+                {"name": "pyspark.worker", "own_group": True, "children": [worker, worker]},
+                {"name": "plan_data_sourc", "own_group": True, "children": [{"name": "plan_data_sourc"}]}]}]}]}]}
+    root = start_tree(tmp_path, spec)
     try:
-        deadline = time.monotonic() + 20
-        while len([p for p in processes.descendants(os.getpid()) if p.ppid != os.getpid()]) < 2 \
-                and time.monotonic() < deadline:
-            time.sleep(0.05)
-        below = processes.descendants(os.getpid())
-        names = {p.pid: p for p in below}
-        workers = processes.python_workers(os.getpid())
-        assert len(workers) == 1 and names[workers[0]].ppid != jvm.pid, below
-        assert helper.pid not in workers
+        members = wait_for_group(root, spec)
+        workers = processes.python_workers(root.pid)
+        assert len(workers) == 2, members
+        assert all(members[w].name == "pyspark.worker" and members[members[w].ppid].name == "pyspark.worker"
+                   for w in workers), members
+        assert members[workers[0]].group != root.pid  # below the run's group, not in it
+        assert processes.python_workers(os.getpid()) == []  # another group's workers are not ours
         assert processes.kill(workers[0]) and not processes.kill(2**22 + 12345)
     finally:
-        for p in processes.descendants(jvm.pid):
-            processes.kill(p.pid)
-        jvm.kill()
-        helper.kill()
-        jvm.wait()
-        helper.wait()
+        for pid in processes.run_processes(root.pid):
+            processes.kill(pid)
+        end_tree(root)
+
+
+def test_task_workers_without_the_zygote_are_the_children_of_the_worker_daemon(tmp_path):
+    """driver -> java -> worker daemon (its command line runs eoskit's
+    worker daemon module) -> a worker (forked: the same command line); a
+    planner's daemon (pyspark.daemon) with a worker of its own is no task's."""
+    daemon = ["-m", "eoskit.runtime.worker_daemon", "pyspark.worker"]
+    spec = {"children": [{"exe": str(tmp_path / "java"), "children": [
+        {"argv": daemon, "children": [{"argv": daemon}]},
+        {"argv": ["-m", "pyspark.daemon", "pyspark.sql.worker.plan_data_source_read"],
+         "children": [{"argv": ["-m", "pyspark.daemon"]}]}]}]}
+    root = start_tree(tmp_path, spec)
+    try:
+        members = wait_for_group(root, spec)
+        workers = processes.python_workers(root.pid)
+        assert len(workers) == 1, members
+        (worker,) = workers
+        assert "eoskit.runtime.worker_daemon" in processes._cmdline(worker)
+        assert members[members[worker].ppid].ppid != root.pid  # the daemon's parent is the JVM
+    finally:
+        end_tree(root)
 
 
 def test_a_kafka_pin_becomes_the_source_s_start_and_end():

@@ -1,14 +1,24 @@
-"""The processes of one job run, found under its driver (Linux ``/proc``):
-``eoskit chaos`` kills a Python worker of the run it injects faults into,
-never a process of another job.
+"""The processes of one job run (Linux ``/proc``): ``eoskit chaos`` kills a
+Python worker or an executor of the run it injects faults into, never a
+process of another job.
 
-A run started by ``eoskit run`` is a driver process (Python), its JVM (a
-child), and PySpark's worker daemon under the JVM, which forks one Python
-worker per concurrent task. The workers are the Python processes whose
-parent is a Python process below the JVM (the daemon itself has the JVM
-for parent).
+A run started by ``eoskit run`` is a process group of its own: the driver
+(Python), its JVM, and the Python processes the JVM starts, with what they
+start in turn (PySpark's daemons move to process groups of their own, so
+the run's processes are its group's and everything below them). Among
+those, the task workers' daemon (``spark.python.daemon.module``, eoskit's
+``worker_daemon``) forks one worker per concurrent task; the data source
+planners have daemons of their own, whose workers are not tasks. A task
+worker is a fork of the task daemon:
 
-On a cluster the executors are not below the driver: a worker of the
+- without the warm zygote, the daemon runs the worker daemon's module, and
+  its forks have its command line;
+- with the zygote (``eoskit.runtime.zygote``), the daemon is a fork of the
+  zygote named after its worker module, ``pyspark.worker``, and so are its
+  forks (the zygote itself, and the launcher the JVM started, are no
+  workers).
+
+On a cluster the executors are not the run's processes: a worker of the
 cluster started them. An executor's command line names the driver it
 serves (``--driver-url spark://CoarseGrainedScheduler@host:PORT``), and the
 run's executors are those whose PORT is one the run's driver JVM listens on.
@@ -21,19 +31,18 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
-from eoskit.runtime.spark_python import NAME as SPARK_PYTHON
+from eoskit.runtime.spark_daemon import DAEMON_MODULE
 
-#: In local mode Spark starts its Python through ``eoskit-spark-python``
-#: (``eoskit.runtime.spark_python``), a script: such a process, and every
-#: worker it forks, is named (``comm``) after the script's file, cut at 15 bytes.
-_SPARK_PYTHON_COMM = SPARK_PYTHON[:15]
+#: The name (``comm``) of the task workers' daemon forked by the zygote, and of its workers.
+TASK_WORKER_NAME = "pyspark.worker"
 
 
 @dataclass(frozen=True)
 class Process:
     pid: int
     ppid: int
-    name: str  # the name it was started by (``comm``): python3.11, python, java, eoskit-spark-py
+    name: str  # its name (``comm``): python3.11, java, eoskit-spark-py, pyspark.worker
+    group: int = 0  # its process group
 
 
 def _read(pid: int) -> Process | None:
@@ -43,13 +52,17 @@ def _read(pid: int) -> Process | None:
         return None  # gone meanwhile
     # The command name in parentheses may hold spaces and parentheses itself.
     name = stat[stat.index("(") + 1:stat.rindex(")")]
-    ppid = int(stat[stat.rindex(")") + 2:].split()[1])
-    return Process(pid, ppid, name)
+    fields = stat[stat.rindex(")") + 2:].split()
+    return Process(pid, int(fields[1]), name, int(fields[2]))
+
+
+def _table() -> list[Process]:
+    return [p for p in (_read(int(d)) for d in os.listdir("/proc") if d.isdigit()) if p is not None]
 
 
 def descendants(root: int) -> list[Process]:
     """Every live process below ``root``, parents before their children."""
-    table = [p for p in (_read(int(d)) for d in os.listdir("/proc") if d.isdigit()) if p is not None]
+    table = _table()
     children: dict[int, list[Process]] = {}
     for process in table:
         children.setdefault(process.ppid, []).append(process)
@@ -61,20 +74,47 @@ def descendants(root: int) -> list[Process]:
     return found
 
 
-def python_workers(driver: int) -> list[int]:
-    """The Python worker processes of the run whose driver is ``driver``."""
-    below = descendants(driver)  # parents first
-    under_jvm: set[int] = set()
-    for p in below:
-        if p.name == "java" or p.ppid in under_jvm:
-            under_jvm.add(p.pid)
-    by_pid = {p.pid: p for p in below}
+def run_processes(group: int) -> dict[int, Process]:
+    """The processes of the run whose process group is ``group``: the
+    group's, and every process below one of them, by pid."""
+    table = _table()
+    children: dict[int, list[Process]] = {}
+    for process in table:
+        children.setdefault(process.ppid, []).append(process)
+    found = {p.pid: p for p in table if p.group == group}
+    queue = list(found)
+    while queue:
+        for child in children.get(queue.pop(), []):
+            if child.pid not in found:
+                found[child.pid] = child
+                queue.append(child.pid)
+    return found
 
-    def python(p: Process | None) -> bool:
-        return p is not None and (p.name.startswith("python") or p.name == _SPARK_PYTHON_COMM)
 
-    return [p.pid for p in below
-            if p.pid in under_jvm and python(p) and python(by_pid.get(p.ppid))]
+def python_workers(group: int) -> list[int]:
+    """The task workers of the run whose process group is ``group`` (see
+    the module's docstring)."""
+    run = run_processes(group)
+    commands: dict[int, bool] = {}
+
+    def runs_daemon(pid: int) -> bool:  # its command line runs the worker daemon's module
+        if pid not in commands:
+            commands[pid] = DAEMON_MODULE in _cmdline(pid)
+        return commands[pid]
+
+    def named(pid: int) -> bool:
+        return pid in run and run[pid].name == TASK_WORKER_NAME
+
+    workers = []
+    for p in run.values():
+        daemon = run.get(p.ppid)
+        if daemon is None:
+            continue
+        above = daemon.ppid
+        if (named(p.pid) and named(daemon.pid) and not named(above)) or \
+                (runs_daemon(p.pid) and runs_daemon(daemon.pid) and not runs_daemon(above)):
+            workers.append(p.pid)
+    return sorted(workers)
 
 
 def _listening_ports(pid: int) -> set[int]:
