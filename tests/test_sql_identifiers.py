@@ -110,6 +110,26 @@ def test_sql_settings_parse_dbtable_with_the_sinks_quotes():
     assert mysql.table.schema == Part("shop", True)
 
 
+def test_a_sql_sink_names_its_url_without_the_password_and_dbtable_as_given():
+    """``describe`` (every reconnecting call's message) reads the parsed name's text."""
+    from pyspark.sql.types import StructType
+
+    from eoskit.connectors.mysql.transactions import MySQLTransactions
+    from eoskit.connectors.postgres.transactions import PostgresTransactions
+    from eoskit.connectors.sql.settings import SqlSinkSettings
+
+    options = {"url": "postgresql://u:s3cret@h:5432/db", "dbtable": ' "my schema"."OrderItems" '}
+    postgres = PostgresTransactions(
+        SqlSinkSettings.parse(options, "eoskit-postgres", PostgresTransactions), StructType([]))
+    assert postgres.describe() == \
+        'PostgreSQL postgresql+psycopg://u:***@h:5432/db table "my schema"."OrderItems"'
+    options = {"url": "jdbc:mysql://h/shop", "user": "u", "password": "s3cret",
+               "dbtable": "`shop`.orders"}
+    mysql = MySQLTransactions(SqlSinkSettings.parse(options, "eoskit-mysql", MySQLTransactions),
+                              StructType([]))
+    assert mysql.describe() == "MySQL mysql+pymysql://u:***@h/shop table `shop`.orders"
+
+
 def test_columns_match_case_insensitively_exact_first():
     column_of, problems = match_columns(["ID", "amount", "Customer"], ["id", "amount", "customer", "extra"])
     assert problems == []

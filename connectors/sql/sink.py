@@ -128,7 +128,10 @@ class SqlSink(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
         return sink
 
     def describe(self) -> str:
-        return f"{self.DATABASE} {safe(self.url)} table {self.settings.dbtable}"
+        # ``dbtable`` as given, read off the parsed name: on an executor
+        # (every task's reconnecting call names the sink) nothing of
+        # ``settings.py`` runs.
+        return f"{self.DATABASE} {safe(self.url)} table {self.settings.table.text}"
 
     def dead_letter_destination(self) -> str | None:
         table = self.settings.dead_letter_table
