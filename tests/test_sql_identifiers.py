@@ -138,6 +138,22 @@ def test_columns_match_case_insensitively_exact_first():
     assert (column_of, problems) == ({"Amount": "Amount"}, [])
 
 
+def test_a_task_names_the_columns_as_the_table_spells_them():
+    """The sink maps a batch's columns through the lookup's ``column_of``;
+    a column the lookup did not see keeps its name."""
+    from pyspark.sql.types import StructType
+
+    from eoskit.connectors.postgres.transactions import PostgresTransactions
+    from eoskit.connectors.sql.settings import SqlSinkSettings
+    from eoskit.connectors.sql.tables import TargetTable
+
+    settings = SqlSinkSettings.parse({"url": "postgresql://u@h/db", "dbtable": "orders"},
+                                     "eoskit-postgres", PostgresTransactions)
+    sink = PostgresTransactions(settings, StructType([]))
+    sink._target = TargetTable(None, "orders", {}, {"ID": "id", "Amount": "amount"})
+    assert sink.table_columns(["Amount", "ID", "note"]) == ["amount", "id", "note"]
+
+
 def test_a_column_matching_two_table_columns_is_ambiguous():
     _, problems = match_columns(["AMOUNT"], ["amount", "Amount"])
     assert problems == ["DataFrame column 'AMOUNT' matches table columns 'amount' and 'Amount', "

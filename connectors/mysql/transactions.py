@@ -248,7 +248,7 @@ class MySQLWriter(SqlWriter):
         """INSERT prefix, upsert suffix, and the statement budget."""
         conn = self._open()
         target = self.sink.target
-        columns = target.table_columns(columns)
+        columns = self.sink.table_columns(columns)
         into = qualified(target.schema, target.name)
         prefix = f"INSERT INTO {into} ({', '.join(map(quote, columns))}) VALUES "
         suffix = ""
@@ -505,7 +505,7 @@ class MySQLTransactions(SqlSink):
         who = checks.account(conn, self.url)
         checks.check_engine(conn, target, self.settings)
         checks.check_privileges(conn, target, self.settings, self.url, who,
-                                target.table_columns(schema.fieldNames()))
+                                self.table_columns(schema.fieldNames()))
         if self.settings.commit_mode is CommitMode.TWOPHASE:
             checks.check_xa_support(conn, self.url)
             checks.check_xa_rights(conn, self.url, who)

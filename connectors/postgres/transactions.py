@@ -168,7 +168,7 @@ class PostgresWriter(SqlWriter):
                 "__eoskit_row bigint GENERATED ALWAYS AS IDENTITY)"
             ).format(stage, into))
             into = stage
-        self._columns = columns = target.table_columns(columns)
+        self._columns = columns = self.sink.table_columns(columns)
         cursor = conn.cursor()
         self._copy_cm = cursor.copy(sql.SQL("COPY {} ({}) FROM STDIN WITH (FORMAT csv)").format(
             into, sql.SQL(", ").join(map(sql.Identifier, columns))))
@@ -195,7 +195,7 @@ class PostgresWriter(SqlWriter):
         conn = self._open()
         target = self.sink.target
         into = table_sql(target)
-        self._columns = target.table_columns(columns)
+        self._columns = self.sink.table_columns(columns)
         copied = list(self._columns)
         if self.sink.settings.mode == "upsert":
             self._stage = "eoskit_stage_" + hashlib.sha1(self.txn_id.encode()).hexdigest()[:16]

@@ -143,6 +143,12 @@ class SqlSink(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
             self._target = self._resolve()
         return self._target
 
+    def table_columns(self, dataframe_columns: list[str]) -> list[str]:
+        """The table's spelling of these DataFrame columns, as the driver's
+        lookup matched them (``TargetTable.column_of``, ``sql/tables.py``):
+        what a task's statements name."""
+        return [self.target.column_of.get(c, c) for c in dataframe_columns]
+
     @property
     def dead_letter_table(self) -> DeadLetterTable | None:
         """Where refused rows go; None: a refused row fails the batch."""
