@@ -65,9 +65,8 @@ from eoskit.connectors.mysql.jdbc import JDBC
 from eoskit.connectors.mysql.plugin import BACKENDS
 from eoskit.connectors.sql import deadletter
 from eoskit.connectors.sql.refusals import Refusal
-from eoskit.connectors.sql.retry import Attempt
 from eoskit.connectors.sql.settings import SqlSinkSettings
-from eoskit.connectors.sql.sink import SqlSink
+from eoskit.connectors.sql.sink import Attempt, SqlSink
 from eoskit.connectors.sql.tables import TargetTable, resolve_table
 from eoskit.connectors.sql.urls import parse_url, safe
 from eoskit.connectors.sql.writer import SqlWriter
