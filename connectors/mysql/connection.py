@@ -58,7 +58,7 @@ from pymysql.constants import SERVER_STATUS
 from sqlalchemy.engine import URL
 
 from eoskit.twophase.options import OptionError, parse_bool
-from eoskit.connectors.sql.urls import safe
+from eoskit.connectors.sql.sink import safe
 from eoskit.twophase.contract import SinkError
 
 #: How long a statement waits for a row lock before failing: a longer wait

@@ -66,9 +66,8 @@ from eoskit.connectors.mysql.plugin import BACKENDS
 from eoskit.connectors.sql import deadletter
 from eoskit.connectors.sql.refusals import Refusal
 from eoskit.connectors.sql.settings import SqlSinkSettings
-from eoskit.connectors.sql.sink import Attempt, SqlSink
+from eoskit.connectors.sql.sink import Attempt, SqlSink, parse_url, safe
 from eoskit.connectors.sql.tables import TargetTable, resolve_table
-from eoskit.connectors.sql.urls import parse_url, safe
 from eoskit.connectors.sql.writer import SqlWriter
 from eoskit.twophase.contract import (
     CommitMode,

@@ -6,8 +6,10 @@ lookup against its database, and cached), a sink made to settle prepared
 transactions by hand (``for_url``), the writers it begins for each commit
 mode (its dialect's ``SqlWriter``, ``sql/writer.py``), the driver's commit,
 rollback and listing of prepared ids, and its calls that ride out a lost
-connection (``reconnecting``, at the end of this module). A dialect
-supplies the rest: its engine, its table lookup, its writer class, the
+connection (``reconnecting``, at the end of this module), and its URL,
+parsed once and shown without its password (``parse_url``, ``safe``: the
+plug-in registry's helpers, which must load without SQLAlchemy, stay in
+``urls.py``). A dialect supplies the rest: its engine, its table lookup, its writer class, the
 statements that end a prepared transaction and list prepared ids, and which
 of its driver's errors mean a lost connection (its ``failures.py``).
 
@@ -55,15 +57,15 @@ from typing import ClassVar, TypeVar
 
 import sqlalchemy as sa
 from pyspark.sql.types import StructType
-from sqlalchemy.engine import URL
+from sqlalchemy.engine import URL, make_url
 
 from eoskit.connectors.sql.deadletter import DeadLetterTable, source_columns_of
 from eoskit.connectors.sql.identifiers import parse_table_name
 from eoskit.connectors.sql.jdbc import JdbcDialect
 from eoskit.connectors.sql.settings import SqlSinkSettings
 from eoskit.connectors.sql.tables import TargetTable, constraint_columns
-from eoskit.connectors.sql.urls import safe
 from eoskit.connectors.sql.writer import SqlWriter
+from eoskit.twophase.options import OptionError
 from eoskit.twophase.contract import (
     CommitMode,
     DirectCommitting,
@@ -371,3 +373,27 @@ def reconnecting(
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+# -- the database URL -------------------------------------------------------
+
+def parse_url(text: str, allowed_backends: tuple[str, ...]) -> URL:
+    """``text`` as a SQLAlchemy URL of one of ``allowed_backends``; refused
+    by the option's name otherwise."""
+    try:
+        url = make_url(text)
+    except sa.exc.ArgumentError:
+        raise OptionError(
+            "option 'url' is not a SQLAlchemy URL (dialect+driver://user:password@host:port/db)"
+        ) from None
+    if url.get_backend_name() not in allowed_backends:
+        raise OptionError(
+            f"option 'url' names the {url.get_backend_name()!r} dialect; this sink "
+            f"accepts {', '.join(allowed_backends)}"
+        )
+    return url
+
+
+def safe(url: URL) -> str:
+    """The URL as it may appear in logs and errors."""
+    return url.render_as_string(hide_password=True)
