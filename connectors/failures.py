@@ -14,7 +14,7 @@ that sorts its client library's errors into:
 
 Who asks, and what they do with the answer:
 
-- the SQL sinks' reconnecting calls (``connectors/sql/retry.py``) try again
+- the SQL sinks' reconnecting calls (``connectors/sql/sink.py``) try again
   on ``LOST`` only (``lost``), and raise ``ConnectionLostError`` when it lasts;
 - the CLI (``runtime/cli_errors.py``) exits 3, "a service cannot be
   reached", on either, with the service's own one-line message;

@@ -358,14 +358,16 @@ def test_min_partitions_splits_ranges_without_loss(spark, kafka, new_topic, prod
 def test_consumer_reused_across_ranges_in_one_worker(kafka, new_topic, produce_to, numbered_records):
     from eoskit.connectors.kafka import reader
     from eoskit.connectors.kafka.offsets import OffsetRange
+    from eoskit.connectors.kafka.schema import arrow_schema
 
     topic = new_topic(2)
     produce_to(topic, numbered_records(2, 10))
     settings = {"bootstrap.servers": kafka}
     before = dict(reader._consumers)
     got = []
+    schema = arrow_schema(False)
     for partition in (0, 1, 0):
-        for batch in reader.read_range(OffsetRange(topic, partition, 0, 10), settings, False, 30_000, True):
+        for batch in reader.read_range(OffsetRange(topic, partition, 0, 10), settings, schema, 30_000, True):
             got.append(batch.num_rows)
     new = set(reader._consumers) - set(before)
     assert len(new) == 1  # one consumer served all three ranges

@@ -362,7 +362,7 @@ def test_session_encoding_is_utf8_even_when_the_environment_says_otherwise(postg
     """libpq reads PGCLIENTENCODING from the environment; the sink's sessions
     speak UTF-8 regardless, so non-ASCII text arrives as sent."""
     from eoskit.connectors.postgres.connection import cached_connection, drop_connection
-    from eoskit.connectors.sql.urls import parse_url
+    from eoskit.connectors.sql.sink import parse_url
 
     monkeypatch.setenv("PGCLIENTENCODING", "LATIN1")
     url = parse_url(postgres, ("postgresql",)).set(drivername="postgresql+psycopg")

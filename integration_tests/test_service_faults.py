@@ -42,7 +42,7 @@ DOWNTIME_S = 3.0
 #: How long the broker stays down (SIGKILLed) before `eoskit dev up`.
 BROKER_DOWN_S = 6.0
 MARIADB_CLIENT = shutil.which("mariadb") or shutil.which("mysql")
-#: What the sinks log when a lost connection is being ridden out (retry.py).
+#: What the sinks log when a lost connection is being ridden out (connectors/sql/sink.py).
 RECONNECTING = "reconnecting for up to"
 
 

@@ -96,6 +96,27 @@ def test_arrow_schema_is_exactly_what_spark_expects():
         assert arrow_schema(headers).equals(to_arrow_schema(spark_schema(headers), timezone="UTC"))
 
 
+@pytest.mark.parametrize("headers", [False, True])
+def test_a_task_reads_with_the_arrow_schema_its_reader_carries_from_the_driver(monkeypatch, headers):
+    """The reader is pickled to the executor with the schema made for it:
+    ``read`` passes that on, making none."""
+    import pickle
+
+    from eoskit.connectors.kafka import source
+    from eoskit.connectors.kafka.offsets import OffsetRange
+
+    options = {**BASE, "subscribe": "a", "includeHeaders": str(headers).lower()}
+    data_source = source.KafkaDataSource(options)
+    for reader in (data_source.streamReader(spark_schema(headers)), data_source.reader(spark_schema(headers))):
+        copy = pickle.loads(pickle.dumps(reader))
+        monkeypatch.setattr(source, "arrow_schema", None)  # nothing makes one on the executor
+        seen = []
+        monkeypatch.setattr(source, "read_range", lambda *args: seen.append(args) or iter(()))
+        assert list(copy.read(source.KafkaInputPartition(OffsetRange("a", 0, 0, 5)))) == []
+        monkeypatch.undo()
+        assert seen[0][2].equals(arrow_schema(headers))
+
+
 def test_option_docs_are_generated_from_declarations():
     rows = list(OPTIONS.docs())
     assert any("`maxOffsetsPerTrigger`" in r for r in rows)

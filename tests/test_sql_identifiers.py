@@ -110,12 +110,48 @@ def test_sql_settings_parse_dbtable_with_the_sinks_quotes():
     assert mysql.table.schema == Part("shop", True)
 
 
+def test_a_sql_sink_names_its_url_without_the_password_and_dbtable_as_given():
+    """``describe`` (every reconnecting call's message) reads the parsed name's text."""
+    from pyspark.sql.types import StructType
+
+    from eoskit.connectors.mysql.transactions import MySQLTransactions
+    from eoskit.connectors.postgres.transactions import PostgresTransactions
+    from eoskit.connectors.sql.settings import SqlSinkSettings
+
+    options = {"url": "postgresql://u:s3cret@h:5432/db", "dbtable": ' "my schema"."OrderItems" '}
+    postgres = PostgresTransactions(
+        SqlSinkSettings.parse(options, "eoskit-postgres", PostgresTransactions), StructType([]))
+    assert postgres.describe() == \
+        'PostgreSQL postgresql+psycopg://u:***@h:5432/db table "my schema"."OrderItems"'
+    options = {"url": "jdbc:mysql://h/shop", "user": "u", "password": "s3cret",
+               "dbtable": "`shop`.orders"}
+    mysql = MySQLTransactions(SqlSinkSettings.parse(options, "eoskit-mysql", MySQLTransactions),
+                              StructType([]))
+    assert mysql.describe() == "MySQL mysql+pymysql://u:***@h/shop table `shop`.orders"
+
+
 def test_columns_match_case_insensitively_exact_first():
     column_of, problems = match_columns(["ID", "amount", "Customer"], ["id", "amount", "customer", "extra"])
     assert problems == []
     assert column_of == {"ID": "id", "amount": "amount", "Customer": "customer"}
     column_of, problems = match_columns(["Amount"], ["amount", "Amount"])
     assert (column_of, problems) == ({"Amount": "Amount"}, [])
+
+
+def test_a_task_names_the_columns_as_the_table_spells_them():
+    """The sink maps a batch's columns through the lookup's ``column_of``;
+    a column the lookup did not see keeps its name."""
+    from pyspark.sql.types import StructType
+
+    from eoskit.connectors.postgres.transactions import PostgresTransactions
+    from eoskit.connectors.sql.settings import SqlSinkSettings
+    from eoskit.connectors.sql.tables import TargetTable
+
+    settings = SqlSinkSettings.parse({"url": "postgresql://u@h/db", "dbtable": "orders"},
+                                     "eoskit-postgres", PostgresTransactions)
+    sink = PostgresTransactions(settings, StructType([]))
+    sink._target = TargetTable(None, "orders", {}, {"ID": "id", "Amount": "amount"})
+    assert sink.table_columns(["Amount", "ID", "note"]) == ["amount", "id", "note"]
 
 
 def test_a_column_matching_two_table_columns_is_ambiguous():

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from eoskit.connectors.sql.retry import (
+from eoskit.connectors.sql.sink import (
     MAX_DELAY_S,
     Attempt,
     ConnectionLostError,
@@ -24,23 +24,23 @@ class _Everyone(set):
 def servers_reached_before(monkeypatch):
     """These tests are about a connection lost after it worked (a server
     never reached fails at once: test_a_server_never_reached_fails_at_once)."""
-    from eoskit.connectors.sql import retry
+    from eoskit.connectors.sql import sink
 
-    monkeypatch.setattr(retry, "_reached", _Everyone())
+    monkeypatch.setattr(sink, "_reached", _Everyone())
 
 
 def test_a_server_never_reached_fails_at_once(monkeypatch):
-    from eoskit.connectors.sql import retry
+    from eoskit.connectors.sql import sink
 
-    monkeypatch.setattr(retry, "_reached", set())
+    monkeypatch.setattr(sink, "_reached", set())
     tries = []
 
     def refused(attempt):
         tries.append(attempt)
         raise ConnectionRefusedError("refused")
 
-    with pytest.raises(retry.ConnectionLostError, match="cannot reach the database"):
-        retry.reconnecting(refused, lost=lambda e: isinstance(e, ConnectionRefusedError),
+    with pytest.raises(sink.ConnectionLostError, match="cannot reach the database"):
+        sink.reconnecting(refused, lost=lambda e: isinstance(e, ConnectionRefusedError),
                            drop=lambda: None, what="x", server="db")
     assert len(tries) == 1
 
@@ -49,9 +49,9 @@ def test_a_process_of_a_running_query_waits_for_a_server_it_has_not_reached_yet(
     """A Python worker the query starts while the database restarts (a
     retried task's, the abort's) has never talked to it, but the query's
     start-up check did: it waits for the server like the others."""
-    from eoskit.connectors.sql import retry
+    from eoskit.connectors.sql import sink
 
-    monkeypatch.setattr(retry, "_reached", set())
+    monkeypatch.setattr(sink, "_reached", set())
     tries = []
 
     def refused_twice(attempt):
@@ -61,7 +61,7 @@ def test_a_process_of_a_running_query_waits_for_a_server_it_has_not_reached_yet(
         return "listed"
 
     clock = Clock()
-    assert retry.reconnecting(refused_twice, lost=lambda e: isinstance(e, ConnectionRefusedError),
+    assert sink.reconnecting(refused_twice, lost=lambda e: isinstance(e, ConnectionRefusedError),
                               drop=lambda: None, what="x", server="db", reached=True,
                               clock=clock, sleep=clock.sleep) == "listed"
     assert len(tries) == 3 and len(clock.sleeps) == 2

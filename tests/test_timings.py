@@ -120,9 +120,10 @@ def test_the_protocol_records_its_task_and_commit_phases(recording, tmp_path):
 def test_reading_a_kafka_range_is_untouched_when_off(monkeypatch):
     """The reader returns its plain generator when recording is off."""
     from eoskit.connectors.kafka import reader
+    from eoskit.connectors.kafka.schema import arrow_schema
 
     monkeypatch.delenv(timings.ENV, raising=False)
-    generator = reader.read_range(reader.OffsetRange("t", 0, 0, 0), {}, False, 1000, True)
+    generator = reader.read_range(reader.OffsetRange("t", 0, 0, 0), {}, arrow_schema(False), 1000, True)
     assert generator.__name__ == "_read_range"
     monkeypatch.setenv(timings.ENV, "/nonexistent")
-    assert reader.read_range(reader.OffsetRange("t", 0, 0, 0), {}, False, 1000, True).__name__ == "time_inside"
+    assert reader.read_range(reader.OffsetRange("t", 0, 0, 0), {}, arrow_schema(False), 1000, True).__name__ == "time_inside"

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import pickle
+
 import pyarrow as pa
 import pytest
+from pyspark.sql.types import StructType
 
+from eoskit.twophase.adapter import TransactionalDataSource
 from eoskit.twophase.contract import (
     CommitMode,
     DirectCommitting,
     MarkedCommitting,
     MarkedWriter,
     PreparingWriter,
+    SinkError,
     TwoPhaseCommitting,
 )
 from eoskit.twophase.coordinator import (
@@ -415,7 +420,7 @@ def test_replay_with_other_rows_than_the_committed_attempt_is_refused(env):
 
 
 def test_commit_modes_come_from_the_capabilities():
-    from eoskit.twophase.contract import SinkError, commit_modes, resolve_commit_mode
+    from eoskit.twophase.contract import commit_modes, resolve_commit_mode
 
     class MarkedOnly(MarkedCommitting):
         kind = "marked-only"
@@ -525,3 +530,66 @@ def test_only_the_newest_settled_notes_are_kept(tmp_path):
     notes = settlements(str(tmp_path))
     assert len(notes) == SETTLED_KEPT
     assert len(list((tmp_path / "eoskit" / "sinks" / "s1" / "settled").iterdir())) == SETTLED_KEPT
+
+
+
+class FakeDataSource(TransactionalDataSource):
+    """The adapter's data source over ``FakeSink``."""
+
+    sink_type = FakeSink
+
+    @classmethod
+    def name(cls) -> str:
+        return "eoskit-fake"
+
+    def transactional_sink(self, schema):
+        return FakeSink(FakeDatabase())
+
+
+def _in_the_commit_process(pickled: bytes, monkeypatch):
+    """The data source as Spark's commit process gets it: pickled on the
+    driver, unpickled elsewhere, where resolving the options or reading the
+    checkpoint's identity again fails the test."""
+    from eoskit.twophase import adapter
+
+    def not_here(*args, **kwargs):
+        raise AssertionError("resolved again in the commit process")
+
+    monkeypatch.setattr(adapter, "default_sink_id", not_here)
+    monkeypatch.setattr(adapter, "qualified_location", not_here)
+    monkeypatch.setattr(adapter, "validate_sink_id", not_here)
+    return pickle.loads(pickled)
+
+
+def test_the_commit_process_gets_the_checkpoint_and_default_sink_id_resolved_on_the_driver(
+        tmp_path, monkeypatch):
+    from eoskit.twophase import identity
+
+    monkeypatch.chdir(tmp_path)
+    identity._cache.clear()
+    pickled = pickle.dumps(FakeDataSource({"checkpointLocation": "ck"}))
+    monkeypatch.chdir("/")  # the commit process's working directory does not matter
+    copy = _in_the_commit_process(pickled, monkeypatch)
+    assert copy.checkpoint_location() == str(tmp_path / "ck")
+    assert copy.sink_id() == sink_id_for_checkpoint(str(tmp_path / "ck"))
+    writer = copy.streamWriter(StructType([]), False)
+    assert writer.decisions.sink_id == copy.sink_id() and not copy._planning
+
+
+def test_a_given_sink_id_travels_as_given(monkeypatch):
+    pickled = pickle.dumps(FakeDataSource({"CheckpointLocation": "/ck", "sinkId": "orders-1"}))
+    copy = _in_the_commit_process(pickled, monkeypatch)
+    assert (copy.checkpoint_location(), copy.sink_id()) == ("/ck", "orders-1")
+
+
+def test_without_a_checkpoint_location_nothing_is_resolved_and_first_use_refuses(monkeypatch):
+    """A data source built only to check its options (a Pipeline component,
+    foreach_batch) pickles as before; the option is required where it is used."""
+    copy = pickle.loads(pickle.dumps(FakeDataSource({"commitMode": "twophase"})))
+    with pytest.raises(SinkError, match="eoskit-fake needs the query's 'checkpointLocation'"):
+        copy.sink_id()
+    bad = pickle.loads(pickle.dumps(FakeDataSource({"checkpointLocation": "/ck",
+                                                    "sinkId": "no spaces"})))
+    with pytest.raises(InvalidSinkIdError, match="option 'sinkId' = 'no spaces'"):
+        bad.sink_id()
+    assert bad.checkpoint_location() == "/ck"

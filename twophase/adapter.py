@@ -8,9 +8,20 @@ Where each piece runs, as Spark 4 drives a Python streaming sink:
   creates the decision log.
 - ``write``, on executors, once per task (``eoskit.twophase.task``).
 - ``commit`` / ``abort``, on the driver, in a separate Python process that
-  receives a *pickled* copy of the data source: it knows only the options
-  and the task acks. The copy is recognised by having been unpickled, so the
-  sweep never runs there (where the batch's own transactions are in flight).
+  receives a *pickled* copy of the data source: it knows only what the copy
+  carries and the task acks. The copy is recognised by having been
+  unpickled, so the sweep never runs there (where the batch's own
+  transactions are in flight).
+
+What the copy carries: Spark pickles the data source once, on the driver,
+when it creates it for the query (its ``create_data_source`` worker), and
+hands every commit the same bytes. ``checkpointLocation`` (made absolute)
+and ``sinkId`` (or the checkpoint's default, read from its identity record)
+are resolved then, in ``__getstate__``, and travel resolved: the commit
+reads neither the options (``options.py``) nor the checkpoint's identity
+(``identity.py``). Without the option, as where a data source is built only
+to check its options (a ``Pipeline`` component, ``foreach_batch``), nothing
+is resolved, and the option is required at first use, as before.
 """
 
 from __future__ import annotations
@@ -104,6 +115,23 @@ class TransactionalDataSource(DataSource):
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
         self._planning = True
+        #: ``checkpoint_location()`` and ``sink_id()``, once resolved on the
+        #: driver (None until then); pickled with the data source.
+        self._location: str | None = None
+        self._sink_id: str | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The data source as Spark pickles it for the commit process, with
+        the checkpoint location and sink id resolved here, on the driver
+        (the module doc). Without ``checkpointLocation`` they stay to be
+        resolved at first use."""
+        if CHECKPOINT.get(self.options):
+            try:
+                self.checkpoint_location()
+                self.sink_id()
+            except Exception:  # noqa: BLE001 - left to first use, which raises it as before
+                pass
+        return dict(self.__dict__)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -117,19 +145,26 @@ class TransactionalDataSource(DataSource):
         return resolve_commit_mode(self.sink_type, COMMIT_MODE.get(self.options))
 
     def sink_id(self) -> str:
-        given = SINK_ID.get(self.options)
-        return validate_sink_id(given) if given else default_sink_id(self.checkpoint_location())
+        """``sinkId``, or the checkpoint's default sink id; resolved once."""
+        if self._sink_id is None:
+            given = SINK_ID.get(self.options)
+            self._sink_id = (validate_sink_id(given) if given
+                             else default_sink_id(self.checkpoint_location()))
+        return self._sink_id
 
     def checkpoint_location(self) -> str:
         """Absolute, as the driver means it: tasks on other nodes and other
-        working directories read the decision log from this path."""
-        location = CHECKPOINT.get(self.options)
-        if not location:
-            raise SinkError(
-                f"{self.name()} needs the query's 'checkpointLocation' option on writeStream: "
-                "its decision log lives beside the checkpoint"
-            )
-        return qualified_location(location)
+        working directories read the decision log from this path. Resolved
+        once."""
+        if self._location is None:
+            location = CHECKPOINT.get(self.options)
+            if not location:
+                raise SinkError(
+                    f"{self.name()} needs the query's 'checkpointLocation' option on "
+                    "writeStream: its decision log lives beside the checkpoint"
+                )
+            self._location = qualified_location(location)
+        return self._location
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> TransactionalStreamWriter:
         decisions = DecisionLog(self.checkpoint_location(), self.sink_id())

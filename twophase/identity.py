@@ -11,6 +11,10 @@
   (in-doubt transactions and the sink-id registry follow the job).
   Checkpoints written before the record existed keep the id derived from
   the path as it was typed then: it is found in their sink metadata.
+
+The protocol's adapter asks both on the driver, never in the commit
+process: that gets them resolved, pickled with the data source
+(``adapter.py``).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 lists ``COMMON`` beside its own, and the protocol's adapter
 (``twophase/adapter.py``, ``twophase/foreach_batch.py``) reads
 ``commitMode``, ``sinkId`` and ``checkpointLocation`` through these
-declarations."""
+declarations, on the driver: the commit process gets ``sinkId`` and
+``checkpointLocation`` resolved, pickled with the data source."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from eoskit.connectors.kafka.client import ClientLog, consumer_config
 from eoskit.connectors.kafka.offsets import OffsetRange
-from eoskit.connectors.kafka.schema import HEADER_ARROW_TYPE, arrow_schema
+from eoskit.connectors.kafka.schema import HEADER_ARROW_TYPE
 from eoskit.twophase import timings
 
 log = logging.getLogger(__name__)
@@ -130,24 +130,25 @@ class _Columns:
 def read_range(
     offset_range: OffsetRange,
     kafka_settings: Mapping[str, str],
-    include_headers: bool,
+    schema: pa.Schema,
     poll_timeout_ms: int,
     fail_on_data_loss: bool,
 ) -> Iterator[pa.RecordBatch]:
-    """Every record of ``offset_range``, in offset order, as Arrow batches.
+    """Every record of ``offset_range``, in offset order, as Arrow batches
+    of ``schema`` (``schema.arrow_schema``, made on the driver and pickled
+    with the reader; a ``headers`` column if the source reads headers).
 
     The range ends at a position, not a count: the loop stops when the
     consumer's position reaches ``end``, which also steps over transaction
     markers and aborted records that leave gaps below it.
     """
     if not timings.enabled():
-        return _read_range(offset_range, kafka_settings, include_headers, poll_timeout_ms,
+        return _read_range(offset_range, kafka_settings, schema, poll_timeout_ms,
                            fail_on_data_loss, None)
-    return _timed(offset_range, kafka_settings, include_headers, poll_timeout_ms,
-                  fail_on_data_loss)
+    return _timed(offset_range, kafka_settings, schema, poll_timeout_ms, fail_on_data_loss)
 
 
-def _timed(offset_range: OffsetRange, kafka_settings: Mapping[str, str], include_headers: bool,
+def _timed(offset_range: OffsetRange, kafka_settings: Mapping[str, str], schema: pa.Schema,
            poll_timeout_ms: int, fail_on_data_loss: bool) -> Iterator[pa.RecordBatch]:
     """``read_range`` with its own time recorded: ``source.fetch`` (the
     consumer's ``consume`` calls) and ``source.convert`` (the rest of the
@@ -159,20 +160,20 @@ def _timed(offset_range: OffsetRange, kafka_settings: Mapping[str, str], include
         timings.record("source.fetch", fetch[0] * 1000)
         timings.record("source.convert", (inside - fetch[0]) * 1000)
 
-    return timings.time_inside(_read_range(offset_range, kafka_settings, include_headers,
+    return timings.time_inside(_read_range(offset_range, kafka_settings, schema,
                                            poll_timeout_ms, fail_on_data_loss, fetch), done)
 
 
 def _read_range(
     offset_range: OffsetRange,
     kafka_settings: Mapping[str, str],
-    include_headers: bool,
+    schema: pa.Schema,
     poll_timeout_ms: int,
     fail_on_data_loss: bool,
     fetch_seconds: list[float] | None,
 ) -> Iterator[pa.RecordBatch]:
     topic, partition, end = offset_range.topic, offset_range.partition, offset_range.end
-    schema = arrow_schema(include_headers)
+    include_headers = "headers" in schema.names
     key, consumer = _cached_consumer(kafka_settings)
     tp = TopicPartition(topic, partition, offset_range.start)
     consumer.assign([tp])

@@ -6,7 +6,9 @@ Where each piece runs:
 - ``KafkaStreamReader`` lives in one long-lived Python process on the driver
   for the life of the query: it plans offsets (the source's checkpoint
   state, written by Spark to its offset log before any task runs).
-- ``read()`` runs in executor Python workers, one task per offset range.
+- ``read()`` runs in executor Python workers, one task per offset range,
+  on the reader Spark pickled on the driver: its settings and the Arrow
+  schema of the batches (``schema.arrow_schema``, made when the reader is).
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ from eoskit.connectors.kafka.offsets import (
 )
 from eoskit.connectors.kafka.plugin import PLUGIN
 from eoskit.connectors.kafka.reader import DataLossError, read_range
-from eoskit.connectors.kafka.schema import spark_schema
+from eoskit.connectors.kafka.schema import arrow_schema, spark_schema
 from eoskit.connectors.kafka.settings import KafkaSourceSettings
 from eoskit.connectors.kafka.sink_settings import KafkaSinkSettings
 from eoskit.connectors.kafka.transactions import KafkaTransactions
@@ -110,7 +112,8 @@ class KafkaDataSource(TransactionalDataSource):
         return KafkaBatchReader(self.settings)
 
 
-def _read(settings: KafkaSourceSettings, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+def _read(settings: KafkaSourceSettings, schema: pa.Schema,
+          partition: InputPartition) -> Iterator[pa.RecordBatch]:
     if not isinstance(partition, KafkaInputPartition):
         # A batch read with nothing to read: PySpark still runs one task, with
         # a placeholder partition, when partitions() returns none.
@@ -118,7 +121,7 @@ def _read(settings: KafkaSourceSettings, partition: InputPartition) -> Iterator[
     return read_range(
         partition.offset_range,
         settings.kafka,
-        settings.include_headers,
+        schema,
         settings.poll_timeout_ms,
         settings.fail_on_data_loss,
     )
@@ -171,6 +174,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, settings: KafkaSourceSettings) -> None:
         settings.check_stream()
         self.settings = settings
+        #: The batches' Arrow schema, made here on the driver: it travels
+        #: pickled with the reader to each task's ``read``.
+        self.arrow_schema = arrow_schema(settings.include_headers)
         self._metadata: KafkaMetadata | None = None
         self._available_now_target: PartitionOffsets | None = None
         self._group_consumer = None
@@ -290,7 +296,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return [KafkaInputPartition(r) for r in _split(ranges, self.settings)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return _read(self.settings, partition)
+        return _read(self.settings, self.arrow_schema, partition)
 
     def commit(self, end: dict) -> None:
         group = self.settings.commit_group
@@ -334,6 +340,8 @@ class KafkaBatchReader(DataSourceReader):
     def __init__(self, settings: KafkaSourceSettings) -> None:
         settings.check_batch()
         self.settings = settings
+        #: As ``KafkaStreamReader.arrow_schema``.
+        self.arrow_schema = arrow_schema(settings.include_headers)
 
     def partitions(self) -> list[InputPartition]:
         settings = self.settings
@@ -364,7 +372,7 @@ class KafkaBatchReader(DataSourceReader):
         return [KafkaInputPartition(r) for r in _split(ranges, settings)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return _read(self.settings, partition)
+        return _read(self.settings, self.arrow_schema, partition)
 
 
 def _split(ranges: list[OffsetRange], settings: KafkaSourceSettings) -> list[OffsetRange]:

@@ -24,7 +24,7 @@ A server restart or a ``KILL`` ends sessions under the sink's feet: a
 cached session is pinged before it is handed out and replaced if dead, and
 ``eoskit.connectors.failures`` tells the errors of a lost session from the
 server's answers (``mysql/failures.py``), so that the sink's callers can
-connect again and retry where that is safe (``eoskit.connectors.sql.retry``).
+connect again and retry where that is safe (``eoskit.connectors.sql.sink``).
 
 Every session is pinned the same way, after PyMySQL's ``SET NAMES
 utf8mb4`` (``init_command``): ``time_zone`` ``+00:00`` (Spark's timestamps
@@ -58,7 +58,7 @@ from pymysql.constants import SERVER_STATUS
 from sqlalchemy.engine import URL
 
 from eoskit.twophase.options import OptionError, parse_bool
-from eoskit.connectors.sql.urls import safe
+from eoskit.connectors.sql.sink import safe
 from eoskit.twophase.contract import SinkError
 
 #: How long a statement waits for a row lock before failing: a longer wait

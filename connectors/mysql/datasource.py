@@ -10,7 +10,7 @@ from eoskit.connectors.mysql.connection import check_url
 from eoskit.connectors.mysql.plugin import BACKENDS, PLUGIN
 from eoskit.connectors.mysql.transactions import MySQLTransactions
 from eoskit.connectors.sql.datasource import SqlDataSource, SqlPipelineSink
-from eoskit.connectors.sql.urls import parse_url
+from eoskit.connectors.sql.sink import parse_url
 
 SHORT_NAME = PLUGIN.format
 

@@ -4,7 +4,7 @@ us (``eoskit.connectors.failures``).
 A server restart or a ``KILL`` ends sessions under the sink's feet; these
 verdicts tell the errors of a lost session from the server's answers, so
 that the sink's callers can connect again and retry where that is safe
-(``eoskit.connectors.sql.retry``).
+(``eoskit.connectors.sql.sink``).
 """
 
 from __future__ import annotations
@@ -51,6 +51,6 @@ def _message(exc: pymysql.MySQLError) -> str:
 
 def lost(exc: BaseException) -> bool:
     """Did ``exc`` end the session, or come from trying to make one? What
-    the sink's reconnecting calls retry (``eoskit.connectors.sql.retry``)."""
+    the sink's reconnecting calls retry (``eoskit.connectors.sql.sink``)."""
     verdict = classify(exc)
     return verdict is not None and verdict.kind is Kind.LOST

@@ -65,11 +65,9 @@ from eoskit.connectors.mysql.jdbc import JDBC
 from eoskit.connectors.mysql.plugin import BACKENDS
 from eoskit.connectors.sql import deadletter
 from eoskit.connectors.sql.refusals import Refusal
-from eoskit.connectors.sql.retry import Attempt
 from eoskit.connectors.sql.settings import SqlSinkSettings
-from eoskit.connectors.sql.sink import SqlSink
+from eoskit.connectors.sql.sink import Attempt, SqlSink, parse_url, safe
 from eoskit.connectors.sql.tables import TargetTable, resolve_table
-from eoskit.connectors.sql.urls import parse_url, safe
 from eoskit.connectors.sql.writer import SqlWriter
 from eoskit.twophase.contract import (
     CommitMode,
@@ -248,7 +246,7 @@ class MySQLWriter(SqlWriter):
         """INSERT prefix, upsert suffix, and the statement budget."""
         conn = self._open()
         target = self.sink.target
-        columns = target.table_columns(columns)
+        columns = self.sink.table_columns(columns)
         into = qualified(target.schema, target.name)
         prefix = f"INSERT INTO {into} ({', '.join(map(quote, columns))}) VALUES "
         suffix = ""
@@ -505,7 +503,7 @@ class MySQLTransactions(SqlSink):
         who = checks.account(conn, self.url)
         checks.check_engine(conn, target, self.settings)
         checks.check_privileges(conn, target, self.settings, self.url, who,
-                                target.table_columns(schema.fieldNames()))
+                                self.table_columns(schema.fieldNames()))
         if self.settings.commit_mode is CommitMode.TWOPHASE:
             checks.check_xa_support(conn, self.url)
             checks.check_xa_rights(conn, self.url, who)

@@ -18,7 +18,7 @@ from eoskit.connectors.sql.deadletter import DeadLetterTable
 from eoskit.connectors.sql.registry import claim_sink_id
 from eoskit.connectors.sql.settings import SqlSinkSettings
 from eoskit.connectors.sql.tables import TargetTable
-from eoskit.connectors.sql.urls import safe
+from eoskit.connectors.sql.sink import safe
 from eoskit.twophase.contract import SinkContext, SinkError
 
 

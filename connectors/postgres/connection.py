@@ -11,7 +11,7 @@ transaction frees the session at once), so a micro-batch costs no connect.
 A cached connection the server dropped (a restart, ``pg_terminate_backend``)
 looks idle until it is used; the first statement on it fails, which
 ``eoskit.connectors.failures`` calls lost (``postgres/failures.py``), and
-the sink's callers drop it and connect again (``eoskit.connectors.sql.retry``).
+the sink's callers drop it and connect again (``eoskit.connectors.sql.sink``).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 A cached connection the server dropped (a restart, ``pg_terminate_backend``)
 looks idle until it is used; the first statement on it fails with one of
 these, and the sink's callers drop it and connect again
-(``eoskit.connectors.sql.retry``).
+(``eoskit.connectors.sql.sink``).
 """
 
 from __future__ import annotations
@@ -38,6 +38,6 @@ def classify(exc: BaseException) -> ServiceFailure | None:
 
 def lost(exc: BaseException) -> bool:
     """Did ``exc`` end the session, or come from trying to make one? What
-    the sink's reconnecting calls retry (``eoskit.connectors.sql.retry``)."""
+    the sink's reconnecting calls retry (``eoskit.connectors.sql.sink``)."""
     verdict = classify(exc)
     return verdict is not None and verdict.kind is Kind.LOST

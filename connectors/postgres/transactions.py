@@ -44,11 +44,9 @@ from eoskit.connectors.postgres.jdbc import JDBC
 from eoskit.connectors.postgres.plugin import BACKENDS
 from eoskit.connectors.sql import deadletter
 from eoskit.connectors.sql.refusals import Refusal
-from eoskit.connectors.sql.retry import Attempt
 from eoskit.connectors.sql.settings import SqlSinkSettings
-from eoskit.connectors.sql.sink import SqlSink
+from eoskit.connectors.sql.sink import Attempt, SqlSink, parse_url, safe
 from eoskit.connectors.sql.tables import TargetTable, resolve_table
-from eoskit.connectors.sql.urls import parse_url, safe
 from eoskit.connectors.sql.writer import SqlWriter
 from eoskit.twophase import timings
 from eoskit.twophase.contract import (
@@ -168,7 +166,7 @@ class PostgresWriter(SqlWriter):
                 "__eoskit_row bigint GENERATED ALWAYS AS IDENTITY)"
             ).format(stage, into))
             into = stage
-        self._columns = columns = target.table_columns(columns)
+        self._columns = columns = self.sink.table_columns(columns)
         cursor = conn.cursor()
         self._copy_cm = cursor.copy(sql.SQL("COPY {} ({}) FROM STDIN WITH (FORMAT csv)").format(
             into, sql.SQL(", ").join(map(sql.Identifier, columns))))
@@ -195,7 +193,7 @@ class PostgresWriter(SqlWriter):
         conn = self._open()
         target = self.sink.target
         into = table_sql(target)
-        self._columns = target.table_columns(columns)
+        self._columns = self.sink.table_columns(columns)
         copied = list(self._columns)
         if self.sink.settings.mode == "upsert":
             self._stage = "eoskit_stage_" + hashlib.sha1(self.txn_id.encode()).hexdigest()[:16]

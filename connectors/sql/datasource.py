@@ -12,8 +12,8 @@ from pyspark.sql.types import StructType
 
 from eoskit.connectors.output_modes import check_output_mode, write_stream
 from eoskit.connectors.sql.settings import SqlSinkSettings
+from eoskit.connectors.sql.sink import parse_url, safe
 from eoskit.twophase.options import OptionError
-from eoskit.connectors.sql.urls import parse_url, safe
 from eoskit.twophase.adapter import TransactionalDataSource
 from eoskit.twophase.contract import CommitMode, Sink
 from eoskit.twophase.foreach_batch import BatchWriter

@@ -6,15 +6,50 @@ lookup against its database, and cached), a sink made to settle prepared
 transactions by hand (``for_url``), the writers it begins for each commit
 mode (its dialect's ``SqlWriter``, ``sql/writer.py``), the driver's commit,
 rollback and listing of prepared ids, and its calls that ride out a lost
-connection (``reconnecting``). A dialect supplies the rest: its engine, its
-table lookup, its writer class, the statements that end a prepared
-transaction and list prepared ids, and which of its driver's errors mean a
-lost connection (its ``failures.py``).
+connection (``reconnecting``, at the end of this module), and its URL,
+parsed once and shown without its password (``parse_url``, ``safe``: the
+plug-in registry's helpers, which must load without SQLAlchemy, stay in
+``urls.py``). A dialect supplies the rest: its engine, its table lookup, its writer class, the
+statements that end a prepared transaction and list prepared ids, and which
+of its driver's errors mean a lost connection (its ``failures.py``).
+
+Riding out a lost database connection means trying again on a new
+connection, for a bounded time, remembering whether a lost try may have
+taken effect. The sink does it where repeating a call is safe:
+
+- on the driver, the coordinator's calls (``commit_prepared``,
+  ``rollback_prepared``, ``list_prepared``): a database restart between the
+  decision and ``COMMIT PREPARED`` / ``XA COMMIT`` delays the commit instead
+  of failing the batch;
+- on executors, opening a task's transaction (``SqlWriter._open``): nothing
+  of it exists until the server has answered, and the server rolls back an
+  unprepared transaction whose session is gone, so a lost try leaves
+  nothing behind.
+
+Never around a task's writes or its prepare: what a lost connection did to
+those is the protocol's business (the task fails, Spark retries it with a
+new attempt id, and the retry or the next sweep rolls back whatever the
+lost attempt prepared).
+
+The one subtle case is a statement whose connection drops after it was
+sent and before the reply: it may have been applied. A ``COMMIT PREPARED``
+that did commit leaves nothing to commit, so the next try hears "no such
+prepared transaction". A call wraps such a statement in
+``attempt.sending()``; a lost connection inside it sets
+``attempt.maybe_applied``, and the call then counts "not found" as done
+(the protocol never rolls back a decided id, so the only other way it
+could be gone is a human settling it by hand, which the decision already
+agreed with or no test of ours can tell apart).
+
+Which errors mean "the connection is lost" is each driver's own business:
+each sink passes its classifier (``lost`` in its ``failures.py``).
+Anything else is raised at once.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from abc import abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -22,21 +57,21 @@ from typing import ClassVar, TypeVar
 
 import sqlalchemy as sa
 from pyspark.sql.types import StructType
-from sqlalchemy.engine import URL
+from sqlalchemy.engine import URL, make_url
 
 from eoskit.connectors.sql.deadletter import DeadLetterTable, source_columns_of
 from eoskit.connectors.sql.identifiers import parse_table_name
 from eoskit.connectors.sql.jdbc import JdbcDialect
-from eoskit.connectors.sql.retry import Attempt, reconnecting
 from eoskit.connectors.sql.settings import SqlSinkSettings
 from eoskit.connectors.sql.tables import TargetTable, constraint_columns
-from eoskit.connectors.sql.urls import safe
 from eoskit.connectors.sql.writer import SqlWriter
+from eoskit.twophase.options import OptionError
 from eoskit.twophase.contract import (
     CommitMode,
     DirectCommitting,
     MarkedCommitting,
     Marker,
+    ServiceUnavailableError,
     TwoPhaseCommitting,
 )
 from eoskit.twophase.txn_id import TxnId
@@ -44,6 +79,14 @@ from eoskit.twophase.txn_id import TxnId
 T = TypeVar("T")
 
 log = logging.getLogger(__name__)
+
+#: How long a call keeps trying to get a connection back: long enough for a
+#: database restart (seconds to tens of seconds), short enough that a
+#: database that stays away fails the batch while someone is looking.
+RECONNECT_WITHIN_S = 60.0
+#: Backoff between tries: doubling from the first to the last, then flat.
+FIRST_DELAY_S = 0.1
+MAX_DELAY_S = 2.0
 
 
 class SqlSink(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
@@ -72,7 +115,7 @@ class SqlSink(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
     LIST_PREPARED: ClassVar[str]
     #: Part of a running query, whose start-up check reached the server: a
     #: lost connection is waited for in every process of the job, even one
-    #: that has not talked to the server yet (``retry.reconnecting``). False
+    #: that has not talked to the server yet (``reconnecting``). False
     #: for a sink made to settle transactions by hand (``for_url``): a server
     #: it never reached fails at once.
     in_query: bool = True
@@ -128,7 +171,10 @@ class SqlSink(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
         return sink
 
     def describe(self) -> str:
-        return f"{self.DATABASE} {safe(self.url)} table {self.settings.dbtable}"
+        # ``dbtable`` as given, read off the parsed name: on an executor
+        # (every task's reconnecting call names the sink) nothing of
+        # ``settings.py`` runs.
+        return f"{self.DATABASE} {safe(self.url)} table {self.settings.table.text}"
 
     def dead_letter_destination(self) -> str | None:
         table = self.settings.dead_letter_table
@@ -139,6 +185,12 @@ class SqlSink(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
         if self._target is None:
             self._target = self._resolve()
         return self._target
+
+    def table_columns(self, dataframe_columns: list[str]) -> list[str]:
+        """The table's spelling of these DataFrame columns, as the driver's
+        lookup matched them (``TargetTable.column_of``, ``sql/tables.py``):
+        what a task's statements name."""
+        return [self.target.column_of.get(c, c) for c in dataframe_columns]
 
     @property
     def dead_letter_table(self) -> DeadLetterTable | None:
@@ -204,9 +256,9 @@ class SqlSink(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
         the statement is sent again on a new connection. If a try lost its
         connection with the statement on the wire, the server may have
         finished the transaction before the connection dropped; an id that
-        is gone on a later try then counts as done (see retry.py), so that
-        the coordinator's call that wrote the decision does not report a
-        committed id as vanished."""
+        is gone on a later try then counts as done (see the module doc), so
+        that the coordinator's call that wrote the decision does not report
+        a committed id as vanished."""
         statement = self.END_PREPARED.format(verb=verb)
 
         def attempt(state: Attempt) -> bool:
@@ -226,7 +278,122 @@ class SqlSink(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
 
     def reconnecting(self, what: str, action: Callable[[Attempt], T]) -> T:
         """``action`` on the cached connection, tried again on a new one
-        while the server is unreachable (``eoskit.connectors.sql.retry``)."""
+        while the server is unreachable (``reconnecting`` below)."""
         return reconnecting(action, lost=self._connection_lost, drop=self._drop_connection,
                             what=f"{what} in {self.describe()}", server=safe(self.url),
                             reached=self.in_query)
+
+
+# -- riding out a lost connection (see the module doc) ----------------------
+
+#: Servers this process has talked to: only a connection that was working
+#: is waited for. A server that never answered (a wrong address, a database
+#: that is down when a command starts) fails at once, unless the caller
+#: knows it answered another process of the same job (``reached``): a
+#: running query's start-up check reached it, and a Python worker the query
+#: starts while the server restarts (a task's, the commit's) must wait too.
+_reached: set[str] = set()
+
+
+class ConnectionLostError(ServiceUnavailableError):
+    """The database could not be reached (again within ``RECONNECT_WITHIN_S``)."""
+
+
+class Attempt:
+    """What one try of a call knows about the tries before it."""
+
+    def __init__(self, lost: Callable[[BaseException], bool]) -> None:
+        self._lost = lost
+        #: How many tries failed on a lost connection before this one.
+        self.retries = 0
+        #: An earlier try lost its connection while its statement was on
+        #: the wire (inside ``sending``): the statement may have taken effect.
+        self.maybe_applied = False
+
+    @contextmanager
+    def sending(self) -> Iterator[None]:
+        """Wrap the statement whose effect matters: if the connection is
+        lost inside, the statement counts as maybe applied from then on."""
+        try:
+            yield
+        except BaseException as exc:
+            if self._lost(exc):
+                self.maybe_applied = True
+            raise
+
+
+def reconnecting(
+    action: Callable[[Attempt], T],
+    *,
+    lost: Callable[[BaseException], bool],
+    drop: Callable[[], None],
+    what: str,
+    server: str | None = None,
+    reached: bool = False,
+    within: float = RECONNECT_WITHIN_S,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> T:
+    """``action(attempt)``, tried again after each error that ``lost``
+    calls a lost connection, for ``within`` seconds, if this process has
+    reached ``server`` before or ``reached`` says another process of the job
+    did. ``drop`` forgets the process's cached
+    connection before each new try, so that the action's next "get the
+    cached connection" connects anew. ``what`` names the call (with the
+    server, never a password) for the log and the final error."""
+    attempt = Attempt(lost)
+    deadline = clock() + within
+    delay = FIRST_DELAY_S
+    server = server or what
+    while True:
+        try:
+            result = action(attempt)
+            _reached.add(server)
+            return result
+        except Exception as exc:
+            if not lost(exc):
+                raise
+            drop()
+            if not reached and server not in _reached:
+                raise ConnectionLostError(f"{what}: cannot reach the database ({_first_line(exc)})") from exc
+            now = clock()
+            if now >= deadline:
+                raise ConnectionLostError(
+                    f"{what}: the connection to the database was lost and no new one could be "
+                    f"made within {within:.0f} s (last error: {_first_line(exc)})"
+                ) from None
+            if attempt.retries == 0:
+                log.warning("%s: connection lost (%s); reconnecting for up to %.0f s",
+                            what, _first_line(exc), within)
+            attempt.retries += 1
+            sleep(min(delay, max(0.0, deadline - now)))
+            delay = min(delay * 2, MAX_DELAY_S)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+# -- the database URL -------------------------------------------------------
+
+def parse_url(text: str, allowed_backends: tuple[str, ...]) -> URL:
+    """``text`` as a SQLAlchemy URL of one of ``allowed_backends``; refused
+    by the option's name otherwise."""
+    try:
+        url = make_url(text)
+    except sa.exc.ArgumentError:
+        raise OptionError(
+            "option 'url' is not a SQLAlchemy URL (dialect+driver://user:password@host:port/db)"
+        ) from None
+    if url.get_backend_name() not in allowed_backends:
+        raise OptionError(
+            f"option 'url' names the {url.get_backend_name()!r} dialect; this sink "
+            f"accepts {', '.join(allowed_backends)}"
+        )
+    return url
+
+
+def safe(url: URL) -> str:
+    """The URL as it may appear in logs and errors."""
+    return url.render_as_string(hide_password=True)

@@ -56,10 +56,6 @@ class TargetTable:
         rules = NameRules.for_dialect(self.dialect)
         return display([self.schema, self.name], rules.quote, rules.folds)
 
-    def table_columns(self, dataframe_columns: list[str]) -> list[str]:
-        """The table's spelling of these DataFrame columns."""
-        return [self.column_of.get(c, c) for c in dataframe_columns]
-
 
 @dataclass(frozen=True)
 class NameRules:

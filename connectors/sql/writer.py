@@ -27,8 +27,9 @@ alone). What a task does, in the order ``eoskit.twophase.task`` calls it:
    what is open, never raising; a prepared transaction is left to the
    driver's ``rollback_prepared``.
 
-Writes and prepares are never retried in place (``sql/retry.py``): a lost
-connection fails the task, and the protocol's own rules clean up.
+Writes and prepares are never retried in place (``SqlSink.reconnecting``
+wraps step 1 only): a lost connection fails the task, and the protocol's
+own rules clean up.
 
 A dialect supplies the statements: the hooks below, each saying where it
 runs and what raising means. All of them run on an executor, in the task.
@@ -42,12 +43,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import pyarrow as pa
 
 from eoskit.connectors.dead_letters import DeadLetter, dead_letter
-from eoskit.connectors.sql.retry import Attempt
 from eoskit.twophase.contract import CommitMode, Marker, MarkedWriter, PreparingWriter, SinkError
 from eoskit.twophase.txn_id import TxnId
 
 if TYPE_CHECKING:
-    from eoskit.connectors.sql.sink import SqlSink
+    # Annotations only: sink.py imports this module.
+    from eoskit.connectors.sql.sink import Attempt, SqlSink
 
 
 class SqlWriter(PreparingWriter, MarkedWriter):
