@@ -51,6 +51,7 @@ from kafka_to_postgres import (
     fail,
     machine_facts,
     parse_orders,
+    peer_record,
     print_phases,
     print_table,
     produce,
@@ -59,6 +60,7 @@ from kafka_to_postgres import (
     spark_session,
     table_stats,
     verify,
+    write_json_out,
 )
 
 class FloorReader(DataSourceStreamReader):
@@ -116,6 +118,9 @@ CONTESTS = (
 )
 #: The first batch may cost this much more than a later one of its size.
 FIRST_BATCH_EXTRA_MS = 3000.0
+#: Each query's id in --json-out.
+IDS = {CONTESTS[1].ours: "eoskit_postgres", CONTESTS[0].ours: "eoskit_noop", FLOOR: "python_floor",
+       CONTESTS[0].theirs: "rate_noop", CONTESTS[1].theirs: "rate_parquet"}
 
 
 def run_batches(df: DataFrame, configure: Callable, name: str, batches: int,
@@ -227,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--breakdown", action="store_true",
                         help="record eoskit's own phases per batch and print them beside Spark's")
     parser.add_argument("--services-dir", default=".eoskit/dev")
+    parser.add_argument("--json-out", metavar="FILE",
+                        help="also write each query's figures to FILE as JSON (for benchmarks/peers.py)")
     args = parser.parse_args(argv)
 
     facts_before = machine_facts()
@@ -277,9 +284,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.breakdown:
             shutil.rmtree(os.environ.pop(timings.ENV), ignore_errors=True)
 
-    problems = verify("eoskit-postgres", table_stats(url, EOSKIT_TABLE), expected)
-    problems += [f"{label}: {r.batches} batches with rows, expected {args.batches}"
-                 for label, r in results.items() if r.batches != args.batches]
+    found = verify("eoskit-postgres", table_stats(url, EOSKIT_TABLE), expected)
+    counts = {label: [f"{label}: {r.batches} batches with rows, expected {args.batches}"]
+              if r.batches != args.batches else [] for label, r in results.items()}
+    problems = found + [p for label in results for p in counts[label]]
     print_table("machine (at start)", facts_before)
     print_table("parameters", [("batches", str(args.batches)), ("rows per batch", f"{args.rows:,}"),
                                ("partitions", str(args.partitions)), ("spark master", "local[2]")])
@@ -289,6 +297,15 @@ def main(argv: list[str] | None = None) -> int:
             print_phases(label, result)
     print_table("against the targets (medians of the later batches)", verdicts(results))
     print_table("machine (at end)", machine_facts()[2:3])
+    # Only eoskit-postgres's output is read back; the others are checked for their batch count.
+    write_json_out(args.json_out, [peer_record(
+        "fixed-cost", IDS[label], label,
+        {"rows": r.rows, "wall_s": r.wall_s, "batches": r.batches,
+         "first_batch_s": r.durations_ms[0]["triggerExecution"] / 1000 if r.durations_ms else None,
+         "later_batch_s": statistics.median(later(r)) / 1000 if r.batches > 1 else None,
+         "batch_s": [d["triggerExecution"] / 1000 for d in r.durations_ms]},
+        found + counts[label] if label == CONTESTS[1].ours else (counts[label] or None))
+        for label, r in results.items()])
     if problems:
         return fail(problems)
     return 0

@@ -263,7 +263,7 @@ def quix_contender(venv: Path, records: int) -> Contender:
         phases = Timings({"interpreter start + imports (not in results)": wall - result["run_s"],
                           "group join, before the first record": result["run_s"] - first,
                           "from the first record on": first})
-        return BaselineResult(result["rows"], result["run_s"], phases)
+        return BaselineResult(result["rows"], result["run_s"], phases, result)
     return Contender("Quix Streams exactly-once", QUIX_TABLE, run)
 
 
@@ -308,7 +308,7 @@ def spark_kafka_contender(max_offsets: int, master: str, retried: dict[str, int]
             + (" (clean run: its topic must hold exactly the input's records)" if failed == 0 else ""))
         phases = Timings({"process + JVM + session start (not in results)": wall - result["run_s"],
                           "the query, availableNow": result["run_s"]})
-        return BaselineResult(result["rows"], result["run_s"], phases)
+        return BaselineResult(result["rows"], result["run_s"], phases, result)
 
     return Contender("Spark kafka source + kafka sink, at-least-once", SPARK_KAFKA_TABLE, run)
 

@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -51,15 +52,19 @@ from kafka_to_postgres import (
     machine_facts,
     parse_args,
     parse_orders,
+    peer_record,
+    per_s,
     print_stream,
     print_table,
     produce,
     rate,
     run_breakdown,
     run_stream,
+    runner_figures,
     say,
     spark_session,
     stream_rows,
+    write_json_out,
 )
 
 from eoskit.runtime.demo.orders import OrderTotals
@@ -177,6 +182,22 @@ def print_spark_parquet(peer: dict, runs: list[tuple[int, str, StreamResult]]) -
           f"{steady:.2f}x (eoskit's turns follow the warm-up; the peer's query is its JVM's first)")
 
 
+def turns_figures(turns: list[StreamResult]) -> dict:
+    """One sink's turns as one peer: rows and wall summed over the turns (as
+    the total printed), steady over every turn's batches but its first, the
+    median of the turns' first batches and of all their later batches."""
+    rows, wall = sum(r.rows for r in turns), sum(r.wall_s for r in turns)
+    seconds = [[d.get("triggerExecution", 0) / 1000 for d in r.durations_ms] for r in turns]
+    first = [turn[0] for turn in seconds if turn]
+    later = [s for turn in seconds for s in turn[1:]]
+    return {"rows": rows, "wall_s": wall, "rows_per_s": per_s(rows, wall), "turns": len(turns),
+            "steady_rows_per_s": per_s(sum(r.batch_rows_from(1) for r in turns),
+                                       sum(r.batch_seconds(1) for r in turns)),
+            "first_batch_s": statistics.median(first) if first else None,
+            "later_batch_s": statistics.median(later) if later else None,
+            "batch_rows": [r.batch_rows for r in turns], "batch_s": seconds}
+
+
 def parquet_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounds", type=int, default=1,
                         help="repeat the four turns (Spark, eoskit, eoskit, Spark) this many times")
@@ -202,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     breakdown: list[tuple[str, StreamResult]] = []
     peer: dict | None = None
     peer_not_run: str | None = None
+    found: dict[str, list[str]] = {SPARK_PARQUET_LABEL: [], **{name: [] for name in SINKS}}
     try:
         if args.spark_parquet:
             # Before this process's Spark starts: the two JVMs never share the cores.
@@ -214,7 +236,8 @@ def main(argv: list[str] | None = None) -> int:
                 peer_not_run = str(exc)
             else:
                 stats = directory_stats(out)
-                problems += verify(SPARK_PARQUET_LABEL, stats, expected)
+                found[SPARK_PARQUET_LABEL] = verify(SPARK_PARQUET_LABEL, stats, expected)
+                problems += found[SPARK_PARQUET_LABEL]
                 say(f"  {stats.files} files, {stats.bytes / 1e6:.1f} MB, {stats.count:,} rows")
             shutil.rmtree(out, ignore_errors=True)
         say("starting Spark")
@@ -232,7 +255,9 @@ def main(argv: list[str] | None = None) -> int:
             setup = (spark_parquet if sink == 0 else eoskit_parquet)(out)
             runs.append((sink, out, run_stream(setup, parse_orders(raw), f"{sink}-{turn}")))
             stats = directory_stats(out)
-            problems += verify(f"turn {turn + 1} ({SINKS[sink]})", stats, expected)
+            turn_problems = verify(f"turn {turn + 1} ({SINKS[sink]})", stats, expected)
+            found[SINKS[sink]] += turn_problems
+            problems += turn_problems
             say(f"  {stats.files} files, {stats.bytes / 1e6:.1f} MB, {stats.count:,} rows")
             shutil.rmtree(out, ignore_errors=True)
         if args.breakdown:
@@ -278,6 +303,19 @@ def main(argv: list[str] | None = None) -> int:
     if peer_not_run is not None:
         print(f"\n{SPARK_PARQUET_LABEL}: NOT RUN: {peer_not_run}")
     print_table("machine (at end)", machine_facts()[2:3])
+    group = "kafka-files"
+    records = [peer_record(group, "spark_parquet_process", SPARK_PARQUET_LABEL,
+                           {**runner_figures(peer), "process_s": peer["wall_s"]},
+                           found[SPARK_PARQUET_LABEL])] if peer is not None else []
+    if peer_not_run is not None:
+        records.append({"peer": SPARK_PARQUET_LABEL, "id": "spark_parquet_process", "group": group,
+                        "not_run": peer_not_run})
+    for sink, (peer_id, label) in enumerate((
+            ("spark_parquet_turns", "eoskit-kafka -> Spark parquet, in-session turns"),
+            ("eoskit_parquet", "eoskit-kafka -> eoskit-parquet (twophase), in-session turns"))):
+        records.append(peer_record(group, peer_id, label,
+                                   turns_figures([r for s, _, r in runs if s == sink]), found[SINKS[sink]]))
+    write_json_out(args.json_out, records)
     if problems:
         return fail(problems)
     checked = "every turn's directory" + (" and the peer's" if peer is not None else "")

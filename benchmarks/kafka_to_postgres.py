@@ -80,6 +80,9 @@ class BaselineResult:
     rows: int
     wall_s: float
     phases: Timings
+    #: A peer run in a process of its own: the JSON line it printed (its
+    #: batches among them), kept for --json-out.
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -526,6 +529,64 @@ def report(args: argparse.Namespace, produce_s: float, spark_start_s: float,
     print_table("machine (at end)", machine_facts()[2:3])
 
 
+# ------------------------------------------------- machine-readable (--json-out)
+
+def per_s(rows: int, seconds: float) -> float | None:
+    """``rate``, with None where it is not a number (JSON has no NaN)."""
+    return rows / seconds if seconds > 0 else None
+
+
+def batch_figures(batch_rows: list[int], batch_s: list[float]) -> dict[str, Any]:
+    """From each batch's rows and seconds: the first batch, the median of the
+    later ones, and the steady rate (every batch but the first, as the
+    "all but batch 1" rows of the reports)."""
+    return {"batches": len(batch_s), "first_batch_s": batch_s[0] if batch_s else None,
+            "later_batch_s": statistics.median(batch_s[1:]) if len(batch_s) > 1 else None,
+            "steady_rows_per_s": per_s(sum(batch_rows[1:]), sum(batch_s[1:])),
+            "batch_rows": list(batch_rows), "batch_s": list(batch_s)}
+
+
+def stream_figures(result: StreamResult) -> dict[str, Any]:
+    """An availableNow query's figures: wall (start() to termination), and
+    per batch Spark's triggerExecution."""
+    seconds = [d.get("triggerExecution", 0) / 1000 for d in result.durations_ms]
+    return {"rows": result.rows, "wall_s": result.wall_s, "rows_per_s": per_s(result.rows, result.wall_s),
+            "failed_tasks": result.failed_tasks, **batch_figures(result.batch_rows, seconds)}
+
+
+def runner_figures(line: dict[str, Any]) -> dict[str, Any]:
+    """A Spark peer's figures from the JSON line its runner printed
+    (spark_peer.run_available_now): wall is its query's run_s, as in the reports."""
+    return {"rows": line["rows"], "wall_s": line["run_s"], "rows_per_s": per_s(line["rows"], line["run_s"]),
+            "failed_tasks": line.get("failed_tasks"),
+            **batch_figures(line.get("batch_rows", []), line.get("batch_s", [])), "runner": line}
+
+
+def baseline_figures(result: BaselineResult) -> dict[str, Any]:
+    """A run outside this process's Spark: rows and wall; a Spark peer's batches too."""
+    figures = {"rows": result.rows, "wall_s": result.wall_s, "rows_per_s": per_s(result.rows, result.wall_s),
+               "phases": dict(result.phases.seconds)}
+    if "batch_s" in result.extra:
+        figures.update(runner_figures(result.extra))
+    elif result.extra:
+        figures["runner"] = result.extra
+    return figures
+
+
+def write_json_out(path: str | None, peers: list[dict[str, Any]]) -> None:
+    """--json-out: one object per peer the run measured (or could not run),
+    for benchmarks/peers.py; nothing when the option is not given."""
+    if path:
+        Path(path).write_text(json.dumps(peers, indent=1) + "\n")
+
+
+def peer_record(group: str, peer_id: str, label: str, figures: dict[str, Any],
+                problems: list[str] | None) -> dict[str, Any]:
+    """``problems``: what the output's reader found wrong, None when no reader checks it."""
+    return {"peer": label, "id": peer_id, "group": group, **figures,
+            "verified": None if problems is None else not problems, "problems": problems or []}
+
+
 # ------------------------------------------------------------------------ main
 
 class Unavailable(Exception):
@@ -580,6 +641,8 @@ def parse_args(argv: list[str] | None, description: str, records: int = 1_000_00
                              "with and without the JSON parse, to split source, parse and sink cost")
     parser.add_argument("--services-dir", default=".eoskit/dev")
     parser.add_argument("--keep-topic", action="store_true", help="do not delete the topic at the end")
+    parser.add_argument("--json-out", metavar="FILE",
+                        help="also write each peer's figures to FILE as JSON (for benchmarks/peers.py)")
     if extend is not None:
         extend(parser)
     return parser.parse_args(argv)
@@ -653,15 +716,28 @@ def run_benchmark(args: argparse.Namespace, target: Target) -> int:
             delete_topic(bootstrap, topic)
 
     problems = []
+    found: dict[str, list[str]] = {}  # output -> what its reader found wrong
     for name, table in outputs:
         say(f"verifying {name}'s output")
-        problems += verify(name, target.table_stats(url, table), expected)
+        found[name] = verify(name, target.table_stats(url, table), expected)
+        problems += found[name]
         if target.drop_table is not None:
             target.drop_table(url, table)
     problems += [f"{label}: read {result.rows} rows, expected {expected.count}"
                  for label, result in breakdown if result.rows != expected.count]
     report(args, produce_s, spark_start_s, baselines, eoskit, breakdown, facts_before,
            sink=target.sink, master=target.spark_master, not_run=not_run)
+    group = "kafka-" + target.sink.removeprefix("eoskit-")
+    ids = {target.baseline_label: BASELINE_TABLE, **{c.label: c.table for c in target.contenders}}
+    write_json_out(args.json_out, [
+        *(peer_record(group, ids[label].removeprefix("bench_"), label, baseline_figures(result),
+                      found[label]) for label, result in baselines),
+        *({"peer": label, "id": ids[label].removeprefix("bench_"), "group": group, "not_run": reason}
+          for label, reason in not_run),
+        peer_record(group, "eoskit", f"eoskit-kafka -> {target.transform_name} -> {target.sink} "
+                    "(default commitMode)", {**stream_figures(eoskit), "spark_start_s": spark_start_s},
+                    found["eoskit"]),
+    ])
     if problems:
         return fail(problems)
     say(f"verified: every output holds each of the {expected.count:,} orders exactly once "
@@ -696,7 +772,7 @@ def spark_jdbc_contender(max_offsets: int) -> Contender:
             f"batches {result['later_batch_s'] or 0:.1f} s")
         phases = Timings({"process + JVM + session start (not in results)": wall - result["run_s"],
                           "the query, availableNow": result["run_s"]})
-        return BaselineResult(result["rows"], result["run_s"], phases)
+        return BaselineResult(result["rows"], result["run_s"], phases, result)
 
     return Contender("Spark kafka + foreachBatch(write.jdbc), at-least-once", SPARK_JDBC_TABLE, run)
 

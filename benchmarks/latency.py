@@ -46,10 +46,12 @@ from kafka_to_postgres import (
     delete_topic,
     fail,
     machine_facts,
+    peer_record,
     pg_connect,
     print_table,
     say,
     spark_session,
+    write_json_out,
 )
 from soak import SteadyProducer
 
@@ -221,6 +223,10 @@ def run_turn(spark: SparkSession, bootstrap: str, args: argparse.Namespace, labe
                 missing=total - len(seen.seen_us), errors=errors)
 
 
+def none_if_nan(value: float) -> float | None:
+    return None if value != value else value
+
+
 def report(turns: list[Turn], args: argparse.Namespace, facts: list[tuple[str, str]]) -> None:
     print_table("machine (at start)", facts)
     print_table("parameters", [
@@ -253,6 +259,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--trigger-seconds", type=float, default=1.0)
     parser.add_argument("--services-dir", default=".eoskit/dev")
     parser.add_argument("--keep-topic", action="store_true")
+    parser.add_argument("--json-out", metavar="FILE",
+                        help="also write each sink's latencies to FILE as JSON (for benchmarks/peers.py)")
     return parser.parse_args(argv)
 
 
@@ -297,6 +305,16 @@ def main(argv: list[str] | None = None) -> int:
                         f"{turns[0].produced} once each")
     problems += [f"{t.label}: {t.missing} of {t.produced} records never became visible "
                  f"within {CATCH_UP_S:.0f} s of the input's end" for t in turns if t.missing]
+    # Each turn's share: its own lines, and the table's line for eoskit's turn.
+    found = {t.label: [p for p in problems if p.startswith(f"{t.label}: ")
+                       or (t is turns[0] and p.startswith(f"{TABLE}: "))] for t in turns}
+    write_json_out(args.json_out, [peer_record("latency", peer_id, t.label, {
+        "records": len(t.latencies_ms), "produced": t.produced, "missing": t.missing,
+        **{f"p{round(q * 100)}_ms": none_if_nan(t.percentile(q)) for q in (0.5, 0.9, 0.99)},
+        "max_ms": max(t.latencies_ms, default=None), "batches": len(t.batch_ms),
+        "median_batch_ms": statistics.median(t.batch_ms) if t.batch_ms else None,
+        "rate": args.rate, "trigger_s": args.trigger_seconds}, found[t.label])
+        for peer_id, t in zip(("eoskit_postgres", "spark_parquet"), turns)])
     if problems:
         return fail(problems)
     return 0
