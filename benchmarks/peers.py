@@ -1,0 +1,523 @@
+"""Issue 21's peers in one command: every benchmark script in alternated rounds, one table per group.
+
+What: runs the benchmark scripts of this folder, each as a fresh process
+(``kafka_to_postgres.py --spark-jdbc``, ``kafka_to_kafka.py --spark-kafka``,
+``kafka_to_parquet.py --spark-parquet``, ``fixed_cost.py``, ``latency.py``),
+``--rounds`` times, the order of the scripts rotated each round so that no
+script always runs first. Each script measures its peers on one topic of the
+dev broker and verifies every output with an independent reader, as it does
+alone; with ``--json-out`` it also writes its figures, which this command
+reads. It samples the resident memory of each script's whole process tree
+(the script, its Spark JVM, Spark's Python workers, the peers it starts in
+processes of their own) every 0.2 s, and prints, per group, the median over
+the rounds of each figure and every round's value, then the issue's targets,
+met or not. It writes everything as JSON (``--out``) and, where matplotlib
+is importable, the tables as PNG charts (``--charts``).
+
+Why: the issue asks for figures that can be compared, taken the same way on
+the same machine, rather than single runs of scripts started by hand in an
+order that favours whichever runs first; and for one command that prints
+them all.
+
+    .venv/bin/python benchmarks/peers.py [--rounds 2] [--records N] [--max-offsets-per-trigger N] \\
+        [--only kafka-postgres,latency] [--out results.json] [--charts DIR] [--make-quix-venv] \\
+        [--args 'latency=--seconds 10'] [--dry-run]
+    .venv/bin/python benchmarks/peers.py --from results.json --charts DIR   # print and draw again
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+#: How often the process tree's memory is read while a script runs.
+SAMPLE_S = 0.2
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+@dataclass(frozen=True)
+class Script:
+    file: str
+    args: tuple[str, ...]
+    records: bool  # takes --records and --max-offsets-per-trigger
+
+
+#: Each group: the script that measures its peers, with the options that bring in the peers.
+GROUPS = {
+    "kafka-postgres": Script("kafka_to_postgres.py", ("--spark-jdbc",), True),
+    "kafka-kafka": Script("kafka_to_kafka.py", ("--spark-kafka",), True),
+    "kafka-files": Script("kafka_to_parquet.py", ("--spark-parquet",), True),
+    "fixed-cost": Script("fixed_cost.py", (), False),
+    "latency": Script("latency.py", (), False),
+}
+TITLES = {
+    "kafka-postgres": "Kafka -> PostgreSQL",
+    "kafka-kafka": "Kafka -> Kafka",
+    "kafka-files": "Kafka -> files (Parquet)",
+    "fixed-cost": "Fixed cost of a small batch (fixed_cost.py, 1,000 rows a batch by default)",
+    "latency": "Produce -> visible latency (latency.py, 1 s trigger)",
+}
+#: Peers of the issue that no script measures yet: listed, not silently left out.
+NOT_BUILT = {
+    "kafka-postgres": [
+        "Spark kafka + eoskit foreach_batch() (exactly-once): not built (no benchmark runs it yet)",
+        "eoskit-postgres commitMode=idempotent and at_least_once: not built "
+        "(kafka_to_postgres.py runs the default, twophase)",
+    ],
+    "kafka-kafka": ["PyFlink 2.x KafkaSink EXACTLY_ONCE: not built"],
+}
+
+Column = tuple[str, Callable[[dict], float | None], str]  # title, figure of a peer, format
+
+
+def key(name: str, scale: float = 1.0) -> Callable[[dict], float | None]:
+    def figure(peer: dict) -> float | None:
+        value = peer.get(name)
+        return None if value is None else value * scale
+    return figure
+
+
+THROUGHPUT: list[Column] = [
+    ("rows/s (whole run)", key("rows_per_s"), "{:,.0f}"),
+    ("rows/s (steady)", key("steady_rows_per_s"), "{:,.0f}"),
+    ("first batch s", key("first_batch_s"), "{:.2f}"),
+    ("later batch s", key("later_batch_s"), "{:.2f}"),
+    ("wall s", key("wall_s"), "{:.1f}"),
+]
+COLUMNS: dict[str, list[Column]] = {
+    "kafka-postgres": THROUGHPUT,
+    "kafka-kafka": THROUGHPUT,
+    "kafka-files": THROUGHPUT,
+    "fixed-cost": [("first batch ms", key("first_batch_s", 1000), "{:,.0f}"),
+                   ("median later batch ms", key("later_batch_s", 1000), "{:,.0f}")],
+    "latency": [("p50 ms", key("p50_ms"), "{:,.0f}"), ("p90 ms", key("p90_ms"), "{:,.0f}"),
+                ("p99 ms", key("p99_ms"), "{:,.0f}"), ("max ms", key("max_ms"), "{:,.0f}")],
+}
+#: What each group's chart shows: (legend, figure) bars per peer, and the axis label.
+CHARTS: dict[str, tuple[list[tuple[str, Callable[[dict], float | None]]], str]] = {
+    **{group: ([("whole run", key("rows_per_s")), ("steady (all but batch 1)", key("steady_rows_per_s"))],
+               "rows/s") for group in ("kafka-postgres", "kafka-kafka", "kafka-files")},
+    "fixed-cost": ([("first batch", key("first_batch_s", 1000)),
+                    ("median later batch", key("later_batch_s", 1000))], "ms per batch"),
+    "latency": ([("p50", key("p50_ms")), ("p99", key("p99_ms"))], "produce -> visible, ms"),
+}
+
+
+def first_extra(peer: dict) -> float | None:
+    """How much longer the first batch took than a (median) later one."""
+    first, later = peer.get("first_batch_s"), peer.get("later_batch_s")
+    return None if first is None or later is None else first - later
+
+
+@dataclass(frozen=True)
+class Goal:
+    """One target of the issue: ``ours``' figure (over ``theirs``' when given)
+    at least or at most ``bound``, taken per round, the median compared."""
+
+    text: str
+    group: str
+    ours: str  # peer id
+    figure: Callable[[dict], float | None]
+    bound: float
+    at_most: bool = False
+    theirs: str | None = None
+    their_figure: Callable[[dict], float | None] = key("rows_per_s")
+    unit: str = "x"
+
+
+GOALS = [
+    Goal("Kafka -> PostgreSQL: eoskit exactly-once, whole run, / Spark kafka + foreachBatch(write.jdbc)",
+         "kafka-postgres", "eoskit", key("rows_per_s"), 1.0, theirs="spark_jdbc"),
+    Goal("Kafka -> PostgreSQL: eoskit exactly-once, whole run, / the plain loop",
+         "kafka-postgres", "eoskit", key("rows_per_s"), 1.0, theirs="baseline"),
+    Goal("Kafka -> PostgreSQL: eoskit exactly-once, steady, / the plain loop (whole run)",
+         "kafka-postgres", "eoskit", key("steady_rows_per_s"), 1.5, theirs="baseline"),
+    Goal("Kafka -> Kafka: eoskit exactly-once, whole run, / Spark kafka source + sink",
+         "kafka-kafka", "eoskit", key("rows_per_s"), 1.0, theirs="spark_kafka"),
+    Goal("Kafka -> files: eoskit-parquet (in-session turns), whole run, / Spark kafka + parquet "
+         "(own process; its query is its JVM's first)",
+         "kafka-files", "eoskit_parquet", key("rows_per_s"), 1.0, theirs="spark_parquet_process"),
+    *(Goal(f"{title}: eoskit's first batch - its median later batch", group, peer, first_extra, 1.0,
+           at_most=True, unit=" s")
+      for group, peer, title in (("kafka-postgres", "eoskit", "Kafka -> PostgreSQL"),
+                                 ("kafka-kafka", "eoskit", "Kafka -> Kafka"),
+                                 ("kafka-files", "eoskit_parquet", "Kafka -> files"),
+                                 ("fixed-cost", "eoskit_postgres", "fixed cost, eoskit -> postgres"))),
+    Goal("latency: eoskit-postgres (two-phase) p99 at a 1 s trigger", "latency", "eoskit_postgres",
+         key("p99_ms"), 1500.0, at_most=True, unit=" ms"),
+]
+
+
+# ------------------------------------------------------------------- the rounds
+
+def rotated(groups: list[str], round_no: int) -> list[str]:
+    """Round ``round_no`` (from 0) runs the groups rotated by that many places."""
+    shift = round_no % len(groups) if groups else 0
+    return groups[shift:] + groups[:shift]
+
+
+def command(group: str, args: argparse.Namespace, json_out: Path) -> list[str]:
+    script = GROUPS[group]
+    argv = [sys.executable, str(HERE / script.file), *script.args, "--services-dir", args.services_dir,
+            "--json-out", str(json_out)]
+    if script.records and args.records is not None:
+        argv += ["--records", str(args.records)]
+    if script.records and args.max_offsets_per_trigger is not None:
+        argv += ["--max-offsets-per-trigger", str(args.max_offsets_per_trigger)]
+    if group == "kafka-kafka" and args.make_quix_venv:
+        argv.append("--make-quix-venv")
+    return argv + shlex.split(args.extra.get(group, ""))
+
+
+# -------------------------------------------------------------- memory of a tree
+
+def tree_pids(root: int, proc: Path = Path("/proc")) -> list[int]:
+    """``root`` and every process below it, from each process's parent in
+    ``proc``/PID/stat. A process whose parent exited (re-parented to init)
+    is no longer found under ``root``."""
+    children: dict[int, list[int]] = {}
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # exited meanwhile
+            continue
+        # "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+        ppid = int(stat[stat.rindex(")") + 1:].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo += children.get(pid, [])
+    return found
+
+
+def tree_rss(root: int, proc: Path = Path("/proc")) -> tuple[int, int]:
+    """The summed resident set (bytes) of ``root``'s process tree, and how
+    many processes it has. Pages shared between processes (forked workers)
+    count once per process, so this is an upper bound of what the tree holds."""
+    total = count = 0
+    for pid in tree_pids(root, proc):
+        try:
+            total += int((proc / str(pid) / "statm").read_text().split()[1]) * PAGE
+            count += 1
+        except (OSError, IndexError, ValueError):
+            continue
+    return total, count
+
+
+@dataclass
+class Run:
+    exit: int
+    wall_s: float
+    peak_rss: int
+    peak_processes: int
+
+
+def run_sampled(argv: list[str], log: Path, every: float = SAMPLE_S) -> Run:
+    """Run ``argv`` to its end, its output into ``log``, reading its tree's memory every ``every`` s."""
+    peak = processes = 0
+    started = time.perf_counter()
+    with open(log, "wb") as out:
+        child = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            while child.poll() is None:
+                rss, count = tree_rss(child.pid)
+                peak, processes = max(peak, rss), max(processes, count)
+                time.sleep(every)
+        except BaseException:
+            child.terminate()
+            child.wait()
+            raise
+    return Run(child.returncode, time.perf_counter() - started, peak, processes)
+
+
+def start_services(services_dir: str) -> None:
+    """The dev services, started here before the rounds (``eoskit dev up``,
+    a no-op when they run): a script that started them would count the
+    broker and the databases in its memory."""
+    done = subprocess.run([sys.executable, "-m", "eoskit.runtime.dev", "up", "--dir", services_dir])
+    if done.returncode != 0:
+        raise SystemExit(f"the dev services in {services_dir} did not start (exit {done.returncode})")
+
+
+def run_rounds(args: argparse.Namespace, groups: list[str], logs: Path) -> dict[str, Any]:
+    """Every group's script once a round, rotated; what they wrote, and each run's exit, wall and memory."""
+    results: dict[str, Any] = {
+        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "load_average_at_start": os.getloadavg(), "cpus": os.cpu_count(),
+        "rounds": args.rounds, "groups": groups}
+    runs, peers = [], []
+    for round_no in range(args.rounds):
+        for group in rotated(groups, round_no):
+            name = f"round{round_no + 1}-{group}"
+            json_out, log = logs / f"{name}.json", logs / f"{name}.log"
+            argv = command(group, args, json_out)
+            print(f"==> round {round_no + 1}/{args.rounds}: {group}: {shlex.join(argv[1:])}", flush=True)
+            run = run_sampled(argv, log)
+            found = json.loads(json_out.read_text()) if json_out.is_file() else []
+            print(f"    exit {run.exit}, {run.wall_s:.0f} s, peak RSS of the process tree "
+                  f"{run.peak_rss / 2**20:,.0f} MiB ({run.peak_processes} processes at most), "
+                  f"{len(found)} peers, log {log}", flush=True)
+            runs.append({"round": round_no + 1, "group": group, "command": argv, "log": str(log),
+                         "exit": run.exit, "wall_s": run.wall_s, "peak_rss_bytes": run.peak_rss,
+                         "peak_processes": run.peak_processes, "peers": len(found)})
+            peers += [{**peer, "group": group, "round": round_no + 1} for peer in found]
+    return {**results, "load_average_at_end": os.getloadavg(), "runs": runs, "peers": peers}
+
+
+# ------------------------------------------------------------------ the report
+
+def median(values: Iterable[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def cell(values: list[float | None], fmt: str, wrong: frozenset[int] = frozenset()) -> str:
+    """The median, then each round's value in brackets (one round: the value).
+    The rounds in ``wrong`` (their output failed its reader) are shown with a
+    "!" and left out of the median."""
+    shown = [("-" if v is None else fmt.format(v) + ("!" if i in wrong else "")) for i, v in enumerate(values)]
+    middle = median(v for i, v in enumerate(values) if i not in wrong)
+    if len(values) == 1:
+        return shown[0]
+    return f"{'-' if middle is None else fmt.format(middle)} [{' '.join(shown)}]"
+
+
+def by_peer(peers: list[dict], group: str, rounds: int) -> dict[str, list[dict | None]]:
+    """Peer id -> its record in each round (None where it has none), in the order first seen."""
+    table: dict[str, list[dict | None]] = {}
+    for peer in peers:
+        if peer.get("group") == group:
+            table.setdefault(peer["id"], [None] * rounds)[peer["round"] - 1] = peer
+    return table
+
+
+def verified_cell(records: list[dict | None]) -> str:
+    seen = [r.get("verified") for r in records if r is not None and "not_run" not in r]
+    if not seen:
+        return "-"
+    wrong = [str(i + 1) for i, r in enumerate(records) if r is not None and r.get("verified") is False]
+    if wrong:
+        return f"NO (round {', '.join(wrong)})"
+    return "yes" if all(seen) else "no reader"
+
+
+def group_table(group: str, results: dict[str, Any]) -> list[str]:
+    """The group's table: a row per peer (median [each round]), its notes, its script's memory."""
+    rounds = results["rounds"]
+    columns = COLUMNS[group]
+    rows = [["peer", *(title for title, _, _ in columns), "verified"]]
+    notes = []
+    for records in by_peer(results["peers"], group, rounds).values():
+        label = next(r["peer"] for r in records if r is not None)
+        measured = [None if r is None or "not_run" in r else r for r in records]
+        wrong = frozenset(i for i, r in enumerate(measured) if r is not None and r.get("verified") is False)
+        rows.append([label, *(cell([None if r is None else figure(r) for r in measured], fmt, wrong)
+                              for _, figure, fmt in columns), verified_cell(records)])
+        for i, r in enumerate(records):
+            if r is not None and "not_run" in r:
+                notes.append(f"  {label}: NOT RUN in round {i + 1}: {r['not_run'].splitlines()[0]}")
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = [f"\n{TITLES[group]} (median [round 1, round 2, ...]; "
+             "!: the output failed its reader, left out of the median)"]
+    lines += ["  " + "  ".join(text.ljust(w) if i == 0 else text.rjust(w)
+                               for i, (text, w) in enumerate(zip(row, widths))) for row in rows]
+    lines += notes + [f"  {text}" for text in NOT_BUILT.get(group, [])]
+    runs = [next((r for r in results["runs"] if r["group"] == group and r["round"] == n), None)
+            for n in range(1, rounds + 1)]
+    lines.append("  peak RSS of the script's whole process tree, MiB (every peer it runs, in turn, "
+                 "so not split per peer): "
+                 + cell([None if r is None else r["peak_rss_bytes"] / 2**20 for r in runs], "{:,.0f}"))
+    failed = [f"round {r['round']} exit {r['exit']} (log {r['log']})" for r in runs
+              if r is not None and r["exit"] != 0]
+    if failed:
+        lines.append("  the script FAILED: " + "; ".join(failed))
+    return lines
+
+
+def evaluate(goal: Goal, results: dict[str, Any]) -> tuple[float | None, list[float | None], str]:
+    """The goal's figure in each round (only where every peer it names has
+    its output verified or has no reader), its median, and met / NOT met /
+    no figures."""
+    rounds = results["rounds"]
+    table = by_peer(results["peers"], goal.group, rounds)
+
+    def usable(record: dict | None) -> bool:
+        return record is not None and "not_run" not in record and record.get("verified") is not False
+
+    per_round: list[float | None] = []
+    for ours, theirs in zip(table.get(goal.ours, [None] * rounds),
+                            table.get(goal.theirs or "", [None] * rounds)):
+        value = None
+        if usable(ours) and (goal.theirs is None or usable(theirs)):
+            value = goal.figure(ours)
+            if value is not None and goal.theirs is not None:
+                denominator = goal.their_figure(theirs)
+                value = value / denominator if denominator else None
+        per_round.append(value)
+    middle = median(per_round)
+    if middle is None:
+        return None, per_round, "no figures (none from a verified run)"
+    met = middle <= goal.bound if goal.at_most else middle >= goal.bound
+    return middle, per_round, "met" if met else "NOT met"
+
+
+def targets_lines(results: dict[str, Any]) -> list[str]:
+    lines = ["\nissue 21's targets (median of the per-round figures [each round])"]
+    groups = set(results["groups"])
+    for goal in GOALS:
+        if goal.group not in groups:
+            continue
+        middle, per_round, verdict = evaluate(goal, results)
+        fmt = "{:.2f}" if goal.unit.strip() in ("x", "s") else "{:,.0f}"
+        sign = "<=" if goal.at_most else ">="
+        lines.append(f"  {goal.text}: {cell(per_round, fmt)}{goal.unit if middle is not None else ''} "
+                     f"(target {sign} {fmt.format(goal.bound)}{goal.unit}): {verdict}")
+    return lines
+
+
+def draw_charts(results: dict[str, Any], directory: Path) -> list[Path] | None:
+    """One PNG per group: each peer's figures as horizontal bars (the
+    medians), every round's value as a dot. None when matplotlib is missing."""
+    try:
+        import matplotlib
+    except ImportError:
+        return None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import StrMethodFormatter
+
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for group in results["groups"]:
+        series, axis = CHARTS[group]
+        table = {pid: [r for r in records if r is not None and "not_run" not in r
+                       and r.get("verified") is not False]
+                 for pid, records in by_peer(results["peers"], group, results["rounds"]).items()}
+        table = {pid: records for pid, records in table.items() if records}
+        if not table:
+            continue
+        fig, ax = plt.subplots(figsize=(9, 1.0 + 0.7 * len(table) * len(series)))
+        height = 0.8 / len(series)
+        for j, (legend, figure) in enumerate(series):
+            ys, widths = [], []
+            for i, records in enumerate(table.values()):
+                values = [v for v in (figure(r) for r in records) if v is not None]
+                y = i + (j - (len(series) - 1) / 2) * height
+                ys.append(y)
+                widths.append(statistics.median(values) if values else 0)
+                ax.scatter(values, [y] * len(values), color="black", s=12, zorder=3)
+            ax.barh(ys, widths, height=height * 0.9, label=legend)
+        ax.set_yticks(range(len(table)), [records[0]["peer"] for records in table.values()], fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlabel(axis)
+        ax.xaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
+        ax.set_title(f"{TITLES[group].split(' (')[0]}: median of {results['rounds']} round(s), "
+                     "dots: each round (verified outputs only)", fontsize=9)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        path = directory / f"{group}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def report(results: dict[str, Any], charts: Path | None) -> None:
+    for group in results["groups"]:
+        print("\n".join(group_table(group, results)))
+    print("\n".join(targets_lines(results)))
+    if charts is not None:
+        written = draw_charts(results, charts)
+        if written is None:
+            print("\ncharts: not drawn, matplotlib is not importable here "
+                  "(pip install matplotlib, or pip install '.[bench]')")
+        else:
+            print("\ncharts: " + ", ".join(str(p) for p in written))
+
+
+# ------------------------------------------------------------------------ main
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=2, help="rounds, each script once a round (2)")
+    parser.add_argument("--records", type=int, default=None,
+                        help="records per throughput run (default: each script's own); "
+                             "fixed_cost.py and latency.py take none (see --args)")
+    parser.add_argument("--max-offsets-per-trigger", type=int, default=None,
+                        help="records per batch of the throughput runs (default: each script's own)")
+    parser.add_argument("--services-dir", default=".eoskit/dev")
+    parser.add_argument("--only", default=",".join(GROUPS),
+                        help=f"comma-separated groups, of {', '.join(GROUPS)} (all)")
+    parser.add_argument("--out", default=None, help="write every result here as JSON "
+                                                    "(default: results.json in the logs folder)")
+    parser.add_argument("--charts", default=None,
+                        help="draw the PNG charts into this folder (default: charts/ in the logs folder)")
+    parser.add_argument("--logs", default=None, help="each run's output and JSON (default: a new temp folder)")
+    parser.add_argument("--make-quix-venv", action="store_true",
+                        help="let kafka_to_kafka.py create its Quix Streams virtualenv (pip install)")
+    parser.add_argument("--args", action="append", default=[], metavar="GROUP=ARGS",
+                        help="more options for one group's script, e.g. 'fixed-cost=--batches 5' "
+                             "or 'latency=--seconds 10 --warmup 5' (repeatable)")
+    parser.add_argument("--dry-run", action="store_true", help="print each round's commands, run nothing")
+    parser.add_argument("--from", dest="source", default=None, metavar="RESULTS_JSON",
+                        help="run nothing: print the tables and draw the charts of an earlier --out")
+    args = parser.parse_args(argv)
+    args.groups = [g.strip() for g in args.only.split(",") if g.strip()]
+    unknown = [g for g in args.groups if g not in GROUPS]
+    if unknown or not args.groups:
+        parser.error(f"--only: unknown group(s) {', '.join(unknown) or '(none given)'}; "
+                     f"groups: {', '.join(GROUPS)}")
+    args.extra = {}
+    for item in args.args:
+        group, _, options = item.partition("=")
+        if group not in GROUPS:
+            parser.error(f"--args {item!r}: GROUP=ARGS, GROUP one of {', '.join(GROUPS)}")
+        args.extra[group] = f"{args.extra.get(group, '')} {options}".strip()
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.source:
+        results = json.loads(Path(args.source).read_text())
+        report(results, Path(args.charts) if args.charts else None)
+        return 0
+    if args.dry_run:
+        logs = Path(args.logs or "LOGS")
+        for round_no in range(args.rounds):
+            for group in rotated(args.groups, round_no):
+                argv_ = command(group, args, logs / f"round{round_no + 1}-{group}.json")
+                print(f"round {round_no + 1}: {shlex.join(argv_)}")
+        return 0
+    logs = Path(args.logs) if args.logs else Path(tempfile.mkdtemp(prefix="eoskit-peers-"))
+    logs.mkdir(parents=True, exist_ok=True)
+    start_services(args.services_dir)
+    results = run_rounds(args, args.groups, logs)
+    out = Path(args.out) if args.out else logs / "results.json"
+    out.write_text(json.dumps(results, indent=1) + "\n")
+    report(results, Path(args.charts) if args.charts else logs / "charts")
+    print(f"\nresults: {out}; each run's output: {logs}")
+    return 0 if all(r["exit"] == 0 for r in results["runs"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,346 @@
+"""benchmarks/peers.py, the one command of issue 21's peers: the rounds'
+order, the tables and targets from canned results, the memory of a process
+tree, the charts with and without matplotlib. Nothing here starts a
+benchmark, a broker or Spark."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+# benchmarks/ is no package: the module is loaded by path.
+_spec = importlib.util.spec_from_file_location("peers", BENCHMARKS / "peers.py")
+peers = importlib.util.module_from_spec(_spec)
+sys.modules["peers"] = peers  # dataclasses look their module up
+_spec.loader.exec_module(peers)  # type: ignore[union-attr]
+
+
+def record(group: str, peer_id: str, round_no: int, verified: bool | None = True, **figures) -> dict:
+    return {"peer": f"the {peer_id} peer", "id": peer_id, "group": group, "round": round_no,
+            "verified": verified, "problems": [], **figures}
+
+
+def canned() -> dict:
+    """Two rounds of Kafka -> PostgreSQL, Kafka -> Kafka (Quix not run in
+    round 2, Spark's pair wrong in round 2) and latency."""
+    kp, kk = "kafka-postgres", "kafka-kafka"
+    peers_ = [
+        record(kp, "baseline", 1, rows_per_s=100_000.0, wall_s=10.0),
+        record(kp, "spark_jdbc", 1, rows_per_s=30_000.0, steady_rows_per_s=50_000.0, first_batch_s=10.0,
+               later_batch_s=4.0, wall_s=33.3),
+        record(kp, "eoskit", 1, rows_per_s=50_000.0, steady_rows_per_s=140_000.0, first_batch_s=5.0,
+               later_batch_s=1.5, wall_s=20.0),
+        record(kp, "baseline", 2, rows_per_s=120_000.0, wall_s=8.3),
+        record(kp, "spark_jdbc", 2, rows_per_s=32_000.0, steady_rows_per_s=52_000.0, first_batch_s=9.0,
+               later_batch_s=4.2, wall_s=31.0),
+        record(kp, "eoskit", 2, rows_per_s=70_000.0, steady_rows_per_s=200_000.0, first_batch_s=2.0,
+               later_batch_s=1.2, wall_s=14.3),
+        record(kk, "baseline", 1, rows_per_s=100_000.0),
+        record(kk, "quix", 1, rows_per_s=40_000.0),
+        record(kk, "spark_kafka", 1, rows_per_s=80_000.0),
+        record(kk, "eoskit", 1, rows_per_s=90_000.0),
+        record(kk, "baseline", 2, rows_per_s=100_000.0),
+        {"peer": "the quix peer", "id": "quix", "group": kk, "round": 2,
+         "not_run": "no virtualenv at .eoskit/quix-venv\nsecond line"},
+        record(kk, "spark_kafka", 2, verified=False, rows_per_s=50_000.0),
+        record(kk, "eoskit", 2, rows_per_s=95_000.0),
+        record("latency", "eoskit_postgres", 1, p50_ms=780.0, p90_ms=1000.0, p99_ms=1280.0, max_ms=1400.0),
+        record("latency", "eoskit_postgres", 2, p50_ms=800.0, p90_ms=1100.0, p99_ms=1700.0, max_ms=1900.0),
+    ]
+    runs = [{"round": r, "group": g, "exit": 0, "log": f"/logs/round{r}-{g}.log",
+             "peak_rss_bytes": (1000 + 48 * (r - 1)) * 2**20}
+            for r in (1, 2) for g in (kp, kk, "latency")]
+    runs[-1]["exit"] = 1
+    return {"rounds": 2, "groups": [kp, kk, "latency"], "runs": runs, "peers": peers_}
+
+
+# ------------------------------------------------------------------ the rounds
+
+def test_each_round_rotates_the_order_so_no_script_always_runs_first():
+    groups = list(peers.GROUPS)
+    orders = [peers.rotated(groups, r) for r in range(len(groups))]
+    assert orders[0] == groups
+    assert orders[1] == groups[1:] + groups[:1]
+    assert {order[0] for order in orders} == set(groups)
+    assert all(sorted(order) == sorted(groups) for order in orders)
+    assert peers.rotated(groups, len(groups)) == groups
+    assert peers.rotated(["a", "b"], 1) == ["b", "a"]
+
+
+def test_the_dry_run_prints_every_round_with_the_options_passed_through(capsys):
+    assert peers.main(["--dry-run", "--rounds", "2", "--records", "2000", "--max-offsets-per-trigger", "500",
+                       "--only", "kafka-postgres,latency", "--services-dir", "/srv/dev",
+                       "--args", "latency=--seconds 5 --warmup 5"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[3].rsplit("/", 1)[1] for line in lines] == [
+        "kafka_to_postgres.py", "latency.py", "latency.py", "kafka_to_postgres.py"]
+    postgres, latency = lines[0], lines[1]
+    assert "--spark-jdbc" in postgres and "--records 2000" in postgres
+    assert "--max-offsets-per-trigger 500" in postgres
+    assert "--services-dir /srv/dev" in postgres and "--json-out LOGS/round1-kafka-postgres.json" in postgres
+    assert "--records" not in latency and latency.endswith("--seconds 5 --warmup 5")
+
+
+def test_an_unknown_group_is_refused():
+    with pytest.raises(SystemExit):
+        peers.parse_args(["--only", "kafka-postgres,kafka-mysql"])
+
+
+# ----------------------------------------------------------------- the tables
+
+def test_a_group_table_shows_the_median_and_every_round():
+    table = "\n".join(peers.group_table("kafka-postgres", canned()))
+    eoskit = next(line for line in table.splitlines() if "the eoskit peer" in line)
+    assert "60,000 [50,000 70,000]" in eoskit  # whole run
+    assert "170,000 [140,000 200,000]" in eoskit  # steady
+    assert "3.50 [5.00 2.00]" in eoskit  # first batch
+    assert eoskit.rstrip().endswith("yes")
+    baseline = next(line for line in table.splitlines() if "the baseline peer" in line)
+    assert "110,000 [100,000 120,000]" in baseline and "- [- -]" in baseline
+    # the peers no script measures yet are listed, as is the script's memory
+    assert "Spark kafka + eoskit foreach_batch() (exactly-once): not built" in table
+    assert "peak RSS of the script's whole process tree" in table and "1,024 [1,000 1,048]" in table
+    assert "not split per peer" in table
+    assert "FAILED" not in table
+
+
+def test_not_run_wrong_outputs_not_built_and_failed_scripts_are_said():
+    results = canned()
+    kafka = "\n".join(peers.group_table("kafka-kafka", results))
+    assert "the quix peer: NOT RUN in round 2: no virtualenv at .eoskit/quix-venv" in kafka
+    assert "second line" not in kafka
+    quix = next(line for line in kafka.splitlines() if line.strip().startswith("the quix peer") and "[" in line)
+    assert "40,000 [40,000 -]" in quix
+    spark = next(line for line in kafka.splitlines() if "the spark_kafka peer" in line)
+    assert spark.rstrip().endswith("NO (round 2)")
+    assert "80,000 [80,000 50,000!]" in spark  # the wrong round is not in the median
+    assert "PyFlink 2.x KafkaSink EXACTLY_ONCE: not built" in kafka
+    latency = "\n".join(peers.group_table("latency", results))
+    assert "1,490 [1,280 1,700]" in latency  # p99
+    assert "the script FAILED: round 2 exit 1 (log /logs/round2-latency.log)" in latency
+
+
+def test_one_round_shows_the_value_alone():
+    assert peers.cell([12.345], "{:.1f}") == "12.3"
+    assert peers.cell([None], "{:.1f}") == "-"
+    assert peers.cell([1.0, None, 3.0], "{:.1f}") == "2.0 [1.0 - 3.0]"
+    assert peers.cell([1.0, 3.0], "{:.1f}", frozenset({1})) == "1.0 [1.0 3.0!]"
+
+
+# ---------------------------------------------------------------- the targets
+
+def goal(text: str):
+    return next(g for g in peers.GOALS if g.text.startswith(text))
+
+
+def test_targets_met_and_not_met_from_the_per_round_figures():
+    results = canned()
+    jdbc = peers.evaluate(goal("Kafka -> PostgreSQL: eoskit exactly-once, whole run, / Spark"), results)
+    assert jdbc[1] == pytest.approx([50 / 30, 70 / 32]) and jdbc[2] == "met"
+    loop = peers.evaluate(goal("Kafka -> PostgreSQL: eoskit exactly-once, whole run, / the plain"), results)
+    assert loop[0] == pytest.approx((0.5 + 70 / 120) / 2) and loop[2] == "NOT met"
+    steady = peers.evaluate(goal("Kafka -> PostgreSQL: eoskit exactly-once, steady"), results)
+    assert steady[0] == pytest.approx((1.4 + 200 / 120) / 2) and steady[2] == "met"  # 1.53
+    first = peers.evaluate(goal("Kafka -> PostgreSQL: eoskit's first batch"), results)
+    assert first[1] == pytest.approx([3.5, 0.8]) and first[2] == "NOT met"  # median 2.15 s > 1 s
+    latency = peers.evaluate(goal("latency"), results)
+    assert latency[0] == pytest.approx(1490) and latency[2] == "met"
+
+
+def test_a_round_whose_output_is_wrong_does_not_count_and_missing_figures_say_so():
+    results = canned()
+    # round 2's Spark pair failed its reader: only round 1 counts (90k / 80k)
+    kafka = peers.evaluate(goal("Kafka -> Kafka"), results)
+    assert kafka[1] == [pytest.approx(90 / 80), None] and kafka[2] == "met"
+    files = peers.evaluate(goal("Kafka -> files: eoskit-parquet"), results)
+    assert files == (None, [None, None], "no figures (none from a verified run)")
+    lines = "\n".join(peers.targets_lines(results))
+    assert "Kafka -> files" not in lines  # the group was not run
+    assert "(target <= 1,500 ms): met" in lines
+    assert "1.12 [1.12 -]x (target >= 1.00x): met" in lines
+
+
+def test_a_target_is_met_at_its_bound_and_not_below():
+    results = canned()
+    for peer in results["peers"]:
+        if peer["id"] == "eoskit" and peer["group"] == "kafka-postgres":
+            peer["steady_rows_per_s"] = 1.5 * (100_000.0 if peer["round"] == 1 else 120_000.0)
+    assert peers.evaluate(goal("Kafka -> PostgreSQL: eoskit exactly-once, steady"), results)[2] == "met"
+    results["peers"][2]["steady_rows_per_s"] = 140_000.0  # round 1: 1.4x, the median 1.45x
+    assert peers.evaluate(goal("Kafka -> PostgreSQL: eoskit exactly-once, steady"), results)[2] == "NOT met"
+
+
+# ------------------------------------------------------------ memory of a tree
+
+def fake_proc(root: Path, processes: dict[int, tuple[str, int, int]]) -> Path:
+    """pid -> (comm, ppid, resident pages), as /proc lays them out."""
+    (root / "self").mkdir(parents=True)  # not a pid: skipped
+    for pid, (comm, ppid, pages) in processes.items():
+        (root / str(pid)).mkdir()
+        (root / str(pid) / "stat").write_text(f"{pid} ({comm}) S {ppid} {pid} {pid} 0 -1 4194304\n")
+        (root / str(pid) / "statm").write_text(f"{pages * 3} {pages} 100 1 0 50 0\n")
+    return root
+
+
+def test_the_tree_is_the_process_and_everything_below_it_on_a_fake_proc(tmp_path):
+    proc = fake_proc(tmp_path / "proc", {
+        1: ("init", 0, 10), 100: ("python", 1, 1000), 101: ("java", 100, 5000),
+        102: ("odd) name (x", 101, 200), 103: ("pyspark.daemon", 101, 300), 200: ("postgres", 1, 9999)})
+    assert sorted(peers.tree_pids(100, proc)) == [100, 101, 102, 103]
+    assert peers.tree_rss(100, proc) == ((1000 + 5000 + 200 + 300) * peers.PAGE, 4)
+    assert peers.tree_rss(103, proc) == (300 * peers.PAGE, 1)
+    # a process gone between the listing and the read is skipped
+    (proc / "102" / "statm").unlink()
+    assert peers.tree_rss(100, proc) == ((1000 + 5000 + 300) * peers.PAGE, 3)
+
+
+SLEEPER = "import time; time.sleep({s})"
+#: A python that starts two sleeping pythons, one of which starts a third.
+TREE = ("import subprocess, sys, time\n"
+        "kids = [subprocess.Popen([sys.executable, '-c', {inner!r}]) for _ in range(2)]\n"
+        "time.sleep({s}); [k.wait() for k in kids]\n")
+
+
+def test_a_real_tree_of_sleeping_pythons_is_summed(tmp_path):
+    inner = TREE.format(inner=SLEEPER.format(s=30), s=30)  # a child with a child of its own
+    root = subprocess.Popen([sys.executable, "-c", TREE.format(inner=inner, s=30)])
+    try:
+        deadline = time.monotonic() + 20
+        while len(peers.tree_pids(root.pid)) < 7 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        pids = peers.tree_pids(root.pid)
+        assert len(pids) == 7  # the root, 2 children, 4 grandchildren
+        total, count = peers.tree_rss(root.pid)
+        alone, _ = peers.tree_rss(pids[-1])
+        assert count == 7 and total > 6 * alone > 0
+    finally:
+        for pid in reversed(peers.tree_pids(root.pid)):
+            os.kill(pid, signal.SIGTERM)
+        root.wait()
+
+
+def test_run_sampled_keeps_the_peak_of_the_whole_tree(tmp_path):
+    log = tmp_path / "run.log"
+    script = TREE.format(inner=SLEEPER.format(s=1.5), s=1.5) + "print('done')"
+    run = peers.run_sampled([sys.executable, "-c", script], log, every=0.05)
+    assert run.exit == 0 and run.wall_s >= 1.5
+    assert run.peak_processes == 3
+    assert run.peak_rss > 3 * 5 * 2**20  # three interpreters, a few MiB each at least
+    assert log.read_text().strip() == "done"
+
+
+# ------------------------------------------------------------------ the charts
+
+def test_without_matplotlib_the_charts_are_skipped_in_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
+    assert peers.draw_charts(canned(), tmp_path / "charts") is None
+    peers.report(canned(), tmp_path / "charts")
+    out = capsys.readouterr().out
+    assert ("charts: not drawn, matplotlib is not importable here (pip install matplotlib, "
+            "or pip install '.[bench]')") in out
+    assert "issue 21's targets" in out
+    assert not (tmp_path / "charts").exists()
+
+
+def test_with_matplotlib_each_group_is_a_png(tmp_path):
+    pytest.importorskip("matplotlib")
+    written = peers.draw_charts(canned(), tmp_path / "charts")
+    assert [p.name for p in written] == ["kafka-postgres.png", "kafka-kafka.png", "latency.png"]
+    assert all(p.read_bytes().startswith(b"\x89PNG") for p in written)
+
+
+def test_from_an_earlier_results_file(tmp_path, capsys):
+    source = tmp_path / "results.json"
+    source.write_text(json.dumps(canned()))
+    assert peers.main(["--from", str(source)]) == 0
+    out = capsys.readouterr().out
+    assert "Kafka -> PostgreSQL (median" in out and "issue 21's targets" in out
+    assert "charts:" not in out  # none asked for
+
+
+# ------------------------------------- what the scripts write for --json-out
+
+def test_the_scripts_figures_carry_what_peers_reads(monkeypatch):
+    """kafka_to_postgres.py's helpers (shared by every script): a query's
+    figures and a Spark runner's line, as peer records (imports PySpark,
+    starts nothing)."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    k = pytest.importorskip("kafka_to_postgres")
+    result = k.StreamResult(rows=1000, wall_s=4.0, batches=3, batch_rows=[400, 300, 300],
+                            durations_ms=[{"triggerExecution": 2000}, {"triggerExecution": 500},
+                                          {"triggerExecution": 700}])
+    eoskit = k.peer_record("kafka-postgres", "eoskit", "eoskit", k.stream_figures(result), [])
+    assert eoskit["rows_per_s"] == 250 and eoskit["steady_rows_per_s"] == 500
+    assert eoskit["first_batch_s"] == 2.0 and eoskit["later_batch_s"] == 0.6 and eoskit["verified"]
+    line = {"rows": 1000, "run_s": 5.0, "batch_rows": [500, 500], "batch_s": [4.0, 1.0],
+            "failed_tasks": 0, "pyspark": "4.2.0"}
+    spark = k.baseline_figures(k.BaselineResult(1000, 5.0, k.Timings({"query": 5.0}), line))
+    assert spark["rows_per_s"] == 200 and spark["steady_rows_per_s"] == 500
+    assert spark["later_batch_s"] == 1.0 and spark["runner"]["pyspark"] == "4.2.0"
+    loop = k.peer_record("kafka-postgres", "baseline", "loop",
+                         k.baseline_figures(k.BaselineResult(1000, 0.0, k.Timings())), ["wrong"])
+    assert loop["rows_per_s"] is None and loop["verified"] is False
+    assert k.peer_record("g", "i", "l", {}, None)["verified"] is None  # no reader
+
+
+def test_run_benchmark_writes_every_peer_with_spark_broker_and_tables_stubbed(monkeypatch, tmp_path):
+    """The path kafka_to_postgres.py and kafka_to_kafka.py share, down to
+    --json-out, with nothing started: the services, the topic, Spark's
+    query and the tables are stand-ins. A wrong table is a peer not verified;
+    a contender that cannot run is a peer not run."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    k = pytest.importorskip("kafka_to_postgres")
+    from decimal import Decimal
+
+    from eoskit.runtime.demo.orders import OrderTotals
+
+    expected = OrderTotals(1000, Decimal("5.00"))
+    right = k.TableStats(1000, 1000, Decimal("5.00"), k.CREATED_AT, k.CREATED_AT)
+    monkeypatch.setattr(k, "LocalServices", lambda _dir: type("S", (), {"up": lambda self: type(
+        "E", (), {"kafka_bootstrap": "b:9092", "postgres_url": "postgresql://u@h/db"})()})())
+    monkeypatch.setattr(k, "produce", lambda *a: (expected, 0.1))
+    monkeypatch.setattr(k, "delete_topic", lambda *a: None)
+    monkeypatch.setattr(k, "spark_session", lambda master: type("Spark", (), {"stop": lambda self: None})())
+    monkeypatch.setattr(k, "kafka_stream", lambda *a: None)
+    monkeypatch.setattr(k, "run_stream", lambda *a: k.StreamResult(
+        rows=1000, wall_s=2.0, batches=2, batch_rows=[500, 500],
+        durations_ms=[{"triggerExecution": 1500}, {"triggerExecution": 250}], failed_tasks=0))
+
+    def unavailable(*a):
+        raise k.Unavailable("no venv\nmore")
+    spark_line = {"rows": 1000, "run_s": 4.0, "batch_rows": [500, 500], "batch_s": [3.0, 1.0],
+                  "failed_tasks": 0, "pyspark": "4.2.0"}
+    target = k.Target(
+        sink="eoskit-postgres", baseline="loop", url_of=lambda e: e.postgres_url,
+        reset_table=lambda *a: None,
+        table_stats=lambda url, table: right if table != "bench_spark_jdbc" else k.TableStats(
+            999, 999, Decimal("4.99"), k.CREATED_AT, k.CREATED_AT),
+        run_baseline=lambda *a: k.BaselineResult(1000, 0.5, k.Timings({"copy": 0.4})),
+        writer=lambda url: None, transform=lambda raw: raw,
+        contenders=(k.Contender("quix-like", "bench_quix", unavailable),
+                    k.Contender("spark-like", "bench_spark_jdbc", lambda *a: k.BaselineResult(
+                        1000, 4.0, k.Timings(), spark_line))))
+    out = tmp_path / "peers.json"
+    args = k.parse_args(["--records", "1000", "--json-out", str(out)], "test")
+    assert k.run_benchmark(args, target) == 1  # the Spark peer's table is wrong
+    found = {p["id"]: p for p in json.loads(out.read_text())}
+    assert list(found) == ["baseline", "spark_jdbc", "quix", "eoskit"]
+    assert {p["group"] for p in found.values()} == {"kafka-postgres"}
+    assert found["baseline"]["rows_per_s"] == 2000 and found["baseline"]["verified"] is True
+    assert found["spark_jdbc"]["verified"] is False and found["spark_jdbc"]["problems"]
+    assert found["spark_jdbc"]["first_batch_s"] == 3.0 and found["spark_jdbc"]["steady_rows_per_s"] == 500
+    assert found["quix"]["not_run"] == "no venv\nmore"
+    eoskit = found["eoskit"]
+    assert eoskit["verified"] is True and eoskit["rows_per_s"] == 500 and eoskit["steady_rows_per_s"] == 2000
+    assert eoskit["first_batch_s"] == 1.5 and eoskit["later_batch_s"] == 0.25
+    assert eoskit["peer"] == "eoskit-kafka -> from_json -> eoskit-postgres (default commitMode)"
