@@ -31,6 +31,7 @@ import argparse
 import json
 import os
 import shlex
+import signal
 import statistics
 import subprocess
 import sys
@@ -184,35 +185,24 @@ def command(group: str, args: argparse.Namespace, json_out: Path) -> list[str]:
 
 # -------------------------------------------------------------- memory of a tree
 
-def tree_pids(root: int, proc: Path = Path("/proc")) -> list[int]:
-    """``root`` and every process below it, from each process's parent in
-    ``proc``/PID/stat. A process whose parent exited (re-parented to init)
-    is no longer found under ``root``."""
-    children: dict[int, list[int]] = {}
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:  # exited meanwhile
-            continue
-        # "pid (comm) state ppid ...": comm may hold spaces and parentheses.
-        ppid = int(stat[stat.rindex(")") + 1:].split()[1])
-        children.setdefault(ppid, []).append(int(entry.name))
-    found, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        found.append(pid)
-        todo += children.get(pid, [])
-    return found
+def tree_pids(group: int) -> list[int]:
+    """Every process of a script run started in a process group of its own:
+    the group's, and everything below them (``eoskit chaos`` finds a run's
+    processes the same way). PySpark's daemons move to groups of their own,
+    and the warm zygote outlives the launcher that started it, so neither
+    the group alone nor the tree below the script finds them all."""
+    from eoskit.runtime.chaos.processes import run_processes
+
+    return sorted(run_processes(group))
 
 
-def tree_rss(root: int, proc: Path = Path("/proc")) -> tuple[int, int]:
-    """The summed resident set (bytes) of ``root``'s process tree, and how
-    many processes it has. Pages shared between processes (forked workers)
-    count once per process, so this is an upper bound of what the tree holds."""
+def tree_rss(pids: Iterable[int], proc: Path = Path("/proc")) -> tuple[int, int]:
+    """The summed resident set (bytes) of the processes ``pids``, and how
+    many of them were still there. Pages shared between processes (forked
+    workers) count once per process, so this is an upper bound of what the
+    tree holds."""
     total = count = 0
-    for pid in tree_pids(root, proc):
+    for pid in pids:
         try:
             total += int((proc / str(pid) / "statm").read_text().split()[1]) * PAGE
             count += 1
@@ -234,14 +224,17 @@ def run_sampled(argv: list[str], log: Path, every: float = SAMPLE_S) -> Run:
     peak = processes = 0
     started = time.perf_counter()
     with open(log, "wb") as out:
-        child = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+        child = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             while child.poll() is None:
-                rss, count = tree_rss(child.pid)
+                rss, count = tree_rss(tree_pids(child.pid))
                 peak, processes = max(peak, rss), max(processes, count)
                 time.sleep(every)
-        except BaseException:
-            child.terminate()
+        except BaseException:  # Ctrl-C reaches this process only: end the script's whole group
+            try:
+                os.killpg(child.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
             child.wait()
             raise
     return Run(child.returncode, time.perf_counter() - started, peak, processes)

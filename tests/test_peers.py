@@ -192,16 +192,15 @@ def fake_proc(root: Path, processes: dict[int, tuple[str, int, int]]) -> Path:
     return root
 
 
-def test_the_tree_is_the_process_and_everything_below_it_on_a_fake_proc(tmp_path):
+def test_the_resident_sets_are_summed_on_a_fake_proc(tmp_path):
     proc = fake_proc(tmp_path / "proc", {
-        1: ("init", 0, 10), 100: ("python", 1, 1000), 101: ("java", 100, 5000),
-        102: ("odd) name (x", 101, 200), 103: ("pyspark.daemon", 101, 300), 200: ("postgres", 1, 9999)})
-    assert sorted(peers.tree_pids(100, proc)) == [100, 101, 102, 103]
-    assert peers.tree_rss(100, proc) == ((1000 + 5000 + 200 + 300) * peers.PAGE, 4)
-    assert peers.tree_rss(103, proc) == (300 * peers.PAGE, 1)
+        100: ("python", 1, 1000), 101: ("java", 100, 5000), 102: ("odd) name (x", 101, 200),
+        103: ("pyspark.daemon", 101, 300)})
+    assert peers.tree_rss([100, 101, 102, 103], proc) == ((1000 + 5000 + 200 + 300) * peers.PAGE, 4)
+    assert peers.tree_rss([103], proc) == (300 * peers.PAGE, 1)
     # a process gone between the listing and the read is skipped
     (proc / "102" / "statm").unlink()
-    assert peers.tree_rss(100, proc) == ((1000 + 5000 + 300) * peers.PAGE, 3)
+    assert peers.tree_rss([100, 101, 102, 103], proc) == ((1000 + 5000 + 300) * peers.PAGE, 3)
 
 
 SLEEPER = "import time; time.sleep({s})"
@@ -213,15 +212,15 @@ TREE = ("import subprocess, sys, time\n"
 
 def test_a_real_tree_of_sleeping_pythons_is_summed(tmp_path):
     inner = TREE.format(inner=SLEEPER.format(s=30), s=30)  # a child with a child of its own
-    root = subprocess.Popen([sys.executable, "-c", TREE.format(inner=inner, s=30)])
+    root = subprocess.Popen([sys.executable, "-c", TREE.format(inner=inner, s=30)], start_new_session=True)
     try:
         deadline = time.monotonic() + 20
         while len(peers.tree_pids(root.pid)) < 7 and time.monotonic() < deadline:
             time.sleep(0.05)
         pids = peers.tree_pids(root.pid)
         assert len(pids) == 7  # the root, 2 children, 4 grandchildren
-        total, count = peers.tree_rss(root.pid)
-        alone, _ = peers.tree_rss(pids[-1])
+        total, count = peers.tree_rss(pids)
+        alone, _ = peers.tree_rss(pids[-1:])
         assert count == 7 and total > 6 * alone > 0
     finally:
         for pid in reversed(peers.tree_pids(root.pid)):
