@@ -421,7 +421,7 @@ def draw_charts(results: dict[str, Any], directory: Path) -> list[Path] | None:
         ax.invert_yaxis()
         ax.set_xlabel(axis)
         ax.xaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
-        ax.set_title(f"{TITLES[group].split(' (')[0]}: median of {results['rounds']} round(s), "
+        ax.set_title(f"{TITLES[group].split(' (')[0]}: median of {results['rounds']} round(s)\n"
                      "dots: each round (verified outputs only)", fontsize=9)
         ax.legend(fontsize=8)
         fig.tight_layout()
