@@ -203,9 +203,11 @@ def test_a_kafka_pin_becomes_the_source_s_start_and_end():
     from eoskit.connectors.kafka.pin import bounded_options, describe, offsets
 
     pin = {"start": {"orders": {"0": 5, "1": 0}}, "end": {"orders": {"0": 105, "1": 50}}}
-    given = {"subscribe": "orders", "startingTimestamp": "1000", "maxOffsetsPerTrigger": "10"}
+    given = {"subscribe": "orders", "startingTimestamp": "1000", "maxOffsetsPerTrigger": "10",
+             "commitOffsetsToGroup": "orders-job"}
     bounded = bounded_options(given, pin)
     assert "startingTimestamp" not in bounded and bounded["maxOffsetsPerTrigger"] == "10"
+    assert "commitOffsetsToGroup" not in bounded  # the job's consumer group is never moved
     assert json.loads(bounded["startingOffsets"]) == pin["start"]
     assert json.loads(bounded["stopAtOffsets"]) == pin["end"]
     assert offsets(pin) == 150 and describe(pin) == "orders: 2 partitions, 150 offsets"

@@ -12,6 +12,7 @@ from __future__ import annotations
 from eoskit.connectors.kafka.client import KafkaMetadata
 from eoskit.connectors.kafka.offsets import from_json_dict, to_json_dict
 from eoskit.connectors.kafka.settings import (
+    COMMIT_GROUP,
     STARTING_OFFSETS,
     STARTING_OFFSETS_BY_TIMESTAMP,
     STARTING_TIMESTAMP,
@@ -60,11 +61,18 @@ def describe(pinned: dict) -> str:
     return f"{', '.join(topics)}: {len(end)} partitions, {offsets(pinned):,} offsets"
 
 
+#: Dropped from a bounded source: the runs of ``eoskit chaos`` read the pin
+#: again and again, and must not commit those offsets to the job's consumer
+#: group (its lag tools would see them, moved back and forth).
+SIDE_EFFECTS = {COMMIT_GROUP.name.lower()}
+
+
 def bounded_options(options: dict[str, str], pinned: dict) -> dict[str, str]:
     """``options`` with the pin's start (``startingOffsets``) and end
-    (``stopAtOffsets``) instead of any start or end they gave."""
+    (``stopAtOffsets``) instead of any start or end they gave, and without
+    ``commitOffsetsToGroup`` (:data:`SIDE_EFFECTS`)."""
     import json
 
-    kept = {k: v for k, v in options.items() if k.lower() not in REPLACED}
+    kept = {k: v for k, v in options.items() if k.lower() not in REPLACED | SIDE_EFFECTS}
     return {**kept, STARTING_OFFSETS.name: json.dumps(pinned["start"]),
             STOP_AT_OFFSETS.name: json.dumps(pinned["end"])}
