@@ -38,7 +38,7 @@ from pyspark.sql.streaming import DataStreamWriter
 from sqlalchemy.engine import make_url
 
 from eoskit.connectors.postgres.connection import connect_kwargs
-from eoskit.runtime.demo.orders import OrderTotals, produce_orders, recreate_topic
+from eoskit.runtime.demo.orders import ORDER_VALUE_BYTES, OrderTotals, produce_orders, recreate_topic
 from eoskit.runtime.dev import LocalServices
 from eoskit.runtime.spark import get_session
 from eoskit.twophase import timings
@@ -163,14 +163,16 @@ def verify(name: str, stats: TableStats, expected: OrderTotals) -> list[str]:
 
 # ----------------------------------------------------------------------- kafka
 
-def produce(bootstrap: str, topic: str, records: int, partitions: int) -> tuple[OrderTotals, float]:
+def produce(bootstrap: str, topic: str, records: int, partitions: int, value_bytes: int = 0
+            ) -> tuple[OrderTotals, float]:
     """A fresh topic with the demo's orders; returns their totals and the seconds it took.
 
-    The topic is created explicitly, with the partitions asked for.
+    The topic is created explicitly, with the partitions asked for;
+    ``value_bytes``: each record's value about this long (0: the demo's).
     """
     started = time.perf_counter()
     recreate_topic(bootstrap, topic, partitions)
-    totals = produce_orders(bootstrap, topic, records, partitions)
+    totals = produce_orders(bootstrap, topic, records, partitions, value_bytes=value_bytes)
     return totals, time.perf_counter() - started
 
 
@@ -330,16 +332,19 @@ def run_stream(configure: WriterSetup, orders: DataFrame, name: str) -> StreamRe
     )
 
 
-def postgres_writer(postgres_url: str) -> WriterSetup:
+def postgres_writer(postgres_url: str, table: str = EOSKIT_TABLE, commit_mode: str | None = None
+                    ) -> WriterSetup:
     """The sink as the task describes it; the table exists already (reset_table),
-    createTable=true only makes the query independent of that."""
+    createTable=true only makes the query independent of that. ``commit_mode``:
+    the sink's commitMode option, its default (two-phase) when None."""
 
     def configure(writer: DataStreamWriter) -> DataStreamWriter:
-        return (writer.format("eoskit-postgres")
-                .option("url", postgres_url)
-                .option("dbtable", EOSKIT_TABLE)
-                .option("mode", "append")
-                .option("createTable", "true"))
+        writer = (writer.format("eoskit-postgres")
+                  .option("url", postgres_url)
+                  .option("dbtable", table)
+                  .option("mode", "append")
+                  .option("createTable", "true"))
+        return writer if commit_mode is None else writer.option("commitMode", commit_mode)
     return configure
 
 
@@ -482,15 +487,17 @@ def stream_rows(label: str, result: StreamResult) -> list[tuple[str, int, float]
 
 def report(args: argparse.Namespace, produce_s: float, spark_start_s: float,
            baselines: list[tuple[str, BaselineResult]], eoskit: StreamResult,
-           breakdown: list[tuple[str, StreamResult]],
+           others: list[tuple[str, StreamResult]],
            facts_before: list[tuple[str, str]], sink: str, master: str = "local[2]",
            not_run: list[tuple[str, str]] | None = None) -> None:
     """``baselines``: the plain loop first, then any other contender; the
-    ``x baseline`` column divides by the first one's rate."""
+    ``x baseline`` column divides by the first one's rate. ``others``: more
+    queries of this session (other commit modes, the --breakdown runs)."""
     print_table("machine (at start)", facts_before)
     print_table("parameters", [
         ("records", f"{args.records:,}"),
         ("partitions", str(args.partitions)),
+        ("record value, bytes", f"about {args.value_bytes or ORDER_VALUE_BYTES:,}"),
         ("maxOffsetsPerTrigger", f"{args.max_offsets_per_trigger:,}"),
         ("spark master", master),
         ("produce (not timed in results)", f"{produce_s:.1f} s"),
@@ -502,16 +509,16 @@ def report(args: argparse.Namespace, produce_s: float, spark_start_s: float,
     for label, reason in not_run or []:
         print(f"\n{label}: NOT RUN: {reason}")
     print_stream(sink, eoskit)
-    for label, result in breakdown:
+    for label, result in others:
         print_stream(label, result)
     if eoskit.spans:
         print_phases(f"eoskit -> {sink}", eoskit)
-        for label, result in breakdown:
+        for label, result in others:
             print_phases(label, result)
     base_rate = rate(baselines[0][1].rows, baselines[0][1].wall_s)
     rows = [(label, result.rows, result.wall_s) for label, result in baselines]
     rows += stream_rows("eoskit", eoskit)
-    for label, result in breakdown:
+    for label, result in others:
         rows += stream_rows(label, result)
     width = max(len(label) for label, _, _ in rows)
     print(f"\n  {'run':<{width}} {'rows':>10} {'seconds':>8} {'rows/s':>9} {'x baseline':>11}")
@@ -624,6 +631,11 @@ class Target:
     #: Called for each output once it is verified (a topic held in the
     #: broker's memory, for one); tables are kept.
     drop_table: Callable[[str, str], None] | None = None
+    #: More of eoskit's commit modes to run after the default one, in the
+    #: same session, each into its own table, and the writer that takes a
+    #: table and a mode ((url, table, mode) -> writer).
+    commit_modes: tuple[str, ...] = ()
+    mode_writer: Callable[[str, str, str], WriterSetup] | None = None
 
 
 def parse_args(argv: list[str] | None, description: str, records: int = 1_000_000,
@@ -639,6 +651,12 @@ def parse_args(argv: list[str] | None, description: str, records: int = 1_000_00
                         help="record eoskit's own phases per batch (EOSKIT_TIMINGS_DIR) and print "
                              "them beside Spark's; also run the stream into Spark's noop sink, "
                              "with and without the JSON parse, to split source, parse and sink cost")
+    parser.add_argument("--value-bytes", type=int, default=0,
+                        help="make each record's JSON value about this long, its customer name "
+                             "lengthened (default: the orders as they are, about 106 bytes)")
+    parser.add_argument("--master", default=None,
+                        help="Spark master of eoskit's session (default: the benchmark's own, local[2] "
+                             "or local[2,3]); e.g. the dev cluster's spark://host:port")
     parser.add_argument("--services-dir", default=".eoskit/dev")
     parser.add_argument("--keep-topic", action="store_true", help="do not delete the topic at the end")
     parser.add_argument("--json-out", metavar="FILE",
@@ -665,11 +683,12 @@ def run_benchmark(args: argparse.Namespace, target: Target) -> int:
     """Produce once, run the plain loop, the other contenders and eoskit on
     the same topic, verify every output, report; 1 if any output is wrong."""
     facts_before = machine_facts()
+    master = args.master or target.spark_master
     endpoints = LocalServices(args.services_dir).up()
     bootstrap, url = endpoints.kafka_bootstrap, target.url_of(endpoints)
     topic = f"bench-orders-{uuid.uuid4().hex[:12]}"
     say(f"producing {args.records:,} orders to {topic} ({args.partitions} partitions)")
-    expected, produce_s = produce(bootstrap, topic, args.records, args.partitions)
+    expected, produce_s = produce(bootstrap, topic, args.records, args.partitions, args.value_bytes)
     outputs = [(target.baseline_label, BASELINE_TABLE)]
     baselines: list[tuple[str, BaselineResult]] = []
     not_run: list[tuple[str, str]] = []
@@ -695,7 +714,7 @@ def run_benchmark(args: argparse.Namespace, target: Target) -> int:
             os.environ[timings.ENV] = tempfile.mkdtemp(prefix="eoskit-bench-timings-")
         say("starting Spark")
         started = time.perf_counter()
-        spark = spark_session(target.spark_master)
+        spark = spark_session(master)
         spark_start_s = time.perf_counter() - started
         raw = kafka_stream(spark, bootstrap, topic, args.max_offsets_per_trigger)
 
@@ -703,6 +722,15 @@ def run_benchmark(args: argparse.Namespace, target: Target) -> int:
         target.reset_table(url, EOSKIT_TABLE)
         outputs.append(("eoskit", EOSKIT_TABLE))
         eoskit = run_stream(target.writer(url), target.transform(raw), "eoskit")
+        modes: list[tuple[str, str, StreamResult]] = []  # (mode, table, result)
+        for mode in target.commit_modes:
+            assert target.mode_writer is not None
+            table = f"{EOSKIT_TABLE}_{mode}"
+            say(f"eoskit, commitMode={mode} (the same session, after the default run)")
+            target.reset_table(url, table)
+            outputs.append((f"eoskit {mode}", table))
+            modes.append((mode, table, run_stream(target.mode_writer(url, table, mode),
+                                                  target.transform(raw), f"eoskit-{mode}")))
         breakdown: list[tuple[str, StreamResult]] = []
         if args.breakdown:
             say("breakdown: the same stream into Spark's noop sink, with and without the "
@@ -725,8 +753,9 @@ def run_benchmark(args: argparse.Namespace, target: Target) -> int:
             target.drop_table(url, table)
     problems += [f"{label}: read {result.rows} rows, expected {expected.count}"
                  for label, result in breakdown if result.rows != expected.count]
-    report(args, produce_s, spark_start_s, baselines, eoskit, breakdown, facts_before,
-           sink=target.sink, master=target.spark_master, not_run=not_run)
+    report(args, produce_s, spark_start_s, baselines, eoskit,
+           [(f"eoskit {mode}", result) for mode, _, result in modes] + breakdown, facts_before,
+           sink=target.sink, master=master, not_run=not_run)
     group = "kafka-" + target.sink.removeprefix("eoskit-")
     ids = {target.baseline_label: BASELINE_TABLE, **{c.label: c.table for c in target.contenders}}
     write_json_out(args.json_out, [
@@ -737,6 +766,9 @@ def run_benchmark(args: argparse.Namespace, target: Target) -> int:
         peer_record(group, "eoskit", f"eoskit-kafka -> {target.transform_name} -> {target.sink} "
                     "(default commitMode)", {**stream_figures(eoskit), "spark_start_s": spark_start_s},
                     found["eoskit"]),
+        *(peer_record(group, table.removeprefix("bench_"), f"eoskit, commitMode={mode} (same session, "
+                      "after the default run)", stream_figures(result), found[f"eoskit {mode}"])
+          for mode, table, result in modes),
     ])
     if problems:
         return fail(problems)
@@ -747,34 +779,62 @@ def run_benchmark(args: argparse.Namespace, target: Target) -> int:
 
 SPARK_JDBC_TABLE = "bench_spark_jdbc"
 SPARK_JDBC_RUNNER = Path(__file__).with_name("spark_jdbc_runner.py")
+SPARK_FOREACH_BATCH_TABLE = "bench_spark_foreach_batch"
+SPARK_FOREACH_BATCH_RUNNER = Path(__file__).with_name("spark_foreach_batch_runner.py")
+
+
+def spark_runner(label: str, runner: Path, argv: list[str], env: dict[str, str] | None = None
+                 ) -> BaselineResult:
+    """Run a Spark peer's runner (spark_peer.run_available_now) in a process
+    (and JVM) of its own and read the JSON line it printed; Unavailable with
+    the tail of its errors when it fails."""
+    command = [sys.executable, str(runner), *argv]
+    started = time.perf_counter()
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=3600,
+                              env={**os.environ, "PYSPARK_PYTHON": sys.executable, **(env or {})})
+    except subprocess.TimeoutExpired:
+        raise Unavailable(f"{label} did not finish within an hour") from None
+    wall = time.perf_counter() - started
+    if done.returncode != 0 or not done.stdout.strip():
+        tail = "\n    ".join(done.stderr.strip().splitlines()[-15:])
+        raise Unavailable(f"{label} exited with {done.returncode}:\n    {tail}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    say(f"  Spark {result['pyspark']} {label}: {result['rows']:,} rows, query {result['run_s']:.1f} s, "
+        f"first batch {result['first_batch_s'] or 0:.1f} s, later batches {result['later_batch_s'] or 0:.1f} s")
+    phases = Timings({"process + JVM + session start (not in results)": wall - result["run_s"],
+                      "the query, availableNow": result["run_s"]})
+    return BaselineResult(result["rows"], result["run_s"], phases, result)
 
 
 def spark_jdbc_contender(max_offsets: int) -> Contender:
     """What a Spark user runs today: Spark's `kafka` source and
     foreachBatch(write.jdbc), at-least-once, in a process (and JVM) of its own."""
+    label = "Spark kafka + foreachBatch(write.jdbc), at-least-once"
 
     def run(bootstrap: str, url: str, topic: str, partitions: int) -> BaselineResult:
         u = make_url(url)
-        command = [sys.executable, str(SPARK_JDBC_RUNNER), "--bootstrap", bootstrap, "--topic", topic,
-                   "--jdbc-url", f"jdbc:postgresql://{u.host}:{u.port}/{u.database}",
-                   "--user", u.username or "", "--password", u.password or "",
-                   "--table", SPARK_JDBC_TABLE, "--max-offsets", str(max_offsets)]
-        started = time.perf_counter()
-        done = subprocess.run(command, capture_output=True, text=True, timeout=3600,
-                              env={**os.environ, "PYSPARK_PYTHON": sys.executable})
-        wall = time.perf_counter() - started
-        if done.returncode != 0 or not done.stdout.strip():
-            tail = "\n    ".join(done.stderr.strip().splitlines()[-15:])
-            raise Unavailable(f"Spark's kafka + write.jdbc exited with {done.returncode}:\n    {tail}")
-        result = json.loads(done.stdout.strip().splitlines()[-1])
-        say(f"  Spark {result['pyspark']} kafka + foreachBatch(write.jdbc): {result['rows']:,} rows, "
-            f"query {result['run_s']:.1f} s, first batch {result['first_batch_s']:.1f} s, later "
-            f"batches {result['later_batch_s'] or 0:.1f} s")
-        phases = Timings({"process + JVM + session start (not in results)": wall - result["run_s"],
-                          "the query, availableNow": result["run_s"]})
-        return BaselineResult(result["rows"], result["run_s"], phases, result)
+        return spark_runner(label, SPARK_JDBC_RUNNER, [
+            "--bootstrap", bootstrap, "--topic", topic,
+            "--jdbc-url", f"jdbc:postgresql://{u.host}:{u.port}/{u.database}",
+            "--user", u.username or "", "--password", u.password or "",
+            "--table", SPARK_JDBC_TABLE, "--max-offsets", str(max_offsets)])
 
-    return Contender("Spark kafka + foreachBatch(write.jdbc), at-least-once", SPARK_JDBC_TABLE, run)
+    return Contender(label, SPARK_JDBC_TABLE, run)
+
+
+def spark_foreach_batch_contender(max_offsets: int) -> Contender:
+    """A Spark user who keeps Spark's `kafka` source and adds eoskit's sink
+    through foreachBatch(PostgresSink(...).foreach_batch()): exactly-once,
+    in a process (and JVM) of its own, on a plain Spark session."""
+    label = "Spark kafka + eoskit foreach_batch(), exactly-once"
+
+    def run(bootstrap: str, url: str, topic: str, partitions: int) -> BaselineResult:
+        return spark_runner(label, SPARK_FOREACH_BATCH_RUNNER, [
+            "--bootstrap", bootstrap, "--topic", topic, "--table", SPARK_FOREACH_BATCH_TABLE,
+            "--max-offsets", str(max_offsets)], env={"EOSKIT_BENCH_URL": url})
+
+    return Contender(label, SPARK_FOREACH_BATCH_TABLE, run)
 
 
 POSTGRES = Target(
@@ -785,18 +845,35 @@ POSTGRES = Target(
     table_stats=table_stats,
     run_baseline=run_baseline,
     writer=postgres_writer,
+    mode_writer=postgres_writer,
 )
 
 
+#: eoskit-postgres's commit modes besides the default (two-phase), for --commit-modes.
+OTHER_COMMIT_MODES = ("idempotent", "at_least_once")
+
+
+def postgres_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--spark-jdbc", action="store_true",
+                        help="also run Spark's own kafka source + foreachBatch(write.jdbc) (at-least-once), "
+                             "in a process of its own, its jars from Maven Central")
+    parser.add_argument("--foreach-batch", action="store_true",
+                        help="also run Spark's own kafka source + eoskit's foreach_batch() (exactly-once), "
+                             "in a process of its own")
+    parser.add_argument("--commit-modes", action="store_true",
+                        help=f"also run eoskit with commitMode={' and '.join(OTHER_COMMIT_MODES)}, each into "
+                             "its own table, in the same session after the default (two-phase) run")
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv, __doc__.split("\n\n")[0], extend=lambda parser: parser.add_argument(
-        "--spark-jdbc", action="store_true",
-        help="also run Spark's own kafka source + foreachBatch(write.jdbc) (at-least-once), in a "
-             "process of its own, its jars from Maven Central"))
-    target = POSTGRES
+    args = parse_args(argv, __doc__.split("\n\n")[0], extend=postgres_options)
+    contenders = POSTGRES.contenders
     if args.spark_jdbc:
-        target = replace(POSTGRES, contenders=(*POSTGRES.contenders,
-                                               spark_jdbc_contender(args.max_offsets_per_trigger)))
+        contenders += (spark_jdbc_contender(args.max_offsets_per_trigger),)
+    if args.foreach_batch:
+        contenders += (spark_foreach_batch_contender(args.max_offsets_per_trigger),)
+    target = replace(POSTGRES, contenders=contenders,
+                     commit_modes=OTHER_COMMIT_MODES if args.commit_modes else ())
     return run_benchmark(args, target)
 
 

@@ -1,18 +1,25 @@
-"""Issue 21's peers in one command: every benchmark script in alternated rounds, one table per group.
+"""Issue 21's peers in one command: every benchmark script in alternated rounds, one table per group,
+then the growth curves.
 
 What: runs the benchmark scripts of this folder, each as a fresh process
-(``kafka_to_postgres.py --spark-jdbc``, ``kafka_to_kafka.py --spark-kafka``,
-``kafka_to_parquet.py --spark-parquet``, ``fixed_cost.py``, ``latency.py``),
-``--rounds`` times, the order of the scripts rotated each round so that no
-script always runs first. Each script measures its peers on one topic of the
-dev broker and verifies every output with an independent reader, as it does
-alone; with ``--json-out`` it also writes its figures, which this command
-reads. It samples the resident memory of each script's whole process tree
-(the script, its Spark JVM, Spark's Python workers, the peers it starts in
+(``kafka_to_postgres.py --spark-jdbc --foreach-batch --commit-modes``,
+``kafka_to_kafka.py --spark-kafka --flink``, ``kafka_to_parquet.py
+--spark-parquet``, ``fixed_cost.py``, ``latency.py``), ``--rounds`` times,
+the order of the scripts rotated each round so that no script always runs
+first. Each script measures its peers on one topic of the dev broker and
+verifies every output with an independent reader, as it does alone; with
+``--json-out`` it also writes its figures, which this command reads. It
+samples the resident memory of each script's whole process tree (the
+script, its Spark JVM, Spark's Python workers, the peers it starts in
 processes of their own) every 0.2 s, and prints, per group, the median over
 the rounds of each figure and every round's value, then the issue's targets,
-met or not. It writes everything as JSON (``--out``) and, where matplotlib
-is importable, the tables as PNG charts (``--charts``).
+met or not. Then the growth curves (``--growth``): ``kafka_to_postgres.py``
+(the plain loop and eoskit, both verified) once per point, records 100k to
+10M, partitions 1 to 64, record size about 100 B to 10 KB, batch size, and
+records and partitions again on the two-worker dev cluster, a table per
+curve. It writes everything as JSON (``--out``) and, where matplotlib is
+importable, the tables as PNG charts (``--charts``: one per group, and
+``growth.png``).
 
 Why: the issue asks for figures that can be compared, taken the same way on
 the same machine, rather than single runs of scripts started by hand in an
@@ -20,7 +27,8 @@ order that favours whichever runs first; and for one command that prints
 them all.
 
     .venv/bin/python benchmarks/peers.py [--rounds 2] [--records N] [--max-offsets-per-trigger N] \\
-        [--only kafka-postgres,latency] [--out results.json] [--charts DIR] [--make-quix-venv] \\
+        [--only kafka-postgres,latency|none] [--growth records,batch|none] [--growth-scale 0.01] \\
+        [--out results.json] [--charts DIR] [--make-quix-venv] [--make-flink-venv] \\
         [--args 'latency=--seconds 10'] [--dry-run]
     .venv/bin/python benchmarks/peers.py --from results.json --charts DIR   # print and draw again
 """
@@ -58,7 +66,7 @@ class Script:
 
 #: Each group: the script that measures its peers, with the options that bring in the peers.
 GROUPS = {
-    "kafka-postgres": Script("kafka_to_postgres.py", ("--spark-jdbc",), True),
+    "kafka-postgres": Script("kafka_to_postgres.py", ("--spark-jdbc", "--foreach-batch", "--commit-modes"), True),
     "kafka-kafka": Script("kafka_to_kafka.py", ("--spark-kafka",), True),
     "kafka-files": Script("kafka_to_parquet.py", ("--spark-parquet",), True),
     "fixed-cost": Script("fixed_cost.py", (), False),
@@ -72,14 +80,7 @@ TITLES = {
     "latency": "Produce -> visible latency (latency.py, 1 s trigger)",
 }
 #: Peers of the issue that no script measures yet: listed, not silently left out.
-NOT_BUILT = {
-    "kafka-postgres": [
-        "Spark kafka + eoskit foreach_batch() (exactly-once): not built (no benchmark runs it yet)",
-        "eoskit-postgres commitMode=idempotent and at_least_once: not built "
-        "(kafka_to_postgres.py runs the default, twophase)",
-    ],
-    "kafka-kafka": ["PyFlink 2.x KafkaSink EXACTLY_ONCE: not built"],
-}
+NOT_BUILT: dict[str, list[str]] = {}
 
 Column = tuple[str, Callable[[dict], float | None], str]  # title, figure of a peer, format
 
@@ -274,6 +275,189 @@ def run_rounds(args: argparse.Namespace, groups: list[str], logs: Path) -> dict[
     return {**results, "load_average_at_end": os.getloadavg(), "runs": runs, "peers": peers}
 
 
+# ------------------------------------------------------------ how cost grows
+
+@dataclass(frozen=True)
+class Series:
+    """One growth curve: kafka_to_postgres.py (the plain loop and eoskit's
+    default, two-phase run, on the same topic) once per value of ``option``,
+    the other options at ``fixed``; on the dev cluster when ``cluster``.
+    ``chart``: the panel it is drawn in (a cluster series beside its local one)."""
+
+    name: str
+    chart: str
+    option: str
+    values: tuple[int, ...]
+    fixed: tuple[str, ...] = ()
+    cluster: bool = False
+    #: Whether ``values`` are record counts (scaled by --growth-scale).
+    counts: bool = False
+
+
+#: The issue's curves: records 100k to 10M, partitions 1 to 64, record size
+#: 100 B to 10 KB, batch size; on one machine and on the two-worker cluster.
+SERIES = [
+    Series("records", "records", "--records", (100_000, 300_000, 1_000_000, 3_000_000, 10_000_000),
+           counts=True),
+    Series("partitions", "partitions", "--partitions", (1, 4, 16, 64), ("--records", "1000000")),
+    Series("value-bytes", "value-bytes", "--value-bytes", (106, 1_000, 10_000), ("--records", "200000")),
+    Series("batch", "batch", "--max-offsets-per-trigger", (10_000, 50_000, 250_000, 1_000_000),
+           ("--records", "1000000")),
+    Series("cluster-records", "records", "--records", (100_000, 1_000_000, 3_000_000), cluster=True,
+           counts=True),
+    Series("cluster-partitions", "partitions", "--partitions", (4, 16, 64), ("--records", "1000000"),
+           cluster=True),
+]
+SERIES_BY_NAME = {series.name: series for series in SERIES}
+#: Each panel's x axis and title.
+PANELS = {
+    "records": ("records in the run (4 partitions, batches of 250,000)", "log"),
+    "partitions": ("topic partitions (1,000,000 records, batches of 250,000)", "log"),
+    "value-bytes": ("record value, bytes (200,000 records)", "log"),
+    "batch": ("maxOffsetsPerTrigger (1,000,000 records)", "log"),
+}
+#: What each growth point's table shows: title, figure of its eoskit / loop record, format.
+GROWTH_COLUMNS: list[tuple[str, Callable[[dict, dict], float | None], str]] = [
+    ("eoskit rows/s", lambda e, b: e.get("rows_per_s"), "{:,.0f}"),
+    ("steady rows/s", lambda e, b: e.get("steady_rows_per_s"), "{:,.0f}"),
+    ("first batch s", lambda e, b: e.get("first_batch_s"), "{:.2f}"),
+    ("later batch s", lambda e, b: e.get("later_batch_s"), "{:.2f}"),
+    ("loop rows/s", lambda e, b: b.get("rows_per_s"), "{:,.0f}"),
+    ("eoskit/loop", lambda e, b: (e["rows_per_s"] / b["rows_per_s"]
+                                  if e.get("rows_per_s") and b.get("rows_per_s") else None), "{:.2f}x"),
+]
+
+
+def scaled(series: Series, value: int, scale: float) -> int:
+    return max(1_000, round(value * scale)) if series.counts else value
+
+
+def growth_command(series: Series, value: int, args: argparse.Namespace, json_out: Path,
+                   master: str | None) -> list[str]:
+    """kafka_to_postgres.py at one point of ``series`` (its record counts,
+    fixed or varied, scaled by --growth-scale)."""
+    fixed = list(series.fixed)
+    if "--records" in fixed:
+        at = fixed.index("--records") + 1
+        fixed[at] = str(max(1_000, round(int(fixed[at]) * args.growth_scale)))
+    argv = [sys.executable, str(HERE / "kafka_to_postgres.py"), "--services-dir", args.services_dir,
+            "--json-out", str(json_out), *fixed, series.option, str(scaled(series, value, args.growth_scale))]
+    if master is not None:
+        argv += ["--master", master]
+    return argv
+
+
+def cluster_master(cluster_dir: str) -> str:
+    """The dev cluster's master URL, the cluster started first (``eoskit dev cluster up``)."""
+    from eoskit.runtime.dev.cluster import SparkCluster
+
+    return SparkCluster(cluster_dir).up()
+
+
+def run_growth(args: argparse.Namespace, logs: Path) -> list[dict[str, Any]]:
+    """Every point of the --growth series, once each, in order; each with its run and its peers."""
+    points = []
+    master = None
+    for name in args.growth:
+        series = SERIES_BY_NAME[name]
+        if series.cluster and master is None:
+            master = cluster_master(args.cluster_dir)
+            print(f"==> the dev cluster: {master}", flush=True)
+        for value in series.values:
+            label = f"growth-{name}-{value}"
+            json_out, log = logs / f"{label}.json", logs / f"{label}.log"
+            argv = growth_command(series, value, args, json_out, master if series.cluster else None)
+            print(f"==> growth {name} = {scaled(series, value, args.growth_scale):,}: "
+                  f"{shlex.join(argv[1:])}", flush=True)
+            run = run_sampled(argv, log)
+            found = json.loads(json_out.read_text()) if json_out.is_file() else []
+            print(f"    exit {run.exit}, {run.wall_s:.0f} s, peak RSS {run.peak_rss / 2**20:,.0f} MiB, "
+                  f"log {log}", flush=True)
+            points.append({"series": name, "value": scaled(series, value, args.growth_scale),
+                           "command": argv, "log": str(log), "exit": run.exit, "wall_s": run.wall_s,
+                           "peak_rss_bytes": run.peak_rss, "peers": found})
+    return points
+
+
+def growth_pair(point: dict) -> tuple[dict, dict]:
+    """The point's eoskit and plain-loop records ({} where missing)."""
+    peers = {peer.get("id"): peer for peer in point["peers"]}
+    return peers.get("eoskit", {}), peers.get("baseline", {})
+
+
+def growth_lines(points: list[dict]) -> list[str]:
+    """A table per series: a row per point."""
+    lines = []
+    for name in dict.fromkeys(p["series"] for p in points):
+        series = SERIES_BY_NAME[name]
+        rows = [[series.option.lstrip("-"), *(t for t, _, _ in GROWTH_COLUMNS), "peak RSS MiB", "verified"]]
+        for point in (p for p in points if p["series"] == name):
+            eoskit, loop = growth_pair(point)
+            cells = [f"{point['value']:,}"]
+            for _, figure, fmt in GROWTH_COLUMNS:
+                value = figure(eoskit, loop)
+                cells.append("-" if value is None else fmt.format(value))
+            ok = [r.get("verified") for r in (eoskit, loop) if r]
+            cells += [f"{point['peak_rss_bytes'] / 2**20:,.0f}",
+                      ("FAILED, exit %d" % point["exit"]) if point["exit"] != 0
+                      else ("yes" if ok and all(ok) else "NO")]
+            rows.append(cells)
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+        where = "the two-worker dev cluster" if series.cluster else "local[2]"
+        fixed = " ".join(series.fixed) or "the script's defaults"
+        lines.append(f"\nHow cost grows: {name} ({where}; kafka_to_postgres.py {fixed}; one run per point)")
+        lines += ["  " + "  ".join(text.rjust(w) for text, w in zip(row, widths)) for row in rows]
+    return lines
+
+
+def draw_growth(points: list[dict], directory: Path) -> Path | None:
+    """growth.png: a panel per curve, rows/s against the varied value
+    (eoskit whole run and steady, the plain loop; the cluster's beside)."""
+    try:
+        import matplotlib
+    except ImportError:
+        return None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import StrMethodFormatter
+
+    panels = [c for c in PANELS if any(SERIES_BY_NAME[p["series"]].chart == c for p in points)]
+    if not panels:
+        return None
+    directory.mkdir(parents=True, exist_ok=True)
+    fig, axes = plt.subplots(len(panels), 1, figsize=(8, 3.2 * len(panels)), squeeze=False)
+    for ax, panel in zip(axes[:, 0], panels):
+        for name in dict.fromkeys(p["series"] for p in points):
+            series = SERIES_BY_NAME[name]
+            if series.chart != panel:
+                continue
+            mine = [p for p in points if p["series"] == name and p["exit"] == 0]
+            where = " (cluster)" if series.cluster else ""
+            style = "--" if series.cluster else "-"
+            for legend, pick in (("eoskit whole run", lambda e, b: e.get("rows_per_s")),
+                                 ("eoskit steady", lambda e, b: e.get("steady_rows_per_s")),
+                                 ("plain loop", lambda e, b: b.get("rows_per_s"))):
+                if series.cluster and legend == "plain loop":
+                    continue  # the loop does not run on the cluster: the same as the local one
+                xy = [(p["value"], pick(*growth_pair(p))) for p in mine]
+                xy = [(x, y) for x, y in xy if y is not None]
+                if xy:
+                    ax.plot([x for x, _ in xy], [y for _, y in xy], style, marker="o", label=legend + where)
+        title, scale = PANELS[panel]
+        ax.set_xscale(scale)
+        ax.set_xlabel(title, fontsize=8)
+        ax.set_ylabel("rows/s")
+        ax.yaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
+        ax.set_ylim(bottom=0)
+        ax.legend(fontsize=7)
+    fig.suptitle("Kafka -> PostgreSQL: how cost grows (one run per point)", fontsize=10)
+    fig.tight_layout()
+    path = directory / "growth.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 # ------------------------------------------------------------------ the report
 
 def median(values: Iterable[float | None]) -> float | None:
@@ -435,14 +619,19 @@ def draw_charts(results: dict[str, Any], directory: Path) -> list[Path] | None:
 def report(results: dict[str, Any], charts: Path | None) -> None:
     for group in results["groups"]:
         print("\n".join(group_table(group, results)))
-    print("\n".join(targets_lines(results)))
+    if results["groups"]:
+        print("\n".join(targets_lines(results)))
+    points = results.get("growth", [])
+    if points:
+        print("\n".join(growth_lines(points)))
     if charts is not None:
         written = draw_charts(results, charts)
         if written is None:
             print("\ncharts: not drawn, matplotlib is not importable here "
                   "(pip install matplotlib, or pip install '.[bench]')")
         else:
-            print("\ncharts: " + ", ".join(str(p) for p in written))
+            growth = draw_growth(points, charts) if points else None
+            print("\ncharts: " + ", ".join(str(p) for p in [*written, *([growth] if growth else [])]))
 
 
 # ------------------------------------------------------------------------ main
@@ -457,7 +646,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="records per batch of the throughput runs (default: each script's own)")
     parser.add_argument("--services-dir", default=".eoskit/dev")
     parser.add_argument("--only", default=",".join(GROUPS),
-                        help=f"comma-separated groups, of {', '.join(GROUPS)} (all)")
+                        help=f"comma-separated groups, of {', '.join(GROUPS)} (all); 'none' for none")
+    parser.add_argument("--growth", default=",".join(SERIES_BY_NAME),
+                        help=f"comma-separated growth curves, of {', '.join(SERIES_BY_NAME)} (all), run "
+                             "once each after the rounds; 'none' for none")
+    parser.add_argument("--growth-scale", type=float, default=1.0,
+                        help="multiply the growth curves' record counts by this (a smoke run: 0.01)")
+    parser.add_argument("--cluster-dir", default=".eoskit/cluster",
+                        help="the dev cluster's folder, for the cluster curves (started if not running)")
     parser.add_argument("--out", default=None, help="write every result here as JSON "
                                                     "(default: results.json in the logs folder)")
     parser.add_argument("--charts", default=None,
@@ -472,11 +668,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--from", dest="source", default=None, metavar="RESULTS_JSON",
                         help="run nothing: print the tables and draw the charts of an earlier --out")
     args = parser.parse_args(argv)
-    args.groups = [g.strip() for g in args.only.split(",") if g.strip()]
+    args.groups = [g.strip() for g in args.only.split(",") if g.strip() and g.strip() != "none"]
     unknown = [g for g in args.groups if g not in GROUPS]
-    if unknown or not args.groups:
+    if unknown or (not args.groups and args.only.strip() != "none"):
         parser.error(f"--only: unknown group(s) {', '.join(unknown) or '(none given)'}; "
-                     f"groups: {', '.join(GROUPS)}")
+                     f"groups: {', '.join(GROUPS)}, or none")
+    args.growth = [g.strip() for g in args.growth.split(",") if g.strip() and g.strip() != "none"]
+    unknown = [g for g in args.growth if g not in SERIES_BY_NAME]
+    if unknown:
+        parser.error(f"--growth: unknown curve(s) {', '.join(unknown)}; "
+                     f"curves: {', '.join(SERIES_BY_NAME)}, or none")
+    if not args.groups and not args.growth and not args.source:
+        parser.error("--only none and --growth none: nothing to run")
+    if args.growth_scale <= 0:
+        parser.error("--growth-scale must be more than 0")
     args.extra = {}
     for item in args.args:
         group, _, options = item.partition("=")
@@ -500,16 +705,25 @@ def main(argv: list[str] | None = None) -> int:
             for group in rotated(args.groups, round_no):
                 argv_ = command(group, args, logs / f"round{round_no + 1}-{group}.json")
                 print(f"round {round_no + 1}: {shlex.join(argv_)}")
+        for name in args.growth:
+            series = SERIES_BY_NAME[name]
+            for value in series.values:
+                argv_ = growth_command(series, value, args, logs / f"growth-{name}-{value}.json",
+                                       "CLUSTER_MASTER" if series.cluster else None)
+                print(f"growth {name}: {shlex.join(argv_)}")
         return 0
     logs = Path(args.logs) if args.logs else Path(tempfile.mkdtemp(prefix="eoskit-peers-"))
     logs.mkdir(parents=True, exist_ok=True)
     start_services(args.services_dir)
     results = run_rounds(args, args.groups, logs)
+    if args.growth:
+        results["growth"] = run_growth(args, logs)
     out = Path(args.out) if args.out else logs / "results.json"
     out.write_text(json.dumps(results, indent=1) + "\n")
     report(results, Path(args.charts) if args.charts else logs / "charts")
     print(f"\nresults: {out}; each run's output: {logs}")
-    return 0 if all(r["exit"] == 0 for r in results["runs"]) else 1
+    runs = [*results["runs"], *results.get("growth", [])]
+    return 0 if all(r["exit"] == 0 for r in runs) else 1
 
 
 if __name__ == "__main__":

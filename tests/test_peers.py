@@ -80,20 +80,71 @@ def test_each_round_rotates_the_order_so_no_script_always_runs_first():
 def test_the_dry_run_prints_every_round_with_the_options_passed_through(capsys):
     assert peers.main(["--dry-run", "--rounds", "2", "--records", "2000", "--max-offsets-per-trigger", "500",
                        "--only", "kafka-postgres,latency", "--services-dir", "/srv/dev",
-                       "--args", "latency=--seconds 5 --warmup 5"]) == 0
+                       "--args", "latency=--seconds 5 --warmup 5", "--growth", "none"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[3].rsplit("/", 1)[1] for line in lines] == [
         "kafka_to_postgres.py", "latency.py", "latency.py", "kafka_to_postgres.py"]
     postgres, latency = lines[0], lines[1]
     assert "--spark-jdbc" in postgres and "--records 2000" in postgres
+    assert "--foreach-batch" in postgres and "--commit-modes" in postgres
     assert "--max-offsets-per-trigger 500" in postgres
     assert "--services-dir /srv/dev" in postgres and "--json-out LOGS/round1-kafka-postgres.json" in postgres
     assert "--records" not in latency and latency.endswith("--seconds 5 --warmup 5")
 
 
-def test_an_unknown_group_is_refused():
-    with pytest.raises(SystemExit):
-        peers.parse_args(["--only", "kafka-postgres,kafka-mysql"])
+def test_an_unknown_group_or_curve_or_nothing_at_all_is_refused(capsys):
+    for argv, said in ((["--only", "kafka-postgres,kafka-mysql"], "unknown group(s) kafka-mysql"),
+                       (["--growth", "records,colour"], "unknown curve(s) colour"),
+                       (["--only", "none", "--growth", "none"], "nothing to run"),
+                       (["--growth-scale", "0"], "--growth-scale must be more than 0")):
+        with pytest.raises(SystemExit):
+            peers.parse_args(argv)
+        assert said in capsys.readouterr().err
+
+
+def test_the_growth_curves_dry_run_scales_the_counts_and_names_the_cluster(capsys):
+    assert peers.main(["--dry-run", "--only", "none", "--growth", "records,batch,cluster-partitions",
+                       "--growth-scale", "0.01", "--services-dir", "/srv/dev"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    records = [line for line in lines if line.startswith("growth records:")]
+    assert [line.split("--records ")[1].split()[0] for line in records] == [
+        "1000", "3000", "10000", "30000", "100000"]  # 100k .. 10M, a hundredth
+    batch = [line for line in lines if line.startswith("growth batch:")]
+    assert all("--records 10000 " in line for line in batch)  # the fixed count is scaled too
+    assert [line.rsplit("--max-offsets-per-trigger ", 1)[1] for line in batch] == [
+        "10000", "50000", "250000", "1000000"]  # not counts: as they are
+    cluster = [line for line in lines if line.startswith("growth cluster-partitions:")]
+    assert len(cluster) == 3 and all(line.endswith("--master CLUSTER_MASTER") for line in cluster)
+    assert not any("--master" in line for line in records + batch)
+    assert all("--json-out LOGS/growth-" in line for line in lines)
+
+
+def growth_points() -> list[dict]:
+    def point(series, value, eoskit, loop, exit=0, verified=True):
+        return {"series": series, "value": value, "exit": exit, "peak_rss_bytes": 900 * 2**20, "peers": [
+            record("kafka-postgres", "baseline", 1, verified=verified, rows_per_s=loop),
+            record("kafka-postgres", "eoskit", 1, rows_per_s=eoskit, steady_rows_per_s=eoskit * 2,
+                   first_batch_s=2.5, later_batch_s=1.0)]}
+    return [point("records", 100_000, 20_000.0, 80_000.0), point("records", 1_000_000, 60_000.0, 100_000.0),
+            point("cluster-records", 100_000, 10_000.0, 80_000.0, verified=False),
+            point("cluster-records", 1_000_000, 40_000.0, 100_000.0, exit=1)]
+
+
+def test_growth_tables_show_each_point_and_what_failed():
+    text = "\n".join(peers.growth_lines(growth_points()))
+    assert "How cost grows: records (local[2]" in text and "How cost grows: cluster-records (the two-worker" in text
+    local = [line for line in text.splitlines() if line.strip().startswith(("100,000", "1,000,000"))]
+    assert "20,000" in local[0] and "40,000" in local[0] and "0.25x" in local[0] and local[0].endswith("yes")
+    assert "0.60x" in local[1]
+    assert local[2].rstrip().endswith("NO")  # the loop's output failed its reader
+    assert local[3].rstrip().endswith("FAILED, exit 1")
+
+
+def test_growth_chart_is_one_png_with_a_panel_per_curve(tmp_path):
+    pytest.importorskip("matplotlib")
+    path = peers.draw_growth(growth_points(), tmp_path)
+    assert path == tmp_path / "growth.png" and path.read_bytes().startswith(b"\x89PNG")
+    assert peers.draw_growth([], tmp_path / "none") is None
 
 
 # ----------------------------------------------------------------- the tables
@@ -107,14 +158,14 @@ def test_a_group_table_shows_the_median_and_every_round():
     assert eoskit.rstrip().endswith("yes")
     baseline = next(line for line in table.splitlines() if "the baseline peer" in line)
     assert "110,000 [100,000 120,000]" in baseline and "- [- -]" in baseline
-    # the peers no script measures yet are listed, as is the script's memory
-    assert "Spark kafka + eoskit foreach_batch() (exactly-once): not built" in table
+    # the script's memory is shown
     assert "peak RSS of the script's whole process tree" in table and "1,024 [1,000 1,048]" in table
     assert "not split per peer" in table
     assert "FAILED" not in table
 
 
-def test_not_run_wrong_outputs_not_built_and_failed_scripts_are_said():
+def test_not_run_wrong_outputs_not_built_and_failed_scripts_are_said(monkeypatch):
+    monkeypatch.setattr(peers, "NOT_BUILT", {"kafka-kafka": ["a peer nobody built: not built"]})
     results = canned()
     kafka = "\n".join(peers.group_table("kafka-kafka", results))
     assert "the quix peer: NOT RUN in round 2: no virtualenv at .eoskit/quix-venv" in kafka
@@ -124,7 +175,7 @@ def test_not_run_wrong_outputs_not_built_and_failed_scripts_are_said():
     spark = next(line for line in kafka.splitlines() if "the spark_kafka peer" in line)
     assert spark.rstrip().endswith("NO (round 2)")
     assert "80,000 [80,000 50,000!]" in spark  # the wrong round is not in the median
-    assert "PyFlink 2.x KafkaSink EXACTLY_ONCE: not built" in kafka
+    assert "a peer nobody built: not built" in kafka
     latency = "\n".join(peers.group_table("latency", results))
     assert "1,490 [1,280 1,700]" in latency  # p99
     assert "the script FAILED: round 2 exit 1 (log /logs/round2-latency.log)" in latency
@@ -326,6 +377,7 @@ def test_run_benchmark_writes_every_peer_with_spark_broker_and_tables_stubbed(mo
             999, 999, Decimal("4.99"), k.CREATED_AT, k.CREATED_AT),
         run_baseline=lambda *a: k.BaselineResult(1000, 0.5, k.Timings({"copy": 0.4})),
         writer=lambda url: None, transform=lambda raw: raw,
+        commit_modes=("idempotent",), mode_writer=lambda url, table, mode: None,
         contenders=(k.Contender("quix-like", "bench_quix", unavailable),
                     k.Contender("spark-like", "bench_spark_jdbc", lambda *a: k.BaselineResult(
                         1000, 4.0, k.Timings(), spark_line))))
@@ -333,7 +385,7 @@ def test_run_benchmark_writes_every_peer_with_spark_broker_and_tables_stubbed(mo
     args = k.parse_args(["--records", "1000", "--json-out", str(out)], "test")
     assert k.run_benchmark(args, target) == 1  # the Spark peer's table is wrong
     found = {p["id"]: p for p in json.loads(out.read_text())}
-    assert list(found) == ["baseline", "spark_jdbc", "quix", "eoskit"]
+    assert list(found) == ["baseline", "spark_jdbc", "quix", "eoskit", "eoskit_idempotent"]
     assert {p["group"] for p in found.values()} == {"kafka-postgres"}
     assert found["baseline"]["rows_per_s"] == 2000 and found["baseline"]["verified"] is True
     assert found["spark_jdbc"]["verified"] is False and found["spark_jdbc"]["problems"]
@@ -343,3 +395,5 @@ def test_run_benchmark_writes_every_peer_with_spark_broker_and_tables_stubbed(mo
     assert eoskit["verified"] is True and eoskit["rows_per_s"] == 500 and eoskit["steady_rows_per_s"] == 2000
     assert eoskit["first_batch_s"] == 1.5 and eoskit["later_batch_s"] == 0.25
     assert eoskit["peer"] == "eoskit-kafka -> from_json -> eoskit-postgres (default commitMode)"
+    idempotent = found["eoskit_idempotent"]
+    assert idempotent["verified"] is True and "commitMode=idempotent" in idempotent["peer"]

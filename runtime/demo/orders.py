@@ -35,25 +35,35 @@ def recreate_topic(bootstrap: str, topic: str, partitions: int) -> None:
         time.sleep(0.2)
 
 
-def produce_orders(bootstrap: str, topic: str, count: int, partitions: int, seed: int = 7) -> OrderTotals:
-    """``count`` JSON orders keyed by order id; returns what the sink must hold."""
+#: About how long an order's JSON value is (a 6-digit order id, a 5-digit amount).
+ORDER_VALUE_BYTES = 106
+
+
+def produce_orders(bootstrap: str, topic: str, count: int, partitions: int, seed: int = 7,
+                   value_bytes: int = 0) -> OrderTotals:
+    """``count`` JSON orders keyed by order id; returns what the sink must hold.
+    ``value_bytes``: each value is made about this long (within a few
+    bytes) by lengthening every customer name by the same number of ``x``s
+    (the benchmarks' record sizes; still 500 customers); 0 leaves the orders
+    as they are (about 100 bytes)."""
     rng = random.Random(seed)
     amounts: list[Decimal] = []
     by_customer: dict[str, tuple[Decimal, int]] = {}
+    padding = "-" + "x" * (value_bytes - ORDER_VALUE_BYTES - 1) if value_bytes > ORDER_VALUE_BYTES else ""
 
     def orders():
         for order_id in range(1, count + 1):
             amount = Decimal(rng.randint(100, 99_999)) / 100
             amounts.append(amount)
-            customer = f"customer-{rng.randint(1, 500)}"
-            total, orders = by_customer.get(customer, (Decimal("0"), 0))
-            by_customer[customer] = (total + amount, orders + 1)
+            customer = f"customer-{rng.randint(1, 500)}{padding}"
             value = json.dumps({
                 "order_id": order_id,
                 "customer": customer,
                 "amount": str(amount),
                 "created_at": "2026-11-21T12:00:00Z",
             }).encode()
+            total, orders = by_customer.get(customer, (Decimal("0"), 0))
+            by_customer[customer] = (total + amount, orders + 1)
             yield order_id % partitions, str(order_id).encode(), value
 
     produce_records(bootstrap, topic, orders())
