@@ -71,6 +71,7 @@ GROUPS = {
     "kafka-files": Script("kafka_to_parquet.py", ("--spark-parquet",), True),
     "fixed-cost": Script("fixed_cost.py", (), False),
     "latency": Script("latency.py", (), False),
+    "restart": Script("restart.py", (), False),
 }
 TITLES = {
     "kafka-postgres": "Kafka -> PostgreSQL",
@@ -78,6 +79,7 @@ TITLES = {
     "kafka-files": "Kafka -> files (Parquet)",
     "fixed-cost": "Fixed cost of a small batch (fixed_cost.py, 1,000 rows a batch by default)",
     "latency": "Produce -> visible latency (latency.py, 1 s trigger)",
+    "restart": "Restart after kill -9 to the first committed batch (restart.py, its rounds' median)",
 }
 #: Peers of the issue that no script measures yet: listed, not silently left out.
 NOT_BUILT: dict[str, list[str]] = {}
@@ -107,6 +109,7 @@ COLUMNS: dict[str, list[Column]] = {
                    ("median later batch ms", key("later_batch_s", 1000), "{:,.0f}")],
     "latency": [("p50 ms", key("p50_ms"), "{:,.0f}"), ("p90 ms", key("p90_ms"), "{:,.0f}"),
                 ("p99 ms", key("p99_ms"), "{:,.0f}"), ("max ms", key("max_ms"), "{:,.0f}")],
+    "restart": [("restart s", key("restart_s"), "{:.1f}")],
 }
 #: What each group's chart shows: (legend, figure) bars per peer, and the axis label.
 CHARTS: dict[str, tuple[list[tuple[str, Callable[[dict], float | None]]], str]] = {
@@ -115,6 +118,7 @@ CHARTS: dict[str, tuple[list[tuple[str, Callable[[dict], float | None]]], str]] 
     "fixed-cost": ([("first batch", key("first_batch_s", 1000)),
                     ("median later batch", key("later_batch_s", 1000))], "ms per batch"),
     "latency": ([("p50", key("p50_ms")), ("p99", key("p99_ms"))], "produce -> visible, ms"),
+    "restart": ([("to the first committed batch", key("restart_s"))], "seconds after the restart"),
 }
 
 
@@ -160,6 +164,8 @@ GOALS = [
                                  ("fixed-cost", "eoskit_postgres", "fixed cost, eoskit -> postgres"))),
     Goal("latency: eoskit-postgres (two-phase) p99 at a 1 s trigger", "latency", "eoskit_postgres",
          key("p99_ms"), 1500.0, at_most=True, unit=" ms"),
+    Goal("restart after kill -9 to the first committed batch, locally", "restart", "eoskit_restart",
+         key("restart_s"), 5.0, at_most=True, unit=" s"),
 ]
 
 
@@ -191,10 +197,16 @@ def tree_pids(group: int) -> list[int]:
     the group's, and everything below them (``eoskit chaos`` finds a run's
     processes the same way). PySpark's daemons move to groups of their own,
     and the warm zygote outlives the launcher that started it, so neither
-    the group alone nor the tree below the script finds them all."""
-    from eoskit.runtime.chaos.processes import run_processes
+    the group alone nor the tree below the script finds them all. On a
+    cluster, the executor JVMs serving the run's driver (found by its port,
+    as ``eoskit chaos`` finds them) and their Python workers count too:
+    they are the workers' children, not the script's."""
+    from eoskit.runtime.chaos.processes import descendants, executors, run_processes
 
-    return sorted(run_processes(group))
+    found = set(run_processes(group))
+    for executor in executors(group):
+        found |= {executor, *(p.pid for p in descendants(executor))}
+    return sorted(found)
 
 
 def tree_rss(pids: Iterable[int], proc: Path = Path("/proc")) -> tuple[int, int]:
@@ -364,7 +376,7 @@ def run_growth(args: argparse.Namespace, logs: Path) -> list[dict[str, Any]]:
             master = cluster_master(args.cluster_dir)
             print(f"==> the dev cluster: {master}", flush=True)
         for value in series.values:
-            label = f"growth-{name}-{value}"
+            label = f"growth-{name}-{scaled(series, value, args.growth_scale)}"
             json_out, log = logs / f"{label}.json", logs / f"{label}.log"
             argv = growth_command(series, value, args, json_out, master if series.cluster else None)
             print(f"==> growth {name} = {scaled(series, value, args.growth_scale):,}: "
@@ -445,6 +457,9 @@ def draw_growth(points: list[dict], directory: Path) -> Path | None:
                     ax.plot([x for x, _ in xy], [y for _, y in xy], style, marker="o", label=legend + where)
         title, scale = PANELS[panel]
         ax.set_xscale(scale)
+        shown = sorted({p["value"] for p in points if SERIES_BY_NAME[p["series"]].chart == panel})
+        ax.set_xticks(shown, [f"{v:,}" for v in shown], fontsize=7)
+        ax.minorticks_off()
         ax.set_xlabel(title, fontsize=8)
         ax.set_ylabel("rows/s")
         ax.yaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
@@ -623,6 +638,9 @@ def report(results: dict[str, Any], charts: Path | None) -> None:
         print("\n".join(targets_lines(results)))
     points = results.get("growth", [])
     if points:
+        if results.get("growth_scale", 1.0) != 1.0:
+            print(f"\n(the growth curves' record counts scaled by {results['growth_scale']}: "
+                  "the counts in their titles are before that)")
         print("\n".join(growth_lines(points)))
     if charts is not None:
         written = draw_charts(results, charts)
@@ -708,7 +726,8 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.growth:
             series = SERIES_BY_NAME[name]
             for value in series.values:
-                argv_ = growth_command(series, value, args, logs / f"growth-{name}-{value}.json",
+                argv_ = growth_command(series, value, args,
+                                       logs / f"growth-{name}-{scaled(series, value, args.growth_scale)}.json",
                                        "CLUSTER_MASTER" if series.cluster else None)
                 print(f"growth {name}: {shlex.join(argv_)}")
         return 0
@@ -718,6 +737,7 @@ def main(argv: list[str] | None = None) -> int:
     results = run_rounds(args, args.groups, logs)
     if args.growth:
         results["growth"] = run_growth(args, logs)
+        results["growth_scale"] = args.growth_scale
     out = Path(args.out) if args.out else logs / "results.json"
     out.write_text(json.dumps(results, indent=1) + "\n")
     report(results, Path(args.charts) if args.charts else logs / "charts")

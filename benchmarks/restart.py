@@ -38,10 +38,10 @@ from eoskit.testing.conformance.postgres import PostgresTarget
 from eoskit.testing.conformance.scenarios import Run
 from eoskit.twophase.txn_id import sink_prefix
 
-from kafka_to_postgres import machine_facts, print_table, say
+from kafka_to_postgres import machine_facts, peer_record, print_table, say, write_json_out
 
-#: The most a restart may take to its first committed batch (issue 13).
-TARGET_S = 10.0
+#: The most a restart may take to its first committed batch, locally (issue 21; issue 13 asked 10 s).
+TARGET_S = 5.0
 POLL_S = 0.01
 #: A cluster's executors: as the cluster test tier starts them.
 CLUSTER_CONF = {
@@ -99,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="run the job on a standalone cluster (one master, two workers of "
                              "one core each) started for the benchmark and stopped after it")
     parser.add_argument("--services-dir", default=".eoskit/dev")
+    parser.add_argument("--json-out", metavar="FILE",
+                        help="also write the figures to FILE as JSON (for benchmarks/peers.py)")
     args = parser.parse_args(argv)
 
     facts = machine_facts()
@@ -135,6 +137,11 @@ def main(argv: list[str] | None = None) -> int:
                    f"{'met' if median <= TARGET_S else 'NOT met'})"),
     ])
     print_table("machine (at end)", machine_facts()[2:3])
+    # Every round verified the table with psql (every record once, nothing
+    # prepared) before its time was kept: a wrong round raised.
+    write_json_out(args.json_out, [peer_record(
+        "restart", "eoskit_restart", f"eoskit run, kill -9 after a decision, restart ({where})",
+        {"restart_s": median, "restart_rounds_s": times, "master": where}, [])])
     return 0
 
 

@@ -117,6 +117,7 @@ def test_the_growth_curves_dry_run_scales_the_counts_and_names_the_cluster(capsy
     assert len(cluster) == 3 and all(line.endswith("--master CLUSTER_MASTER") for line in cluster)
     assert not any("--master" in line for line in records + batch)
     assert all("--json-out LOGS/growth-" in line for line in lines)
+    assert "LOGS/growth-records-1000.json" in records[0]  # named by the count it runs
 
 
 def growth_points() -> list[dict]:
@@ -219,6 +220,17 @@ def test_a_round_whose_output_is_wrong_does_not_count_and_missing_figures_say_so
     assert "Kafka -> files" not in lines  # the group was not run
     assert "(target <= 1,500 ms): met" in lines
     assert "1.12 [1.12 -]x (target >= 1.00x): met" in lines
+
+
+def test_the_restart_target_is_five_seconds_at_most():
+    results = canned()
+    results["groups"].append("restart")
+    results["peers"] += [record("restart", "eoskit_restart", 1, restart_s=10.4),
+                         record("restart", "eoskit_restart", 2, restart_s=9.8)]
+    restart = peers.evaluate(goal("restart after kill -9"), results)
+    assert restart[0] == pytest.approx(10.1) and restart[2] == "NOT met"
+    assert "10.10 [10.40 9.80] s (target <= 5.00 s): NOT met" in "\n".join(peers.targets_lines(results))
+    assert "10.1 [10.4 9.8]" in "\n".join(peers.group_table("restart", results))
 
 
 def test_a_target_is_met_at_its_bound_and_not_below():
