@@ -35,9 +35,11 @@ own default of one hour is refused by the broker).
 
 Prints one JSON line: rows (``--records``: the job reads the whole topic,
 and the benchmark's reader checks the output holds each of them once),
-seconds of ``env.execute()`` and Flink's own net runtime of the job, the
-interpreter's start to just before ``execute()`` (imports, the JVM
-gateway, the job's build), and the settings.
+seconds of ``env.execute()``, of its part from the first record on (the
+mini-cluster's and the Python workers' start before it: each worker
+notes when its first record came, in a file), Flink's own net runtime of
+the job, the interpreter's start to just before ``execute()`` (imports,
+the JVM gateway, the job's build), and the settings.
 
     <flink venv>/bin/python benchmarks/flink_runner.py --bootstrap HOST:PORT \\
         --input TOPIC --output TOPIC --records N --enrich .../enrich.py \\
@@ -50,6 +52,7 @@ import argparse
 import importlib.util
 import json
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -107,17 +110,24 @@ def main() -> int:
     from pyflink.table import DataTypes, Schema, StreamTableEnvironment, TableDescriptor
 
     class Enrich(MapFunction):
-        """The enrichment, its module loaded by path in each Python worker."""
+        """The enrichment, its module loaded by path in each Python worker,
+        which writes the time of its first record into ``marks``."""
 
-        def __init__(self, path: str):
-            self.path = path
+        def __init__(self, path: str, marks: str):
+            self.path, self.marks = path, marks
             self.enrich_value = None
+            self.started = False
 
         def open(self, runtime_context: RuntimeContext) -> None:
             self.enrich_value = load_module(self.path).enrich_value
 
         def map(self, value: bytes) -> Row:
+            if not self.started:
+                self.started = True
+                Path(self.marks, uuid.uuid4().hex).write_text(repr(time.time()))
             return Row(*self.enrich_value(value))
+
+    marks = tempfile.TemporaryDirectory(prefix="eoskit-bench-flink-")
 
     run = f"eoskit-bench-flink-{uuid.uuid4().hex[:8]}"
     env = StreamExecutionEnvironment.get_execution_environment()
@@ -139,7 +149,7 @@ def main() -> int:
     raw_bytes = Types.PRIMITIVE_ARRAY(Types.BYTE())
     enriched = (env.from_source(source, WatermarkStrategy.no_watermarks(), "KafkaSource",
                                 type_info=raw_bytes)
-                .map(Enrich(str(Path(args.enrich).resolve())),
+                .map(Enrich(str(Path(args.enrich).resolve()), marks.name),
                      output_type=Types.ROW_NAMED(["k", "v"], [raw_bytes, raw_bytes]))
                 .name("enrich"))
 
@@ -163,10 +173,13 @@ def main() -> int:
 
     built = time.perf_counter()
     result = env.execute(run)
-    ended = time.perf_counter()
+    ended, ended_wall = time.perf_counter(), time.time()
+    firsts = [float(mark.read_text()) for mark in Path(marks.name).iterdir()]
+    marks.cleanup()
     print(json.dumps({
         "rows": args.records,
         "run_s": ended - built,
+        "from_first_record_s": ended_wall - min(firsts) if firsts else None,
         "job_net_runtime_s": result.get_net_runtime() / 1000,
         "start_and_import_s": built - STARTED,
         "pyflink": pyflink.version.__version__,

@@ -111,3 +111,35 @@ def test_the_options_default_to_the_virtualenv_the_benchmark_looks_in():
                                            "flink": False}
     args = parser.parse_args(["--flink", "--make-flink-venv", "--flink-venv", "/tmp/v"])
     assert (args.flink, args.make_flink_venv, args.flink_venv) == (True, True, "/tmp/v")
+
+
+def fake_venv(tmp_path: Path, script: str) -> Path:
+    """A virtualenv whose python is a shell script: the runner's stand-in."""
+    venv = tmp_path / "flink-venv"
+    (venv / "bin").mkdir(parents=True)
+    python = venv / "bin" / "python"
+    python.write_text(f"#!/bin/sh\n{script}\n")
+    python.chmod(0o755)
+    flink_peer.connector_jar(venv).parent.mkdir()
+    flink_peer.connector_jar(venv).touch()
+    return venv
+
+
+def test_the_runners_line_becomes_the_peers_result_and_phases(tmp_path: Path):
+    line = ('{"rows": 20000, "run_s": 14.0, "from_first_record_s": 4.0, "job_net_runtime_s": 11.0, '
+            '"start_and_import_s": 9.0, "pyflink": "2.2.1", "kafka_connector": "5.0.0-2.2", '
+            '"parallelism": 2, "checkpoint_interval_ms": 5000}')
+    venv = fake_venv(tmp_path, f"echo 'some log line'; echo '{line}'")
+    result = flink_peer.flink_contender(venv, 20_000).run("h:1", "h:1", "topic", 4)
+    assert (result.rows, result.wall_s, result.extra["pyflink"]) == (20_000, 14.0, "2.2.1")
+    phases = result.phases.seconds
+    assert phases["mini-cluster + Python workers start, before the first record"] == pytest.approx(10.0)
+    assert phases["from the first record on"] == 4.0
+    assert "the job, env.execute()" not in phases
+
+
+def test_a_failed_runner_is_not_run_with_the_end_of_its_error(tmp_path: Path):
+    venv = fake_venv(tmp_path, "echo 'py4j.protocol.Py4JJavaError: boom' >&2; exit 3")
+    with pytest.raises(flink_peer.Unavailable,
+                       match=r"exited with 3:\n    py4j.protocol.Py4JJavaError: boom"):
+        flink_peer.flink_contender(venv, 10).run("h:1", "h:1", "topic", 4)
