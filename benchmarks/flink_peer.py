@@ -11,9 +11,10 @@ PYFLINK_VERSION from PyPI (its wheel of jars, ``apache-flink-libraries``,
 brings Flink's runtime: no Flink install is needed) and Flink's Kafka
 connector, ``flink-sql-connector-kafka`` (the shaded jar, with its Kafka
 client inside), from Maven Central into the virtualenv's ``jars/``, its
-SHA-1 checked. ``flink_contender`` is what kafka_to_kafka.py runs;
-``flink_options`` its command-line options. Make the virtualenv by hand
-(the path the benchmark looks in by default) with:
+SHA-1 checked. ``flink_contender`` is what kafka_to_kafka.py runs (with
+``--flink``); ``flink_options`` adds that option, ``--flink-venv`` and
+``--make-flink-venv``. Make the virtualenv by hand (the path the benchmark
+looks in by default) with:
 
     .venv/bin/python benchmarks/flink_peer.py --make-venv .eoskit/flink-venv
 """
@@ -32,6 +33,8 @@ from pathlib import Path
 
 from kafka_to_postgres import BaselineResult, Contender, Timings, Unavailable, say
 
+from eoskit.runtime.demo import enrich
+
 #: PyFlink from PyPI. 2.2.1 is the newest release that Maven Central has a
 #: Kafka connector for (2.3.0 is on PyPI; no connector built for 2.3 yet).
 PYFLINK_VERSION = "2.2.1"
@@ -39,8 +42,8 @@ PYFLINK_VERSION = "2.2.1"
 #: versions name the Flink they are for after the dash).
 KAFKA_CONNECTOR_VERSION = "5.0.0-2.2"
 MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
-#: The CPython versions apache-flink 2.2.1 ships wheels for (its pemja has no
-#: other); the virtualenv is made with one of them.
+#: The CPython versions apache-flink 2.2.1 ships wheels for (none for 3.13);
+#: the virtualenv is made with one of them.
 PYTHONS = ((3, 9), (3, 10), (3, 11), (3, 12))
 FLINK_TABLE = "bench_flink"
 FLINK_RUNNER = Path(__file__).with_name("flink_runner.py")
@@ -145,7 +148,6 @@ def flink_contender(venv: Path, records: int, parallelism: int = PARALLELISM,
                     checkpoint_ms: int = CHECKPOINT_INTERVAL_MS) -> Contender:
     """PyFlink's run on the benchmark's topic, into FLINK_TABLE (which the
     benchmark recreates before, with the input's partition count)."""
-    from eoskit.runtime.demo import enrich
 
     def run(bootstrap: str, url: str, topic: str, partitions: int) -> BaselineResult:
         python, jar = venv_python(venv), connector_jar(venv)
