@@ -144,7 +144,7 @@ def main() -> int:
               .set_starting_offsets(KafkaOffsetsInitializer.earliest())
               .set_bounded(KafkaOffsetsInitializer.latest())
               .set_value_only_deserializer(ByteArraySchema())
-              .set_property("isolation.level", "read_committed")
+              .set_property("isolation.level", "read_committed")  # as the hand-written loop reads
               .build())
     raw_bytes = Types.PRIMITIVE_ARRAY(Types.BYTE())
     enriched = (env.from_source(source, WatermarkStrategy.no_watermarks(), "KafkaSource",
@@ -172,10 +172,12 @@ def main() -> int:
     statements.attach_as_datastream()
 
     built = time.perf_counter()
-    result = env.execute(run)
-    ended, ended_wall = time.perf_counter(), time.time()
-    firsts = [float(mark.read_text()) for mark in Path(marks.name).iterdir()]
-    marks.cleanup()
+    try:
+        result = env.execute(run)
+        ended, ended_wall = time.perf_counter(), time.time()
+        firsts = [float(mark.read_text()) for mark in Path(marks.name).iterdir()]
+    finally:
+        marks.cleanup()
     print(json.dumps({
         "rows": args.records,
         "run_s": ended - built,
