@@ -1,0 +1,196 @@
+"""PyFlink 2.x exactly-once on the Kafka benchmark's topic: KafkaSource -> enrich -> KafkaSink.
+
+Run by kafka_to_kafka.py (through flink_peer.py) as a subprocess, with the
+Python of PyFlink's own virtualenv (PyFlink pins a pandas, pyarrow and py4j
+older than eoskit's), so it imports nothing of eoskit but the enrichment
+module, loaded from its file (stdlib only) inside each Python worker. One
+DataStream job on a local mini-cluster, as a PyFlink user writes it:
+
+- Flink's ``KafkaSource`` from the earliest offsets, bounded at the latest
+  offsets when the job starts (the benchmark produces the whole topic
+  before), so the job ends by itself once the input is read; values read as
+  raw bytes (``ByteArraySchema``: no decode in Java, no encode in Python);
+- a Python ``MapFunction``: the enrichment, ``enrich_value(bytes) -> (key,
+  value)``, exactly the bytes every peer writes;
+- Flink's ``KafkaSink`` with ``DeliveryGuarantee.EXACTLY_ONCE``, the key and
+  the value written as they are. PyFlink's DataStream ``KafkaSink`` builder
+  can only serialize the whole record as the key (it has no schema that
+  takes one field of a row as the key, another as the value), so the sink
+  is declared as a table of Flink's Kafka connector (``key.format`` and
+  ``value.format`` ``raw``, ``sink.delivery-guarantee`` ``exactly-once``),
+  which builds that same ``KafkaSink``, and attached to this DataStream job
+  (``attach_as_datastream``): one job, run by ``env.execute()``.
+
+Exactly once: checkpoints in EXACTLY_ONCE mode every
+``--checkpoint-interval-ms``. Each sink subtask writes into a Kafka
+transaction, with a transactional id of its own (a new prefix per run), and
+commits it when the checkpoint completes; readers see the output with
+``isolation.level=read_committed`` only. Once every task has read to the
+end of its input, Flink 2.x (checkpoints after tasks finish, on by
+default) triggers one last checkpoint at once, not at the next interval
+(``SchedulerBase.notifyEndOfData``); it commits the last transactions before
+``execute()`` returns. ``transaction.timeout.ms`` is set below the broker's
+``transaction.max.timeout.ms`` (Apache Kafka's default 900,000; Flink's
+own default of one hour is refused by the broker).
+
+Prints one JSON line: rows (``--records``: the job reads the whole topic,
+and the benchmark's reader checks the output holds each of them once),
+seconds of ``env.execute()``, of its part from the first record on (the
+mini-cluster's and the Python workers' start before it: each worker
+notes when its first record came, in a file), Flink's own net runtime of
+the job, the interpreter's start to just before ``execute()`` (imports,
+the JVM gateway, the job's build), and the settings.
+
+    <flink venv>/bin/python benchmarks/flink_runner.py --bootstrap HOST:PORT \\
+        --input TOPIC --output TOPIC --records N --enrich .../enrich.py \\
+        --connector-jar <flink venv>/jars/flink-sql-connector-kafka-5.0.0-2.2.jar
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from types import ModuleType
+
+STARTED = time.perf_counter()
+#: Below Apache Kafka's transaction.max.timeout.ms default (900,000); far
+#: above any checkpoint interval this runner is given.
+TRANSACTION_TIMEOUT_MS = 600_000
+
+
+def load_module(path: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location("eoskit_demo_enrich", path)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"cannot load the enrichment module from {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bootstrap", required=True)
+    parser.add_argument("--input", required=True)
+    parser.add_argument("--output", required=True, help="an existing topic")
+    parser.add_argument("--records", type=int, required=True,
+                        help="the input topic's record count (reported as rows)")
+    parser.add_argument("--enrich", required=True, help="path of eoskit/runtime/demo/enrich.py")
+    parser.add_argument("--connector-jar", required=True,
+                        help="flink-sql-connector-kafka, built for this Flink")
+    parser.add_argument("--parallelism", type=int, default=2,
+                        help="source, map and sink subtasks (default 2: the machine's 2 cores)")
+    parser.add_argument("--checkpoint-interval-ms", type=int, default=5000,
+                        help="how often the sink's transactions commit (default 5000: Quix "
+                             "Streams' 5 s commit bound)")
+    args = parser.parse_args()
+    jar = Path(args.connector_jar).resolve()
+    if not jar.is_file():
+        raise SystemExit(f"no Kafka connector jar at {jar}: make the virtualenv with "
+                         "benchmarks/flink_peer.py --make-venv")
+    load_module(args.enrich)  # fail here, not in a worker, if the module is not there
+
+    import pyflink.version
+    from pyflink.common import Row, Types, WatermarkStrategy
+    from pyflink.common.serialization import ByteArraySchema
+    from pyflink.datastream import (
+        CheckpointingMode,
+        MapFunction,
+        RuntimeContext,
+        RuntimeExecutionMode,
+        StreamExecutionEnvironment,
+    )
+    from pyflink.datastream.connectors.kafka import KafkaOffsetsInitializer, KafkaSource
+    from pyflink.table import DataTypes, Schema, StreamTableEnvironment, TableDescriptor
+
+    class Enrich(MapFunction):
+        """The enrichment, its module loaded by path in each Python worker,
+        which writes the time of its first record into ``marks``."""
+
+        def __init__(self, path: str, marks: str):
+            self.path, self.marks = path, marks
+            self.enrich_value = None
+            self.started = False
+
+        def open(self, runtime_context: RuntimeContext) -> None:
+            self.enrich_value = load_module(self.path).enrich_value
+
+        def map(self, value: bytes) -> Row:
+            if not self.started:
+                self.started = True
+                Path(self.marks, uuid.uuid4().hex).write_text(repr(time.time()))
+            return Row(*self.enrich_value(value))
+
+    marks = tempfile.TemporaryDirectory(prefix="eoskit-bench-flink-")
+
+    run = f"eoskit-bench-flink-{uuid.uuid4().hex[:8]}"
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_runtime_mode(RuntimeExecutionMode.STREAMING)  # checkpoints commit the transactions
+    env.set_parallelism(args.parallelism)
+    env.enable_checkpointing(args.checkpoint_interval_ms, CheckpointingMode.EXACTLY_ONCE)
+    env.set_python_executable(sys.executable)  # the workers' Python: this virtualenv's, not PATH's
+    env.add_jars(jar.as_uri())
+
+    source = (KafkaSource.builder()
+              .set_bootstrap_servers(args.bootstrap)
+              .set_topics(args.input)
+              .set_group_id(run)
+              .set_starting_offsets(KafkaOffsetsInitializer.earliest())
+              .set_bounded(KafkaOffsetsInitializer.latest())
+              .set_value_only_deserializer(ByteArraySchema())
+              .set_property("isolation.level", "read_committed")  # as the hand-written loop reads
+              .build())
+    raw_bytes = Types.PRIMITIVE_ARRAY(Types.BYTE())
+    enriched = (env.from_source(source, WatermarkStrategy.no_watermarks(), "KafkaSource",
+                                type_info=raw_bytes)
+                .map(Enrich(str(Path(args.enrich).resolve()), marks.name),
+                     output_type=Types.ROW_NAMED(["k", "v"], [raw_bytes, raw_bytes]))
+                .name("enrich"))
+
+    tables = StreamTableEnvironment.create(env)
+    sink = (TableDescriptor.for_connector("kafka")
+            .schema(Schema.new_builder().column("k", DataTypes.BYTES())
+                    .column("v", DataTypes.BYTES()).build())
+            .option("topic", args.output)
+            .option("properties.bootstrap.servers", args.bootstrap)
+            .option("key.format", "raw")
+            .option("key.fields", "k")
+            .option("value.format", "raw")
+            .option("value.fields-include", "EXCEPT_KEY")
+            .option("sink.delivery-guarantee", "exactly-once")
+            .option("sink.transactional-id-prefix", run)
+            .option("properties.transaction.timeout.ms", str(TRANSACTION_TIMEOUT_MS))
+            .build())
+    statements = tables.create_statement_set()
+    statements.add_insert(sink, tables.from_data_stream(enriched))
+    statements.attach_as_datastream()
+
+    built = time.perf_counter()
+    try:
+        result = env.execute(run)
+        ended, ended_wall = time.perf_counter(), time.time()
+        firsts = [float(mark.read_text()) for mark in Path(marks.name).iterdir()]
+    finally:
+        marks.cleanup()
+    print(json.dumps({
+        "rows": args.records,
+        "run_s": ended - built,
+        "from_first_record_s": ended_wall - min(firsts) if firsts else None,
+        "job_net_runtime_s": result.get_net_runtime() / 1000,
+        "start_and_import_s": built - STARTED,
+        "pyflink": pyflink.version.__version__,
+        "kafka_connector": jar.stem.removeprefix("flink-sql-connector-kafka-"),
+        "parallelism": args.parallelism,
+        "checkpoint_interval_ms": args.checkpoint_interval_ms,
+    }))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
