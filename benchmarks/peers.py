@@ -67,7 +67,7 @@ class Script:
 #: Each group: the script that measures its peers, with the options that bring in the peers.
 GROUPS = {
     "kafka-postgres": Script("kafka_to_postgres.py", ("--spark-jdbc", "--foreach-batch", "--commit-modes"), True),
-    "kafka-kafka": Script("kafka_to_kafka.py", ("--spark-kafka",), True),
+    "kafka-kafka": Script("kafka_to_kafka.py", ("--spark-kafka", "--flink"), True),
     "kafka-files": Script("kafka_to_parquet.py", ("--spark-parquet",), True),
     "fixed-cost": Script("fixed_cost.py", (), False),
     "latency": Script("latency.py", (), False),
@@ -153,6 +153,8 @@ GOALS = [
          "kafka-postgres", "eoskit", key("steady_rows_per_s"), 1.5, theirs="baseline"),
     Goal("Kafka -> Kafka: eoskit exactly-once, whole run, / Spark kafka source + sink",
          "kafka-kafka", "eoskit", key("rows_per_s"), 1.0, theirs="spark_kafka"),
+    Goal("Kafka -> Kafka: eoskit exactly-once, whole run, / PyFlink KafkaSink EXACTLY_ONCE",
+         "kafka-kafka", "eoskit", key("rows_per_s"), 1.5, theirs="flink"),
     Goal("Kafka -> files: eoskit-parquet (in-session turns), whole run, / Spark kafka + parquet "
          "(own process; its query is its JVM's first)",
          "kafka-files", "eoskit_parquet", key("rows_per_s"), 1.0, theirs="spark_parquet_process"),
@@ -187,6 +189,8 @@ def command(group: str, args: argparse.Namespace, json_out: Path) -> list[str]:
         argv += ["--max-offsets-per-trigger", str(args.max_offsets_per_trigger)]
     if group == "kafka-kafka" and args.make_quix_venv:
         argv.append("--make-quix-venv")
+    if group == "kafka-kafka" and args.make_flink_venv:
+        argv.append("--make-flink-venv")
     return argv + shlex.split(args.extra.get(group, ""))
 
 
@@ -679,6 +683,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--logs", default=None, help="each run's output and JSON (default: a new temp folder)")
     parser.add_argument("--make-quix-venv", action="store_true",
                         help="let kafka_to_kafka.py create its Quix Streams virtualenv (pip install)")
+    parser.add_argument("--make-flink-venv", action="store_true",
+                        help="let kafka_to_kafka.py create its PyFlink virtualenv (pip install, and the "
+                             "Kafka connector jar from Maven Central)")
     parser.add_argument("--args", action="append", default=[], metavar="GROUP=ARGS",
                         help="more options for one group's script, e.g. 'fixed-cost=--batches 5' "
                              "or 'latency=--seconds 10 --warmup 5' (repeatable)")
