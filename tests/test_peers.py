@@ -409,3 +409,17 @@ def test_run_benchmark_writes_every_peer_with_spark_broker_and_tables_stubbed(mo
     assert eoskit["peer"] == "eoskit-kafka -> from_json -> eoskit-postgres (default commitMode)"
     idempotent = found["eoskit_idempotent"]
     assert idempotent["verified"] is True and "commitMode=idempotent" in idempotent["peer"]
+
+
+def test_a_restarts_phases_are_taken_between_milestones_seen_in_order(monkeypatch):
+    """restart.py splits each restart at the milestones it saw (its JVM
+    running, the crashed run's transactions committed, the batch in the
+    commit log); a phase whose start was not seen is left out, not merged
+    into the next."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    restart = pytest.importorskip("restart")
+    rounds = [{"jvm": 1.0, "swept": 6.0, "committed": 9.5}, {"jvm": 1.2, "swept": 6.5, "committed": 10.0},
+              {"jvm": 1.1, "committed": 8.0}]
+    phases = restart.phase_seconds(rounds)
+    assert list(phases.values()) == [[1.0, 1.2, 1.1], [5.0, pytest.approx(5.3)], [3.5, 3.5]]
+    assert list(phases) == [restart.PHASES[m] for m in restart.MILESTONES]
