@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 import pyspark
@@ -35,6 +35,8 @@ from confluent_kafka.admin import AdminClient
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter
+from cpu_share import Cpu
+from cpu_share import describe as describe_cpu
 from sqlalchemy.engine import make_url
 
 from eoskit.connectors.postgres.connection import connect_kwargs
@@ -679,6 +681,18 @@ def fail(problems: list[str]) -> int:
     return 1
 
 
+T = TypeVar("T")
+
+
+def service_pids(services_dir: str) -> dict[str, int]:
+    """The dev services' pids, for the CPU they take during each run; none
+    when they cannot be read (the figure is a bonus)."""
+    try:
+        return LocalServices(services_dir).pids()
+    except Exception:  # noqa: BLE001
+        return {}
+
+
 def run_benchmark(args: argparse.Namespace, target: Target) -> int:
     """Produce once, run the plain loop, the other contenders and eoskit on
     the same topic, verify every output, report; 1 if any output is wrong."""
@@ -692,17 +706,27 @@ def run_benchmark(args: argparse.Namespace, target: Target) -> int:
     outputs = [(target.baseline_label, BASELINE_TABLE)]
     baselines: list[tuple[str, BaselineResult]] = []
     not_run: list[tuple[str, str]] = []
+    cpu: dict[str, dict[str, float]] = {}  # output -> CPU-seconds over its run (cpu_share)
+    services = service_pids(args.services_dir)
+
+    def measured(name: str, run: Callable[[], T]) -> T:
+        span = Cpu(services).start()
+        try:
+            return run()
+        finally:
+            cpu[name] = span.stop()
+
     try:
         say(f"baseline: {target.baseline}, one process")
         target.reset_table(url, BASELINE_TABLE)
-        baselines.append((target.baseline_label,
-                          target.run_baseline(bootstrap, url, topic, args.partitions)))
+        baselines.append((target.baseline_label, measured(target.baseline_label, lambda: (
+            target.run_baseline(bootstrap, url, topic, args.partitions)))))
         for contender in target.contenders:
             say(f"{contender.label}")
             target.reset_table(url, contender.table)
             try:
-                baselines.append((contender.label,
-                                  contender.run(bootstrap, url, topic, args.partitions)))
+                baselines.append((contender.label, measured(contender.label, lambda: (
+                    contender.run(bootstrap, url, topic, args.partitions)))))
                 outputs.append((contender.label, contender.table))
             except Unavailable as exc:
                 say(f"{contender.label}: not run: {exc}")
@@ -721,7 +745,7 @@ def run_benchmark(args: argparse.Namespace, target: Target) -> int:
         say(f"eoskit: eoskit-kafka -> {target.transform_name} -> {target.sink}, availableNow")
         target.reset_table(url, EOSKIT_TABLE)
         outputs.append(("eoskit", EOSKIT_TABLE))
-        eoskit = run_stream(target.writer(url), target.transform(raw), "eoskit")
+        eoskit = measured("eoskit", lambda: run_stream(target.writer(url), target.transform(raw), "eoskit"))
         modes: list[tuple[str, str, StreamResult]] = []  # (mode, table, result)
         for mode in target.commit_modes:
             assert target.mode_writer is not None
@@ -729,8 +753,9 @@ def run_benchmark(args: argparse.Namespace, target: Target) -> int:
             say(f"eoskit, commitMode={mode} (the same session, after the default run)")
             target.reset_table(url, table)
             outputs.append((f"eoskit {mode}", table))
-            modes.append((mode, table, run_stream(target.mode_writer(url, table, mode),
-                                                  target.transform(raw), f"eoskit-{mode}")))
+            writer = target.mode_writer(url, table, mode)
+            modes.append((mode, table, measured(f"eoskit {mode}", lambda: run_stream(
+                writer, target.transform(raw), f"eoskit-{mode}"))))
         breakdown: list[tuple[str, StreamResult]] = []
         if args.breakdown:
             say("breakdown: the same stream into Spark's noop sink, with and without the "
@@ -756,18 +781,25 @@ def run_benchmark(args: argparse.Namespace, target: Target) -> int:
     report(args, produce_s, spark_start_s, baselines, eoskit,
            [(f"eoskit {mode}", result) for mode, _, result in modes] + breakdown, facts_before,
            sink=target.sink, master=master, not_run=not_run)
+    if cpu:
+        print("\nCPU over each run (cpu_share.py; a peer in a process of its own: with its process's and "
+              "JVM's start):")
+        for name, figures in cpu.items():
+            print(f"  {name}: {figures['wall_s']:.1f} s, {describe_cpu(figures)}")
     group = "kafka-" + target.sink.removeprefix("eoskit-")
     ids = {target.baseline_label: BASELINE_TABLE, **{c.label: c.table for c in target.contenders}}
     write_json_out(args.json_out, [
-        *(peer_record(group, ids[label].removeprefix("bench_"), label, baseline_figures(result),
-                      found[label]) for label, result in baselines),
+        *(peer_record(group, ids[label].removeprefix("bench_"), label,
+                      {**baseline_figures(result), "cpu": cpu.get(label)}, found[label])
+          for label, result in baselines),
         *({"peer": label, "id": ids[label].removeprefix("bench_"), "group": group, "not_run": reason}
           for label, reason in not_run),
         peer_record(group, "eoskit", f"eoskit-kafka -> {target.transform_name} -> {target.sink} "
-                    "(default commitMode)", {**stream_figures(eoskit), "spark_start_s": spark_start_s},
-                    found["eoskit"]),
+                    "(default commitMode)", {**stream_figures(eoskit), "spark_start_s": spark_start_s,
+                                             "cpu": cpu.get("eoskit")}, found["eoskit"]),
         *(peer_record(group, table.removeprefix("bench_"), f"eoskit, commitMode={mode} (same session, "
-                      "after the default run)", stream_figures(result), found[f"eoskit {mode}"])
+                      "after the default run)", {**stream_figures(result), "cpu": cpu.get(f"eoskit {mode}")},
+                      found[f"eoskit {mode}"])
           for mode, table, result in modes),
     ])
     if problems:

@@ -407,6 +407,8 @@ def test_run_benchmark_writes_every_peer_with_spark_broker_and_tables_stubbed(mo
     assert eoskit["verified"] is True and eoskit["rows_per_s"] == 500 and eoskit["steady_rows_per_s"] == 2000
     assert eoskit["first_batch_s"] == 1.5 and eoskit["later_batch_s"] == 0.25
     assert eoskit["peer"] == "eoskit-kafka -> from_json -> eoskit-postgres (default commitMode)"
+    assert eoskit["cpu"]["wall_s"] >= 0 and eoskit["cpu"]["available_s"] >= eoskit["cpu"]["wall_s"]
+    assert "machine_busy_s" in found["baseline"]["cpu"]
     idempotent = found["eoskit_idempotent"]
     assert idempotent["verified"] is True and "commitMode=idempotent" in idempotent["peer"]
 
@@ -423,3 +425,41 @@ def test_a_restarts_phases_are_taken_between_milestones_seen_in_order(monkeypatc
     phases = restart.phase_seconds(rounds)
     assert list(phases.values()) == [[1.0, 1.2, 1.1], [5.0, pytest.approx(5.3)], [3.5, 3.5]]
     assert list(phases) == [restart.PHASES[m] for m in restart.MILESTONES]
+
+
+def test_cpu_share_counts_the_machines_busy_time_over_a_span(monkeypatch):
+    """cpu_share.py: the machine's busy time over a span takes in a process that spins in it."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import cpu_share
+
+    parent = subprocess.Popen([sys.executable, "-c", (
+        "import subprocess, sys; subprocess.run([sys.executable, '-c', "
+        "'import time; t = time.process_time()\\nwhile time.process_time() - t < 0.6: pass'])")])
+    try:
+        span = cpu_share.Cpu({"tree": parent.pid}).start()
+        parent.wait(timeout=30)
+    finally:
+        parent.kill()
+    figures = span.stop()
+    assert figures["machine_busy_s"] >= 0.5  # the child's spin, at least
+    assert figures["wall_s"] > 0 and figures["available_s"] == pytest.approx(
+        figures["wall_s"] * os.cpu_count())
+    assert "machine busy" in cpu_share.describe(figures) and "tree" in cpu_share.describe(figures)
+
+
+def test_cpu_share_reads_a_live_tree_with_its_reaped_children(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import cpu_share
+
+    script = ("import subprocess, sys, time\n"
+              "subprocess.run([sys.executable, '-c', 'import time; t = time.process_time()\\n"
+              "while time.process_time() - t < 0.5: pass'])\n"
+              "print('reaped', flush=True); time.sleep(30)\n")
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout.readline().strip() == "reaped"
+        assert cpu_share.tree_cpu_s(parent.pid) >= 0.5  # the child's time, in the parent's cutime
+        assert cpu_share.tree_cpu_s(os.getpid()) >= cpu_share.tree_cpu_s(parent.pid)  # it is below us
+    finally:
+        parent.kill()
+        parent.wait()
