@@ -158,12 +158,14 @@ GOALS = [
     Goal("Kafka -> files: eoskit-parquet (in-session turns), whole run, / Spark kafka + parquet "
          "(own process; its query is its JVM's first)",
          "kafka-files", "eoskit_parquet", key("rows_per_s"), 1.0, theirs="spark_parquet_process"),
+    # Only where eoskit's query is its JVM's first: kafka_to_parquet.py's
+    # eoskit turns follow Spark's parquet turn in the same session, so their
+    # first batch is a warm one and says nothing of this target.
     *(Goal(f"{title}: eoskit's first batch - its median later batch", group, peer, first_extra, 1.0,
            at_most=True, unit=" s")
-      for group, peer, title in (("kafka-postgres", "eoskit", "Kafka -> PostgreSQL"),
-                                 ("kafka-kafka", "eoskit", "Kafka -> Kafka"),
-                                 ("kafka-files", "eoskit_parquet", "Kafka -> files"),
-                                 ("fixed-cost", "eoskit_postgres", "fixed cost, eoskit -> postgres"))),
+      for group, peer, title in (("kafka-postgres", "eoskit", "Kafka -> PostgreSQL, 250,000-row batches"),
+                                 ("kafka-kafka", "eoskit", "Kafka -> Kafka, 250,000-row batches"),
+                                 ("fixed-cost", "eoskit_postgres", "Kafka -> PostgreSQL, 1,000-row batches"))),
     Goal("latency: eoskit-postgres (two-phase) p99 at a 1 s trigger", "latency", "eoskit_postgres",
          key("p99_ms"), 1500.0, at_most=True, unit=" ms"),
     Goal("restart after kill -9 to the first committed batch, locally", "restart", "eoskit_restart",
