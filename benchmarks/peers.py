@@ -452,15 +452,16 @@ def draw_growth(points: list[dict], directory: Path) -> Path | None:
             mine = [p for p in points if p["series"] == name and p["exit"] == 0]
             where = " (cluster)" if series.cluster else ""
             style = "--" if series.cluster else "-"
-            for legend, pick in (("eoskit whole run", lambda e, b: e.get("rows_per_s")),
-                                 ("eoskit steady", lambda e, b: e.get("steady_rows_per_s")),
-                                 ("plain loop", lambda e, b: b.get("rows_per_s"))):
+            for legend, pick, colour in (("eoskit whole run", lambda e, b: e.get("rows_per_s"), "tab:blue"),
+                                         ("eoskit steady", lambda e, b: e.get("steady_rows_per_s"), "tab:orange"),
+                                         ("plain loop", lambda e, b: b.get("rows_per_s"), "tab:green")):
                 if series.cluster and legend == "plain loop":
                     continue  # the loop does not run on the cluster: the same as the local one
                 xy = [(p["value"], pick(*growth_pair(p))) for p in mine]
                 xy = [(x, y) for x, y in xy if y is not None]
                 if xy:
-                    ax.plot([x for x, _ in xy], [y for _, y in xy], style, marker="o", label=legend + where)
+                    ax.plot([x for x, _ in xy], [y for _, y in xy], style, marker="o", color=colour,
+                            label=legend + where)
         title, scale = PANELS[panel]
         ax.set_xscale(scale)
         shown = sorted({p["value"] for p in points if SERIES_BY_NAME[p["series"]].chart == panel})
