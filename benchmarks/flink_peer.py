@@ -23,15 +23,13 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import shutil
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
-from kafka_to_postgres import BaselineResult, Contender, Timings, Unavailable, say
+from kafka_to_postgres import BaselineResult, Contender, Timings, Unavailable, run_peer_process, say
 
 from eoskit.runtime.demo import enrich
 
@@ -156,16 +154,7 @@ def flink_contender(venv: Path, records: int, parallelism: int = PARALLELISM,
                               f"with --make-flink-venv, or {make_venv_command(venv)}")
         command = runner_command(python, jar, bootstrap, topic, records, enrich.__file__,
                                  parallelism, checkpoint_ms)
-        started = time.perf_counter()
-        try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            raise Unavailable("PyFlink did not finish within an hour") from None
-        wall = time.perf_counter() - started
-        if done.returncode != 0 or not done.stdout.strip():
-            tail = "\n    ".join(done.stderr.strip().splitlines()[-15:])
-            raise Unavailable(f"PyFlink exited with {done.returncode}:\n    {tail}")
-        result = json.loads(done.stdout.strip().splitlines()[-1])
+        result, wall = run_peer_process("PyFlink", command, timeout=TIMEOUT_S)
         first = result.get("from_first_record_s")
         say(f"  PyFlink {result['pyflink']}, parallelism {result['parallelism']}, checkpoint every "
             f"{result['checkpoint_interval_ms']:,} ms: {result['rows']:,} records in {result['run_s']:.1f} s"

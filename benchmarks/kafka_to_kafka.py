@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
@@ -48,6 +47,7 @@ from kafka_to_postgres import (
     end_offsets,
     parse_args,
     run_benchmark,
+    run_peer_process,
     say,
 )
 from pyspark.sql.streaming import DataStreamWriter
@@ -251,16 +251,7 @@ def quix_contender(venv: Path, records: int) -> Contender:
         command = [str(python), str(QUIX_RUNNER), "--bootstrap", bootstrap, "--input", topic,
                    "--output", QUIX_TABLE, "--records", str(records),
                    "--enrich", enrich.__file__, "--commit-every", str(COMMIT_EVERY)]
-        started = time.perf_counter()
-        try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=3600)
-        except subprocess.TimeoutExpired:
-            raise Unavailable("Quix Streams did not finish within an hour") from None
-        wall = time.perf_counter() - started
-        if done.returncode != 0 or not done.stdout.strip():
-            tail = "\n    ".join(done.stderr.strip().splitlines()[-15:])
-            raise Unavailable(f"Quix Streams exited with {done.returncode}:\n    {tail}")
-        result = json.loads(done.stdout.strip().splitlines()[-1])
+        result, wall = run_peer_process("Quix Streams", command)
         say(f"  Quix Streams {result['quixstreams']}, confluent-kafka {result['confluent_kafka']}: "
             f"{result['rows']:,} records in {result['run_s']:.1f} s")
         first = result["from_first_record_s"] or result["run_s"]
@@ -289,19 +280,12 @@ def spark_kafka_contender(max_offsets: int, master: str, retried: dict[str, int]
         command = [sys.executable, str(SPARK_KAFKA_RUNNER), "--bootstrap", bootstrap,
                    "--topic", topic, "--output", SPARK_KAFKA_TABLE,
                    "--max-offsets", str(max_offsets), "--master", master]
-        started = time.perf_counter()
         try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=3600,
-                                  env={**os.environ, "PYSPARK_PYTHON": sys.executable})
-        except subprocess.TimeoutExpired:
-            delete_topic(bootstrap, SPARK_KAFKA_TABLE)
-            raise Unavailable("Spark's kafka source + kafka sink did not finish within an hour") from None
-        wall = time.perf_counter() - started
-        if done.returncode != 0 or not done.stdout.strip():
+            result, wall = run_peer_process("Spark's kafka source + kafka sink", command,
+                                            {"PYSPARK_PYTHON": sys.executable})
+        except Unavailable:
             delete_topic(bootstrap, SPARK_KAFKA_TABLE)  # not verified, so never dropped after
-            tail = "\n    ".join(done.stderr.strip().splitlines()[-15:])
-            raise Unavailable(f"Spark's kafka source + kafka sink exited with {done.returncode}:\n    {tail}")
-        result = json.loads(done.stdout.strip().splitlines()[-1])
+            raise
         failed = result["failed_tasks"]
         if failed:
             retried[SPARK_KAFKA_TABLE] = failed

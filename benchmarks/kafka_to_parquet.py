@@ -23,11 +23,9 @@ eoskit-parquet's. See benchmarks/README.md.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -58,6 +56,7 @@ from kafka_to_postgres import (
     print_table,
     produce,
     rate,
+    run_peer_process,
     run_breakdown,
     run_stream,
     runner_figures,
@@ -138,17 +137,8 @@ def run_spark_parquet(bootstrap: str, topic: str, path: str, max_offsets: int) -
     with ``wall_s`` (the process's whole life) added."""
     command = [sys.executable, str(SPARK_PARQUET_RUNNER), "--bootstrap", bootstrap, "--topic", topic,
                "--path", path, "--max-offsets", str(max_offsets)]
-    started = time.perf_counter()
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=3600,
-                              env={**os.environ, "PYSPARK_PYTHON": sys.executable})
-    except subprocess.TimeoutExpired:
-        raise Unavailable("Spark's kafka source + parquet sink did not finish within an hour") from None
-    wall = time.perf_counter() - started
-    if done.returncode != 0 or not done.stdout.strip():
-        tail = "\n    ".join(done.stderr.strip().splitlines()[-15:])
-        raise Unavailable(f"Spark's kafka source + parquet sink exited with {done.returncode}:\n    {tail}")
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result, wall = run_peer_process("Spark's kafka source + parquet sink", command,
+                                    {"PYSPARK_PYTHON": sys.executable})
     failed = result["failed_tasks"]
     say(f"  Spark {result['pyspark']} kafka source + parquet sink: {result['rows']:,} rows, "
         f"query {result['run_s']:.1f} s, first batch {result['first_batch_s'] or 0:.1f} s, later "

@@ -815,23 +815,36 @@ SPARK_FOREACH_BATCH_TABLE = "bench_spark_foreach_batch"
 SPARK_FOREACH_BATCH_RUNNER = Path(__file__).with_name("spark_foreach_batch_runner.py")
 
 
+#: The longest a peer in a process of its own may run.
+PEER_TIMEOUT_S = 3600
+
+
+def run_peer_process(label: str, command: list[str], env: dict[str, str] | None = None,
+                     timeout: float = PEER_TIMEOUT_S) -> tuple[dict[str, Any], float]:
+    """Run a peer in a process of its own (a Spark runner, Quix Streams,
+    PyFlink) to its end: the one JSON line it printed last, and the
+    process's wall seconds. Unavailable, naming ``label``, when it does not
+    finish within ``timeout`` or fails (with the tail of its errors)."""
+    started = time.perf_counter()
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                              env=None if env is None else {**os.environ, **env})
+    except subprocess.TimeoutExpired:
+        raise Unavailable(f"{label} did not finish within {timeout / 60:.0f} minutes") from None
+    wall = time.perf_counter() - started
+    if done.returncode != 0 or not done.stdout.strip():
+        tail = "\n    ".join(done.stderr.strip().splitlines()[-15:])
+        raise Unavailable(f"{label} exited with {done.returncode}:\n    {tail}")
+    return json.loads(done.stdout.strip().splitlines()[-1]), wall
+
+
 def spark_runner(label: str, runner: Path, argv: list[str], env: dict[str, str] | None = None
                  ) -> BaselineResult:
     """Run a Spark peer's runner (spark_peer.run_available_now) in a process
     (and JVM) of its own and read the JSON line it printed; Unavailable with
     the tail of its errors when it fails."""
-    command = [sys.executable, str(runner), *argv]
-    started = time.perf_counter()
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=3600,
-                              env={**os.environ, "PYSPARK_PYTHON": sys.executable, **(env or {})})
-    except subprocess.TimeoutExpired:
-        raise Unavailable(f"{label} did not finish within an hour") from None
-    wall = time.perf_counter() - started
-    if done.returncode != 0 or not done.stdout.strip():
-        tail = "\n    ".join(done.stderr.strip().splitlines()[-15:])
-        raise Unavailable(f"{label} exited with {done.returncode}:\n    {tail}")
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result, wall = run_peer_process(label, [sys.executable, str(runner), *argv],
+                                    {"PYSPARK_PYTHON": sys.executable, **(env or {})})
     say(f"  Spark {result['pyspark']} {label}: {result['rows']:,} rows, query {result['run_s']:.1f} s, "
         f"first batch {result['first_batch_s'] or 0:.1f} s, later batches {result['later_batch_s'] or 0:.1f} s")
     phases = Timings({"process + JVM + session start (not in results)": wall - result["run_s"],

@@ -463,3 +463,22 @@ def test_cpu_share_reads_a_live_tree_with_its_reaped_children(monkeypatch):
     finally:
         parent.kill()
         parent.wait()
+
+
+def test_a_peer_in_a_process_of_its_own_gives_its_last_json_line_or_says_why_not(monkeypatch):
+    """kafka_to_postgres.run_peer_process, which every peer in a process of
+    its own goes through (Spark's runners, Quix Streams, PyFlink)."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    k = pytest.importorskip("kafka_to_postgres")
+    result, wall = k.run_peer_process("a peer", [sys.executable, "-c", (
+        "import json, os; print('starting'); print(json.dumps({'rows': 3, 'who': os.environ['WHO']}))")],
+        {"WHO": "me"})
+    assert result == {"rows": 3, "who": "me"} and wall > 0
+    with pytest.raises(k.Unavailable, match=r"a peer exited with 2:\n    line 6\n    line 7\n(.|\n)*line 20$") as failed:
+        k.run_peer_process("a peer", [sys.executable, "-c", (
+            "import sys\nfor i in range(21): print('line', i, file=sys.stderr)\nsys.exit(2)")])
+    assert "line 5\n" not in str(failed.value)  # the last 15 lines only
+    with pytest.raises(k.Unavailable, match="a peer exited with 0"):  # nothing printed
+        k.run_peer_process("a peer", [sys.executable, "-c", "pass"])
+    with pytest.raises(k.Unavailable, match="a peer did not finish within 0 minutes"):
+        k.run_peer_process("a peer", [sys.executable, "-c", "import time; time.sleep(5)"], timeout=0.5)
