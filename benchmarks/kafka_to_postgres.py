@@ -259,7 +259,7 @@ def run_baseline(bootstrap: str, postgres_url: str, topic: str, partitions: int)
 
 # ----------------------------------------------------------------------- spark
 
-def spark_session(master: str = "local[2]") -> SparkSession:
+def spark_session(master: str = "local[2]", extra: dict[str, str] | None = None) -> SparkSession:
     """local[2]: the machine's two cores, as a small deployment would give one job.
 
     No registration call: Spark 4 registers eoskit-kafka and eoskit-postgres
@@ -270,6 +270,7 @@ def spark_session(master: str = "local[2]") -> SparkSession:
         "spark.master": master,
         "spark.sql.shuffle.partitions": "2",
         "spark.ui.enabled": "false",
+        **(extra or {}),
     })
 
 
@@ -640,6 +641,13 @@ class Target:
     mode_writer: Callable[[str, str, str], WriterSetup] | None = None
 
 
+def spark_conf_pair(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"{text!r}: give KEY=VALUE, e.g. spark.sql.shuffle.partitions=4")
+    return key.strip(), value
+
+
 def parse_args(argv: list[str] | None, description: str, records: int = 1_000_000,
                max_offsets: int = 250_000,
                extend: Callable[[argparse.ArgumentParser], None] | None = None
@@ -659,6 +667,10 @@ def parse_args(argv: list[str] | None, description: str, records: int = 1_000_00
     parser.add_argument("--master", default=None,
                         help="Spark master of eoskit's session (default: the benchmark's own, local[2] "
                              "or local[2,3]); e.g. the dev cluster's spark://host:port")
+    parser.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+                        type=spark_conf_pair,
+                        help="one more setting of eoskit's session (repeatable), to measure a change "
+                             "side by side, e.g. spark.sql.execution.arrow.maxRecordsPerBatch=50000")
     parser.add_argument("--services-dir", default=".eoskit/dev")
     parser.add_argument("--keep-topic", action="store_true", help="do not delete the topic at the end")
     parser.add_argument("--json-out", metavar="FILE",
@@ -738,7 +750,7 @@ def run_benchmark(args: argparse.Namespace, target: Target) -> int:
             os.environ[timings.ENV] = tempfile.mkdtemp(prefix="eoskit-bench-timings-")
         say("starting Spark")
         started = time.perf_counter()
-        spark = spark_session(master)
+        spark = spark_session(master, dict(args.spark_conf))
         spark_start_s = time.perf_counter() - started
         raw = kafka_stream(spark, bootstrap, topic, args.max_offsets_per_trigger)
 

@@ -372,7 +372,7 @@ def test_run_benchmark_writes_every_peer_with_spark_broker_and_tables_stubbed(mo
         "E", (), {"kafka_bootstrap": "b:9092", "postgres_url": "postgresql://u@h/db"})()})())
     monkeypatch.setattr(k, "produce", lambda *a: (expected, 0.1))
     monkeypatch.setattr(k, "delete_topic", lambda *a: None)
-    monkeypatch.setattr(k, "spark_session", lambda master: type("Spark", (), {"stop": lambda self: None})())
+    monkeypatch.setattr(k, "spark_session", lambda master, extra=None: type("Spark", (), {"stop": lambda self: None})())
     monkeypatch.setattr(k, "kafka_stream", lambda *a: None)
     monkeypatch.setattr(k, "run_stream", lambda *a: k.StreamResult(
         rows=1000, wall_s=2.0, batches=2, batch_rows=[500, 500],
@@ -482,3 +482,13 @@ def test_a_peer_in_a_process_of_its_own_gives_its_last_json_line_or_says_why_not
         k.run_peer_process("a peer", [sys.executable, "-c", "pass"])
     with pytest.raises(k.Unavailable, match="a peer did not finish within 0 minutes"):
         k.run_peer_process("a peer", [sys.executable, "-c", "import time; time.sleep(5)"], timeout=0.5)
+
+
+def test_the_session_settings_to_measure_are_key_value_pairs(monkeypatch, capsys):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    k = pytest.importorskip("kafka_to_postgres")
+    args = k.parse_args(["--spark-conf", "spark.a=1", "--spark-conf", " spark.b = x=y"], "test")
+    assert dict(args.spark_conf) == {"spark.a": "1", "spark.b": " x=y"}
+    with pytest.raises(SystemExit):
+        k.parse_args(["--spark-conf", "spark.a"], "test")
+    assert "'spark.a': give KEY=VALUE" in capsys.readouterr().err
