@@ -30,30 +30,22 @@ def machine_busy_s(proc: Path = Path("/proc")) -> float:
     return (sum(fields[:8]) - idle) / TICK
 
 
-def tree_cpu_s(root: int, proc: Path = Path("/proc")) -> float:
-    """CPU-seconds of ``root`` and every live process below it, with their reaped children's."""
-    parents: dict[int, int] = {}
-    times: dict[int, float] = {}
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue  # gone meanwhile
-        fields = stat[stat.rindex(")") + 2:].split()
-        parents[int(entry.name)] = int(fields[1])
-        # utime, stime, cutime, cstime: fields 14-17 of stat, 11-14 after the name
-        times[int(entry.name)] = sum(int(v) for v in fields[11:15]) / TICK
-    total, queue, seen = 0.0, [root], set()
-    while queue:
-        pid = queue.pop()
-        if pid in seen or pid not in times:
-            continue
-        seen.add(pid)
-        total += times[pid]
-        queue += [child for child, parent in parents.items() if parent == pid]
-    return total
+def process_cpu_s(pid: int, proc: Path = Path("/proc")) -> float:
+    """CPU-seconds of ``pid`` with its reaped children's; 0 when it is gone."""
+    try:
+        stat = (proc / str(pid) / "stat").read_text()
+    except OSError:
+        return 0.0
+    # utime, stime, cutime, cstime: fields 14-17 of stat, 12-15 after the name
+    return sum(int(v) for v in stat[stat.rindex(")") + 2:].split()[11:15]) / TICK
+
+
+def tree_cpu_s(root: int) -> float:
+    """CPU-seconds of ``root`` and every live process below it (the tree as
+    ``eoskit chaos`` walks it), with their reaped children's."""
+    from eoskit.runtime.chaos.processes import descendants
+
+    return sum(process_cpu_s(pid) for pid in (root, *(p.pid for p in descendants(root))))
 
 
 @dataclass

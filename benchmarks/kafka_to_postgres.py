@@ -37,6 +37,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter
 from cpu_share import Cpu
 from cpu_share import describe as describe_cpu
+from spark_peer import URL_ENV
 from sqlalchemy.engine import make_url
 
 from eoskit.connectors.postgres.connection import connect_kwargs
@@ -641,6 +642,13 @@ class Target:
     mode_writer: Callable[[str, str, str], WriterSetup] | None = None
 
 
+def non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text}: give 0 or more")
+    return value
+
+
 def spark_conf_pair(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
@@ -661,7 +669,7 @@ def parse_args(argv: list[str] | None, description: str, records: int = 1_000_00
                         help="record eoskit's own phases per batch (EOSKIT_TIMINGS_DIR) and print "
                              "them beside Spark's; also run the stream into Spark's noop sink, "
                              "with and without the JSON parse, to split source, parse and sink cost")
-    parser.add_argument("--value-bytes", type=int, default=0,
+    parser.add_argument("--value-bytes", type=non_negative, default=0,
                         help="make each record's JSON value about this long, its customer name "
                              "lengthened (default: the orders as they are, about 106 bytes)")
     parser.add_argument("--master", default=None,
@@ -870,12 +878,9 @@ def spark_jdbc_contender(max_offsets: int) -> Contender:
     label = "Spark kafka + foreachBatch(write.jdbc), at-least-once"
 
     def run(bootstrap: str, url: str, topic: str, partitions: int) -> BaselineResult:
-        u = make_url(url)
         return spark_runner(label, SPARK_JDBC_RUNNER, [
-            "--bootstrap", bootstrap, "--topic", topic,
-            "--jdbc-url", f"jdbc:postgresql://{u.host}:{u.port}/{u.database}",
-            "--user", u.username or "", "--password", u.password or "",
-            "--table", SPARK_JDBC_TABLE, "--max-offsets", str(max_offsets)])
+            "--bootstrap", bootstrap, "--topic", topic, "--table", SPARK_JDBC_TABLE,
+            "--max-offsets", str(max_offsets)], env={URL_ENV: url})
 
     return Contender(label, SPARK_JDBC_TABLE, run)
 
@@ -889,7 +894,7 @@ def spark_foreach_batch_contender(max_offsets: int) -> Contender:
     def run(bootstrap: str, url: str, topic: str, partitions: int) -> BaselineResult:
         return spark_runner(label, SPARK_FOREACH_BATCH_RUNNER, [
             "--bootstrap", bootstrap, "--topic", topic, "--table", SPARK_FOREACH_BATCH_TABLE,
-            "--max-offsets", str(max_offsets)], env={"EOSKIT_BENCH_URL": url})
+            "--max-offsets", str(max_offsets)], env={URL_ENV: url})
 
     return Contender(label, SPARK_FOREACH_BATCH_TABLE, run)
 

@@ -51,6 +51,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from eoskit.runtime.demo.orders import ORDER_VALUE_BYTES
+
 HERE = Path(__file__).resolve().parent
 #: How often the process tree's memory is read while a script runs.
 SAMPLE_S = 0.2
@@ -299,32 +301,31 @@ def run_rounds(args: argparse.Namespace, groups: list[str], logs: Path) -> dict[
 class Series:
     """One growth curve: kafka_to_postgres.py (the plain loop and eoskit's
     default, two-phase run, on the same topic) once per value of ``option``,
-    the other options at ``fixed``; on the dev cluster when ``cluster``.
+    with ``records`` records (None: the script's default) and its other
+    options at their defaults; on the dev cluster when ``cluster``.
     ``chart``: the panel it is drawn in (a cluster series beside its local one)."""
 
     name: str
     chart: str
     option: str
     values: tuple[int, ...]
-    fixed: tuple[str, ...] = ()
+    records: int | None = None
     cluster: bool = False
-    #: Whether ``values`` are record counts (scaled by --growth-scale).
-    counts: bool = False
+
+    def counts(self) -> bool:
+        """Whether ``values`` are record counts (scaled by --growth-scale)."""
+        return self.option == "--records"
 
 
 #: The issue's curves: records 100k to 10M, partitions 1 to 64, record size
 #: 100 B to 10 KB, batch size; on one machine and on the two-worker cluster.
 SERIES = [
-    Series("records", "records", "--records", (100_000, 300_000, 1_000_000, 3_000_000, 10_000_000),
-           counts=True),
-    Series("partitions", "partitions", "--partitions", (1, 4, 16, 64), ("--records", "1000000")),
-    Series("value-bytes", "value-bytes", "--value-bytes", (106, 1_000, 10_000), ("--records", "200000")),
-    Series("batch", "batch", "--max-offsets-per-trigger", (10_000, 50_000, 250_000, 1_000_000),
-           ("--records", "1000000")),
-    Series("cluster-records", "records", "--records", (100_000, 1_000_000, 3_000_000), cluster=True,
-           counts=True),
-    Series("cluster-partitions", "partitions", "--partitions", (4, 16, 64), ("--records", "1000000"),
-           cluster=True),
+    Series("records", "records", "--records", (100_000, 300_000, 1_000_000, 3_000_000, 10_000_000)),
+    Series("partitions", "partitions", "--partitions", (1, 4, 16, 64), 1_000_000),
+    Series("value-bytes", "value-bytes", "--value-bytes", (ORDER_VALUE_BYTES, 1_000, 10_000), 200_000),
+    Series("batch", "batch", "--max-offsets-per-trigger", (10_000, 50_000, 250_000, 1_000_000), 1_000_000),
+    Series("cluster-records", "records", "--records", (100_000, 1_000_000, 3_000_000), cluster=True),
+    Series("cluster-partitions", "partitions", "--partitions", (4, 16, 64), 1_000_000, cluster=True),
 ]
 SERIES_BY_NAME = {series.name: series for series in SERIES}
 #: Each panel's x axis and title.
@@ -346,55 +347,88 @@ GROWTH_COLUMNS: list[tuple[str, Callable[[dict, dict], float | None], str]] = [
 ]
 
 
-def scaled(series: Series, value: int, scale: float) -> int:
-    return max(1_000, round(value * scale)) if series.counts else value
+def scaled_count(count: int, scale: float) -> int:
+    """A record count times --growth-scale, 1,000 at least."""
+    return max(1_000, round(count * scale))
 
 
-def growth_command(series: Series, value: int, args: argparse.Namespace, json_out: Path,
-                   master: str | None) -> list[str]:
-    """kafka_to_postgres.py at one point of ``series`` (its record counts,
-    fixed or varied, scaled by --growth-scale)."""
-    fixed = list(series.fixed)
-    if "--records" in fixed:
-        at = fixed.index("--records") + 1
-        fixed[at] = str(max(1_000, round(int(fixed[at]) * args.growth_scale)))
+@dataclass(frozen=True)
+class Point:
+    """One run of a growth curve: its series, the value it runs at (a
+    record count already scaled), and the name of its log and JSON."""
+
+    series: Series
+    value: int
+    label: str
+
+
+def growth_points(args: argparse.Namespace) -> list[Point]:
+    """Every point of the --growth curves, in the order they run."""
+    points = []
+    for name in args.growth:
+        series = SERIES_BY_NAME[name]
+        for value in series.values:
+            value = scaled_count(value, args.growth_scale) if series.counts() else value
+            points.append(Point(series, value, f"growth-{name}-{value}"))
+    return points
+
+
+def growth_command(point: Point, args: argparse.Namespace, json_out: Path, master: str | None) -> list[str]:
+    """kafka_to_postgres.py at ``point`` (a fixed record count scaled by --growth-scale)."""
+    series = point.series
     argv = [sys.executable, str(HERE / "kafka_to_postgres.py"), "--services-dir", args.services_dir,
-            "--json-out", str(json_out), *fixed, series.option, str(scaled(series, value, args.growth_scale))]
-    if master is not None:
-        argv += ["--master", master]
-    return argv
+            "--json-out", str(json_out)]
+    if series.records is not None:
+        argv += ["--records", str(scaled_count(series.records, args.growth_scale))]
+    argv += [series.option, str(point.value)]
+    return argv if master is None else [*argv, "--master", master]
 
 
-def cluster_master(cluster_dir: str) -> str:
-    """The dev cluster's master URL, the cluster started first (``eoskit dev cluster up``)."""
-    from eoskit.runtime.dev.cluster import SparkCluster
+class DevCluster:
+    """The dev cluster of ``cluster_dir`` (``eoskit dev cluster``) for the
+    cluster curves: started on first use if it is not running, and then
+    stopped by ``close``; one that was running before is left running."""
 
-    return SparkCluster(cluster_dir).up()
+    def __init__(self, cluster_dir: str) -> None:
+        from eoskit.runtime.dev.cluster import SparkCluster
+
+        self.cluster = SparkCluster(cluster_dir)
+        self.url: str | None = None
+        self.started_here = False
+
+    def master(self) -> str:
+        if self.url is None:
+            self.url = self.cluster.master_url()
+            if self.url is None:
+                self.url, self.started_here = self.cluster.up(), True
+            print(f"==> the dev cluster: {self.url}" + (" (started here)" if self.started_here else ""),
+                  flush=True)
+        return self.url
+
+    def close(self) -> None:
+        if self.started_here:
+            self.cluster.down()
 
 
 def run_growth(args: argparse.Namespace, logs: Path) -> list[dict[str, Any]]:
     """Every point of the --growth series, once each, in order; each with its run and its peers."""
-    points = []
-    master = None
-    for name in args.growth:
-        series = SERIES_BY_NAME[name]
-        if series.cluster and master is None:
-            master = cluster_master(args.cluster_dir)
-            print(f"==> the dev cluster: {master}", flush=True)
-        for value in series.values:
-            label = f"growth-{name}-{scaled(series, value, args.growth_scale)}"
-            json_out, log = logs / f"{label}.json", logs / f"{label}.log"
-            argv = growth_command(series, value, args, json_out, master if series.cluster else None)
-            print(f"==> growth {name} = {scaled(series, value, args.growth_scale):,}: "
-                  f"{shlex.join(argv[1:])}", flush=True)
+    done = []
+    cluster = DevCluster(args.cluster_dir)
+    try:
+        for point in growth_points(args):
+            json_out, log = logs / f"{point.label}.json", logs / f"{point.label}.log"
+            argv = growth_command(point, args, json_out, cluster.master() if point.series.cluster else None)
+            print(f"==> growth {point.series.name} = {point.value:,}: {shlex.join(argv[1:])}", flush=True)
             run = run_sampled(argv, log)
             found = json.loads(json_out.read_text()) if json_out.is_file() else []
             print(f"    exit {run.exit}, {run.wall_s:.0f} s, peak RSS {run.peak_rss / 2**20:,.0f} MiB, "
                   f"log {log}", flush=True)
-            points.append({"series": name, "value": scaled(series, value, args.growth_scale),
-                           "command": argv, "log": str(log), "exit": run.exit, "wall_s": run.wall_s,
-                           "peak_rss_bytes": run.peak_rss, "peers": found})
-    return points
+            done.append({"series": point.series.name, "value": point.value, "command": argv, "log": str(log),
+                         "exit": run.exit, "wall_s": run.wall_s, "peak_rss_bytes": run.peak_rss,
+                         "peers": found})
+    finally:
+        cluster.close()
+    return done
 
 
 def growth_pair(point: dict) -> tuple[dict, dict]:
@@ -422,7 +456,7 @@ def growth_lines(points: list[dict]) -> list[str]:
             rows.append(cells)
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
         where = "the two-worker dev cluster" if series.cluster else "local[2]"
-        fixed = " ".join(series.fixed) or "the script's defaults"
+        fixed = "the script's defaults" if series.records is None else f"--records {series.records}"
         lines.append(f"\nHow cost grows: {name} ({where}; kafka_to_postgres.py {fixed}; one run per point)")
         lines += ["  " + "  ".join(text.rjust(w) for text, w in zip(row, widths)) for row in rows]
     return lines
@@ -733,13 +767,10 @@ def main(argv: list[str] | None = None) -> int:
             for group in rotated(args.groups, round_no):
                 argv_ = command(group, args, logs / f"round{round_no + 1}-{group}.json")
                 print(f"round {round_no + 1}: {shlex.join(argv_)}")
-        for name in args.growth:
-            series = SERIES_BY_NAME[name]
-            for value in series.values:
-                argv_ = growth_command(series, value, args,
-                                       logs / f"growth-{name}-{scaled(series, value, args.growth_scale)}.json",
-                                       "CLUSTER_MASTER" if series.cluster else None)
-                print(f"growth {name}: {shlex.join(argv_)}")
+        for point in growth_points(args):
+            argv_ = growth_command(point, args, logs / f"{point.label}.json",
+                                   "CLUSTER_MASTER" if point.series.cluster else None)
+            print(f"growth {point.series.name}: {shlex.join(argv_)}")
         return 0
     logs = Path(args.logs) if args.logs else Path(tempfile.mkdtemp(prefix="eoskit-peers-"))
     logs.mkdir(parents=True, exist_ok=True)

@@ -14,13 +14,10 @@ line. Prints one JSON line (``spark_peer.run_available_now``).
 from __future__ import annotations
 
 import argparse
-import os
 
-from spark_peer import kafka_stream, orders, run_available_now, session
+from spark_peer import database_url, kafka_stream, orders, run_available_now, session
 
 from eoskit.connectors.postgres import PostgresSink
-
-URL_ENV = "EOSKIT_BENCH_URL"
 
 
 def main() -> None:
@@ -30,11 +27,8 @@ def main() -> None:
     parser.add_argument("--max-offsets", type=int, default=250_000)
     parser.add_argument("--spark-kafka-version", default="4.2.0")
     args = parser.parse_args()
-    url = os.environ.get(URL_ENV)
-    if not url:
-        raise SystemExit(f"{URL_ENV} is not set: the PostgreSQL URL to write to")
     spark = session("bench-spark-foreach-batch", args.spark_kafka_version)
-    sink = PostgresSink(url, args.table)
+    sink = PostgresSink(database_url(), args.table)
     parsed = orders(kafka_stream(spark, args.bootstrap, args.topic, args.max_offsets))
     run_available_now(spark, lambda checkpoint: (
         parsed.writeStream.foreachBatch(sink.foreach_batch()).option("checkpointLocation", checkpoint)

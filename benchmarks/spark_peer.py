@@ -17,6 +17,18 @@ from typing import Any
 ORDER_SCHEMA = "order_id BIGINT, customer STRING, amount DECIMAL(12,2), created_at TIMESTAMP"
 #: Spark's Kafka connector; the newest served for this Spark (see integration_tests/conftest.py).
 SPARK_KAFKA = "org.apache.spark:spark-sql-kafka-0-10_2.13:{version}"
+#: The database a runner writes to, a SQLAlchemy URL: passed in the
+#: environment, so that its password is on no command line.
+URL_ENV = "EOSKIT_BENCH_URL"
+
+
+def database_url() -> str:
+    import os
+
+    url = os.environ.get(URL_ENV)
+    if not url:
+        raise SystemExit(f"{URL_ENV} is not set: the database URL to write to")
+    return url
 
 
 def session(app: str, kafka_version: str, extra_packages: tuple[str, ...] = (), master: str = "local[2]"):

@@ -484,7 +484,7 @@ def test_a_peer_in_a_process_of_its_own_gives_its_last_json_line_or_says_why_not
         k.run_peer_process("a peer", [sys.executable, "-c", "import time; time.sleep(5)"], timeout=0.5)
 
 
-def test_the_session_settings_to_measure_are_key_value_pairs(monkeypatch, capsys):
+def test_the_session_settings_and_the_record_size_are_checked(monkeypatch, capsys):
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     k = pytest.importorskip("kafka_to_postgres")
     args = k.parse_args(["--spark-conf", "spark.a=1", "--spark-conf", " spark.b = x=y"], "test")
@@ -492,3 +492,46 @@ def test_the_session_settings_to_measure_are_key_value_pairs(monkeypatch, capsys
     with pytest.raises(SystemExit):
         k.parse_args(["--spark-conf", "spark.a"], "test")
     assert "'spark.a': give KEY=VALUE" in capsys.readouterr().err
+    assert k.parse_args(["--value-bytes", "1000"], "test").value_bytes == 1000
+    with pytest.raises(SystemExit):
+        k.parse_args(["--value-bytes", "-5"], "test")
+    assert "argument --value-bytes: -5: give 0 or more" in capsys.readouterr().err
+
+
+def test_the_growth_curves_stop_the_cluster_they_started_and_only_that(monkeypatch):
+    """peers.DevCluster: started on first use when not running, stopped at
+    the end; a cluster that was running before is used and left running."""
+    from eoskit.runtime.dev import cluster as dev_cluster
+
+    class FakeCluster:
+        running: str | None = None
+        calls: list[str] = []
+
+        def __init__(self, root):
+            self.root = root
+
+        def master_url(self):
+            return FakeCluster.running
+
+        def up(self):
+            FakeCluster.calls.append("up")
+            FakeCluster.running = "spark://127.0.0.1:7077"
+            return FakeCluster.running
+
+        def down(self):
+            FakeCluster.calls.append("down")
+            FakeCluster.running = None
+
+    monkeypatch.setattr(dev_cluster, "SparkCluster", FakeCluster)
+    unused = peers.DevCluster("/c")
+    unused.close()
+    assert FakeCluster.calls == []  # never asked for: never started
+    started = peers.DevCluster("/c")
+    assert started.master() == started.master() == "spark://127.0.0.1:7077"
+    started.close()
+    assert FakeCluster.calls == ["up", "down"]
+    FakeCluster.running, FakeCluster.calls = "spark://127.0.0.1:9999", []
+    kept = peers.DevCluster("/c")
+    assert kept.master() == "spark://127.0.0.1:9999"
+    kept.close()
+    assert FakeCluster.calls == [] and FakeCluster.running == "spark://127.0.0.1:9999"
