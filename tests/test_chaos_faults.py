@@ -111,6 +111,36 @@ def test_a_run_s_executors_are_those_serving_a_port_its_driver_jvm_listens_on(tm
             p.wait()
 
 
+def test_a_driver_jvm_opening_and_closing_files_meanwhile_still_shows_its_executor(tmp_path):
+    """A busy driver JVM opens and closes files while its sockets are read:
+    a descriptor gone between the listing and its link is passed over, not
+    taken for a JVM that listens on nothing (the executor fault of a chaos
+    run on a cluster once found no executor this way)."""
+    java = tmp_path / "java"
+    os.symlink(sys.executable, java)
+    busy = ("import socket, sys, os\n"
+            "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n"
+            "print(s.getsockname()[1], flush=True)\n"
+            "while True:\n"
+            "    files = [os.open(sys.argv[1], os.O_RDONLY) for _ in range(200)]\n"
+            "    for f in files: os.close(f)\n")
+    jvm = subprocess.Popen([str(java), "-c", busy, str(java)], stdout=subprocess.PIPE, text=True)
+    port = int(jvm.stdout.readline())
+    ours = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", processes.EXECUTOR_CLASS,
+                             "--driver-url", f"spark://CoarseGrainedScheduler@127.0.0.1:{port}"],
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 20
+        while ours.pid not in processes.executors(os.getpid()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        missed = sum(processes.executors(os.getpid()) != [ours.pid] for _ in range(300))
+        assert missed == 0, f"the executor was not found {missed} times of 300"
+    finally:
+        for p in (jvm, ours):
+            p.kill()
+            p.wait()
+
+
 T0 = datetime(2026, 11, 27, 12, 0, tzinfo=timezone.utc)
 
 

@@ -121,11 +121,17 @@ def _listening_ports(pid: int) -> set[int]:
     """The TCP ports process ``pid`` listens on (its sockets' inodes found
     in its network namespace's tables)."""
     try:
-        inodes = {link[8:-1] for link in (os.readlink(f"/proc/{pid}/fd/{fd}")
-                                           for fd in os.listdir(f"/proc/{pid}/fd"))
-                  if link.startswith("socket:[")}
+        fds = os.listdir(f"/proc/{pid}/fd")
     except OSError:
-        return set()
+        return set()  # gone meanwhile
+    inodes = set()
+    for fd in fds:
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue  # closed between the listing and now: a busy JVM opens and closes files
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
     ports = set()
     for table in ("tcp", "tcp6"):
         try:
