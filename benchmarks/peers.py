@@ -354,12 +354,16 @@ def scaled_count(count: int, scale: float) -> int:
 
 @dataclass(frozen=True)
 class Point:
-    """One run of a growth curve: its series, the value it runs at (a
-    record count already scaled), and the name of its log and JSON."""
+    """One run of a growth curve: its series, and the value it runs at (a
+    record count already scaled)."""
 
     series: Series
     value: int
-    label: str
+
+    @property
+    def label(self) -> str:
+        """The name of its log and JSON."""
+        return f"growth-{self.series.name}-{self.value}"
 
 
 def growth_points(args: argparse.Namespace) -> list[Point]:
@@ -369,7 +373,7 @@ def growth_points(args: argparse.Namespace) -> list[Point]:
         series = SERIES_BY_NAME[name]
         for value in series.values:
             value = scaled_count(value, args.growth_scale) if series.counts() else value
-            points.append(Point(series, value, f"growth-{name}-{value}"))
+            points.append(Point(series, value))
     return points
 
 

@@ -8,6 +8,7 @@ read. Imports Spark only when called."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 import time
@@ -23,8 +24,6 @@ URL_ENV = "EOSKIT_BENCH_URL"
 
 
 def database_url() -> str:
-    import os
-
     url = os.environ.get(URL_ENV)
     if not url:
         raise SystemExit(f"{URL_ENV} is not set: the database URL to write to")

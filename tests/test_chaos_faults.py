@@ -78,31 +78,42 @@ def test_only_the_job_s_servers_that_are_running_dev_services_can_be_stopped(tmp
     assert services.find(folder, object()).available() == set()
 
 
+def stand_in_jvm(tmp_path: Path, then: str = "time.sleep(60)") -> tuple[subprocess.Popen, int]:
+    """A process named 'java' (this Python under that name) listening on a
+    port, doing ``then`` after; with the port."""
+    java = tmp_path / "java"
+    os.symlink(sys.executable, java)
+    script = ("import os, socket, sys, time\n"
+              "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n"
+              f"print(s.getsockname()[1], flush=True)\n{then}\n")
+    jvm = subprocess.Popen([str(java), "-c", script, str(java)], stdout=subprocess.PIPE, text=True)
+    return jvm, int(jvm.stdout.readline())
+
+
+def stand_in_executor(driver_port: int) -> subprocess.Popen:
+    """A process whose command line is an executor's serving ``driver_port``."""
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", processes.EXECUTOR_CLASS,
+                             "--driver-url", f"spark://CoarseGrainedScheduler@127.0.0.1:{driver_port}"],
+                            start_new_session=True)
+
+
+def wait_until_found(executor: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 20
+    while executor.pid not in processes.executors(os.getpid()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def test_a_run_s_executors_are_those_serving_a_port_its_driver_jvm_listens_on(tmp_path):
     """A stand-in: driver (this test) -> 'java' listening on a port; one
     'executor' names that port as its driver URL, another a port nobody here
     listens on."""
-    java = tmp_path / "java"
-    os.symlink(sys.executable, java)
-    listen = ("import socket, sys, time\n"
-              "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n"
-              "print(s.getsockname()[1], flush=True); time.sleep(60)\n")
-    jvm = subprocess.Popen([str(java), "-c", listen], stdout=subprocess.PIPE, text=True)
-    port = int(jvm.stdout.readline())
+    jvm, port = stand_in_jvm(tmp_path)
     with socket.socket() as free:
         free.bind(("127.0.0.1", 0))
         other = free.getsockname()[1]
-
-    def executor(driver_port: int) -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", processes.EXECUTOR_CLASS,
-                                 "--driver-url", f"spark://CoarseGrainedScheduler@127.0.0.1:{driver_port}"],
-                                start_new_session=True)
-
-    ours, theirs = executor(port), executor(other)
+    ours, theirs = stand_in_executor(port), stand_in_executor(other)
     try:
-        deadline = time.monotonic() + 20
-        while ours.pid not in processes.executors(os.getpid()) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until_found(ours)
         assert processes.executors(os.getpid()) == [ours.pid]
         assert processes.executors(ours.pid) == []  # no JVM below it
     finally:
@@ -116,23 +127,13 @@ def test_a_driver_jvm_opening_and_closing_files_meanwhile_still_shows_its_execut
     a descriptor gone between the listing and its link is passed over, not
     taken for a JVM that listens on nothing (the executor fault of a chaos
     run on a cluster once found no executor this way)."""
-    java = tmp_path / "java"
-    os.symlink(sys.executable, java)
-    busy = ("import socket, sys, os\n"
-            "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n"
-            "print(s.getsockname()[1], flush=True)\n"
-            "while True:\n"
-            "    files = [os.open(sys.argv[1], os.O_RDONLY) for _ in range(200)]\n"
-            "    for f in files: os.close(f)\n")
-    jvm = subprocess.Popen([str(java), "-c", busy, str(java)], stdout=subprocess.PIPE, text=True)
-    port = int(jvm.stdout.readline())
-    ours = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", processes.EXECUTOR_CLASS,
-                             "--driver-url", f"spark://CoarseGrainedScheduler@127.0.0.1:{port}"],
-                            start_new_session=True)
+    jvm, port = stand_in_jvm(tmp_path, then=(
+        "while True:\n"
+        "    files = [os.open(sys.argv[1], os.O_RDONLY) for _ in range(200)]\n"
+        "    for f in files: os.close(f)"))
+    ours = stand_in_executor(port)
     try:
-        deadline = time.monotonic() + 20
-        while ours.pid not in processes.executors(os.getpid()) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until_found(ours)
         missed = sum(processes.executors(os.getpid()) != [ours.pid] for _ in range(300))
         assert missed == 0, f"the executor was not found {missed} times of 300"
     finally:
