@@ -51,10 +51,17 @@ def spark_kafka_versions() -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     from pyspark.errors import PySparkRuntimeError
 
     from eoskit.runtime.spark import get_session
+    from eoskit.twophase import crash
+
+    # The session's Python workers inherit the environment its JVM starts
+    # with: a crash scenario that kills only a task's worker arms its point
+    # through this folder (crash.arm) and runs in this warm session instead
+    # of a driver of its own.
+    os.environ[crash.CONTROL_ENV] = str(tmp_path_factory.mktemp("crash-control"))
 
     # Spark's Python is get_session's choice, as in a job: in local mode
     # eoskit-spark-python beside this interpreter (runtime/spark_python.py),

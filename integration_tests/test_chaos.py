@@ -64,6 +64,7 @@ def job_env(kafka: str, topic: str, **extra: str) -> dict[str, str]:
 
 
 @pytest.mark.crash
+@pytest.mark.full
 def test_two_phase_postgres_survives_driver_kills_exactly(kafka, postgres, topic, tmp_path):
     """Four driver kills, one after each of the first batches (each at a
     protocol step or a moment the seed drew): exact against the reference
@@ -86,6 +87,7 @@ def test_two_phase_postgres_survives_driver_kills_exactly(kafka, postgres, topic
 
 
 @pytest.mark.crash
+@pytest.mark.full
 def test_two_phase_postgres_rides_out_its_database_and_broker_restarted(kafka, postgres, topic, local_services,
                                                                        tmp_path):
     """The dev services' PostgreSQL stopped and started after batch 1, their
@@ -117,6 +119,7 @@ def test_database_faults_are_skipped_for_a_server_that_is_no_dev_service(kafka, 
 
 @pytest.mark.crash
 @pytest.mark.cluster
+@pytest.mark.full
 def test_two_phase_postgres_on_a_cluster_survives_executor_kills(kafka, postgres, topic, spark_cluster, tmp_path):
     """Two executors of a standalone cluster killed (one of them after batch
     1, then after batch 3): Spark runs their tasks again elsewhere, the
@@ -138,6 +141,7 @@ def test_two_phase_postgres_on_a_cluster_survives_executor_kills(kafka, postgres
 
 
 @pytest.mark.crash
+@pytest.mark.full
 def test_at_least_once_postgres_is_reported_with_its_duplicates(kafka, postgres, topic, tmp_path):
     """A driver killed after a task committed by itself: the replayed batch
     writes its rows again, and chaos counts them."""
@@ -162,6 +166,7 @@ def test_at_least_once_postgres_is_reported_with_its_duplicates(kafka, postgres,
 
 
 @pytest.mark.crash
+@pytest.mark.full
 def test_rand_in_the_idempotent_mode_is_found_non_deterministic(kafka, postgres, topic, tmp_path):
     table = f"chaos_{uuid.uuid4().hex[:8]}"
     report = tmp_path / "report.json"
@@ -198,6 +203,7 @@ def test_kafka_sink_survives_driver_and_worker_kills_exactly(kafka, topic, tmp_p
 
 
 @pytest.mark.crash
+@pytest.mark.full
 def test_files_sink_survives_driver_and_worker_kills_exactly_on_generated_input(kafka, topic, tmp_path):
     """The input made by the user's generator (--records, --generator) into
     a scratch copy of the job's topic, not read from the topic itself."""

@@ -224,7 +224,8 @@ def stop_workload(kafka: str):
 
 
 @pytest.mark.crash
-@pytest.mark.parametrize("how", ["ctrl_c_to_the_process_group", "sigterm_to_the_driver"])
+@pytest.mark.parametrize("how", [pytest.param("ctrl_c_to_the_process_group", marks=pytest.mark.full),
+                                 "sigterm_to_the_driver"])
 def test_a_stop_signal_lets_the_batch_in_flight_commit(postgres, stop_workload, tmp_path, how):
     """As documented (docs/runtime.md): SIGINT or SIGTERM while batch 2's
     offsets are logged and its tasks hold prepared transactions lets batch 2

@@ -238,8 +238,9 @@ class PoisonedPostgresTarget(ConformanceTarget):
 
 
 @pytest.mark.crash
-@pytest.mark.parametrize("commit_mode, point", [("twophase", crash.TASK_AFTER_PREPARE),
-                                                ("idempotent", crash.TASK_AFTER_COMMIT)])
+@pytest.mark.parametrize("commit_mode, point", [
+    ("twophase", crash.TASK_AFTER_PREPARE),
+    pytest.param("idempotent", crash.TASK_AFTER_COMMIT, marks=pytest.mark.full)])
 def test_a_killed_task_is_retried_exactly_once(kafka, postgres, commit_mode, point, tmp_path):
     workload = Workload.produce(kafka, records=2000, partitions=4, batches=2)
     target = PoisonedPostgresTarget(postgres, commit_mode)

@@ -445,6 +445,7 @@ def test_aborted_and_open_transactions_are_invisible_to_read_committed(kafka_alo
     assert sorted(read_all(kafka_alone, topic)) == sorted(first + second + [b"late"])
 
 
+@pytest.mark.full
 def test_committed_records_survive_down_up_and_a_killed_broker_on_the_same_ports(folder: Path):
     where = ["--dir", str(folder)]
     dev("up", *where)

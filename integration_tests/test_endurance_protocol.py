@@ -99,7 +99,11 @@ def test_postgres_commits_past_batch_1100_with_flat_metadata(postgres, tmp_path,
     check_kept(mode, checkpoint, marker_batches)
 
 
-@pytest.mark.parametrize("mode", ["twophase", "idempotent", "at_least_once"])
+#: Two-phase here costs MariaDB an XA session per task (about 30 s for the
+#: run): the full tier's; PostgreSQL's two-phase run crosses the same batches
+#: in the submission tier.
+@pytest.mark.parametrize("mode", [pytest.param("twophase", marks=pytest.mark.full), "idempotent",
+                                  "at_least_once"])
 def test_mysql_commits_past_batch_1100_with_flat_metadata(mysql, tmp_path, mode):
     import pymysql
     from sqlalchemy.engine import make_url

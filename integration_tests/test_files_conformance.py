@@ -186,6 +186,7 @@ def test_files_local(spark, workload, scenario, tmp_path):
 
 
 @pytest.mark.crash
+@pytest.mark.full
 def test_files_local_json_worker_killed_during_write(spark, workload, tmp_path):
     [scenario] = [s for s in TWOPHASE if s.name == "worker_killed_during_write"]
     run_scenario(LocalJsonTarget(tmp_path / "out", spark), workload, scenario, tmp_path / "work", spark)
@@ -204,6 +205,7 @@ def test_the_s3_scenarios_are_in_the_kit():
 #: The endurance tier (``ENDURANCE``, see test_postgres_conformance.py).
 @pytest.mark.crash
 @pytest.mark.endurance
+@pytest.mark.full
 def test_files_endurance(spark, kafka, tmp_path):
     workload = Workload.endurance(kafka)
     run_scenario(LocalFilesTarget(tmp_path / "out", spark), workload, ENDURANCE, tmp_path / "work", spark)

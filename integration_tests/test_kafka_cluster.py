@@ -159,6 +159,7 @@ def _finish(paused: Paused) -> tuple[int, str]:
 
 # -- the tests ------------------------------------------------------------------
 
+@pytest.mark.full
 def test_output_partition_leader_killed_while_a_task_transaction_is_open(cluster, cluster_run):
     """A task of batch 1 has written its first rows inside its transaction:
     SIGKILL the leader of output partition 0; the job goes on with the
@@ -178,6 +179,7 @@ def test_output_partition_leader_killed_while_a_task_transaction_is_open(cluster
     print(f"killed broker {leader}; job restarted: {bool(restarted)}")
 
 
+@pytest.mark.full
 def test_transaction_coordinator_killed_right_after_a_task_commit(cluster, cluster_run):
     """A task of batch 1 has committed its transaction (rows and marker):
     SIGKILL the broker coordinating the most of the tasks' transactional
@@ -203,6 +205,7 @@ def test_transaction_coordinator_killed_right_after_a_task_commit(cluster, clust
           f"job restarted: {bool(restarted)}")
 
 
+@pytest.mark.full
 def test_a_killed_broker_keeps_its_log(cluster):
     """Committed and aborted transactions on a topic of three replicas;
     SIGKILL the partition's preferred leader, commit more while it is

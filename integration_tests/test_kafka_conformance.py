@@ -112,6 +112,7 @@ def test_kafka_stateful(spark, kafka, stateful_workload, scenario, tmp_path):
 #: Kafka sink keeps no per-batch state but its marker groups.
 @pytest.mark.crash
 @pytest.mark.endurance
+@pytest.mark.full
 def test_kafka_endurance(spark, kafka, tmp_path):
     workload = Workload.endurance(kafka)
     run_scenario(KafkaTarget(kafka), workload, ENDURANCE, tmp_path, spark)

@@ -425,7 +425,7 @@ print("COUNT", df.count())
 """
 
 
-@pytest.mark.parametrize("launcher", ["python", "spark-submit"])
+@pytest.mark.parametrize("launcher", ["python", pytest.param("spark-submit", marks=pytest.mark.full)])
 def test_spark_finds_the_source_without_registration(
     kafka, new_topic, produce_to, numbered_records, tmp_path, launcher
 ):

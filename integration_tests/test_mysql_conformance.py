@@ -151,6 +151,7 @@ def test_mysql_stateful(spark, mysql_target, stateful_workload, scenario, tmp_pa
 #: against the same server.
 @pytest.mark.crash
 @pytest.mark.endurance
+@pytest.mark.full
 def test_mysql_endurance(spark, mysql_target, kafka, tmp_path):
     workload = Workload.endurance(kafka)
     target = MySQLTarget(mysql_target)

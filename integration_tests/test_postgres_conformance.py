@@ -54,6 +54,7 @@ def test_postgres_stateful(spark, postgres_target, stateful_workload, scenario, 
 #: (a batch costs about 0.2 s here).
 @pytest.mark.crash
 @pytest.mark.endurance
+@pytest.mark.full
 def test_postgres_endurance(spark, postgres_target, kafka, tmp_path):
     """The default (two-phase) mode; the idempotent mode's marker pruning
     crosses batch 1,300 in test_endurance_protocol.py, against the same server."""

@@ -54,6 +54,7 @@ def faulty(run: Run, strategy: str, once: bool) -> tuple[int, str]:
     return run.run_job(**extra)
 
 
+@pytest.mark.full
 def test_fixed_delay_restarts_after_a_lost_worker_and_the_table_is_exact(run):
     code, log = faulty(run, "fixed_delay(attempts=2, delay=1s)", once=True)
     assert code == 0, log[-3000:]
@@ -77,6 +78,7 @@ def test_failure_rate_gives_up_with_the_last_cause(run):
     run.assert_nothing_prepared()
 
 
+@pytest.mark.full
 def test_no_restart_ends_at_the_first_failure(run):
     code, log = faulty(run, "none", once=False)
     assert code == 1 and "restart 1" not in log, log[-3000:]

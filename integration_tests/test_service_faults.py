@@ -202,6 +202,7 @@ def test_postgres_restarted_between_decision_and_commit(postgres, local_services
 
 
 @pytest.mark.crash
+@pytest.mark.full
 def test_postgres_restarted_during_the_tasks_writes(postgres, local_services, workload, fault_run):
     """Two tasks of batch 1 are paused mid-COPY with their transactions open
     when PostgreSQL goes down (fast shutdown: it does not wait for them).
@@ -217,6 +218,7 @@ def test_postgres_restarted_during_the_tasks_writes(postgres, local_services, wo
 
 
 @pytest.mark.crash
+@pytest.mark.full
 def test_postgres_stopped_for_20_seconds_mid_run(postgres, local_services, workload, fault_run):
     """The runtime issue's fault: the server stopped for 20 s while batch 1's
     tasks write, then started again. The job recovers by itself without
@@ -236,6 +238,7 @@ def test_postgres_stopped_for_20_seconds_mid_run(postgres, local_services, workl
 
 
 @pytest.mark.crash
+@pytest.mark.full
 def test_mariadb_restarted_between_decision_and_commit(mysql, local_services, workload, fault_run):
     """As for PostgreSQL, with XA: the prepared XA transactions survive the
     restart (MariaDB >= 10.5) and the coordinator's XA COMMIT reconnects."""
@@ -270,6 +273,7 @@ def test_mariadb_restarted_during_the_tasks_writes(mysql, local_services, worklo
 # -- sessions cut while transactions are prepared -----------------------------
 
 @pytest.mark.crash
+@pytest.mark.full
 def test_postgres_sessions_ended_after_prepare(postgres, workload, fault_run):
     """A task of batch 1 prepared its transaction; the server then ends
     every session of the job (the executors' cached connections, the
@@ -288,6 +292,7 @@ def test_postgres_sessions_ended_after_prepare(postgres, workload, fault_run):
 
 
 @pytest.mark.crash
+@pytest.mark.full
 def test_mariadb_sessions_killed_after_decision(mysql, workload, fault_run):
     """Batch 1 is decided with its XA transactions prepared; every session
     of the job is KILLed (the coordinator's among them). The prepared XA
@@ -331,6 +336,7 @@ def test_broker_killed_mid_batch_kafka_to_postgres(postgres, local_services, wor
 
 
 @pytest.mark.crash
+@pytest.mark.full
 def test_broker_killed_mid_batch_kafka_to_kafka(kafka, local_services, workload, fault_run):
     """The eoskit-kafka sink writes to the broker it reads from: the kill
     hits the tasks' open transactions too, which the restarted broker's
@@ -344,6 +350,7 @@ def test_broker_killed_mid_batch_kafka_to_kafka(kafka, local_services, workload,
 
 
 @pytest.mark.crash
+@pytest.mark.full
 def test_kafka_to_kafka_through_driver_and_broker_kills(kafka, local_services, fault_run):
     """Kafka to Kafka with eoskit's sink over 20 batches: the job SIGKILLed
     after batch 3's commit, restarted; SIGKILLed again after batch 8's
@@ -379,6 +386,7 @@ class ShortTimeoutKafkaTarget(KafkaTarget):
 
 
 @pytest.mark.crash
+@pytest.mark.full
 def test_a_kafka_task_longer_than_its_transaction_timeout_is_retried(kafka, workload, fault_run):
     """A task of batch 1 stalls mid-write past its transaction's timeout:
     the broker aborts the transaction, the task's commit fails with a line
@@ -411,6 +419,7 @@ class LimitedPostgresTarget(FaultPostgresTarget):
 
 
 @pytest.mark.crash
+@pytest.mark.full
 def test_postgres_session_time_limits_spare_prepared_transactions(postgres, workload, fault_run):
     """Batch 1 is decided and its transactions prepared; the coordinator
     stalls 6 s before committing them, past the sessions' idle and statement
@@ -438,6 +447,7 @@ class QueryTimeoutPostgresTarget(FaultPostgresTarget):
 @pytest.mark.crash
 @pytest.mark.parametrize("target_type", [LimitedPostgresTarget, QueryTimeoutPostgresTarget],
                          ids=["server_statement_timeout", "sink_queryTimeout"])
+@pytest.mark.full
 def test_postgres_statement_timeout_ends_a_stalled_copy(postgres, workload, fault_run, target_type):
     """Tasks of batch 1 stall mid-COPY for 6 s. A COPY in progress is one
     running statement, not an idle transaction: statement_timeout (3 s),
@@ -456,6 +466,7 @@ def test_postgres_statement_timeout_ends_a_stalled_copy(postgres, workload, faul
 
 
 @pytest.mark.crash
+@pytest.mark.full
 def test_mariadb_wait_timeout_ends_a_stalled_task_and_the_idle_coordinator_session(
         mysql, workload, fault_run):
     """With the server's wait_timeout at 3 s, tasks of batch 1 stall mid-write

@@ -52,3 +52,49 @@ def test_an_unknown_pause_point_is_refused_by_name(tmp_path):
     child = _start({crash.PAUSE_ENV: "after_lunch@1", crash.PAUSE_DIR_ENV: str(tmp_path)})
     _, err = child.communicate(timeout=30)
     assert child.returncode != 0 and "unknown crash point" in err and crash.PAUSE_ENV in err
+
+
+# -- a task point armed in a running process (EOSKIT_CRASH_CONTROL) ----------
+
+ARMED_CHILD = """
+import sys
+from eoskit.twophase import crash
+crash.crash_point(crash.TASK_AFTER_PREPARE, 5)  # nothing armed yet
+print("unarmed", flush=True)
+sys.stdin.readline()  # the test arms the point meanwhile
+crash.crash_point(crash.DRIVER_AFTER_DECISION, 5)  # another point: goes on
+crash.crash_point(crash.TASK_AFTER_PREPARE, 1)  # below the armed batch: goes on
+print("below", flush=True)
+crash.crash_point(crash.TASK_AFTER_PREPARE, 2)
+print("survived", flush=True)
+"""
+
+
+def _armed_child(control) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", ARMED_CHILD],
+                            env={**os.environ, crash.CONTROL_ENV: str(control)},
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_a_task_point_armed_after_the_process_started_kills_it_once(tmp_path):
+    control, once = tmp_path / "control", tmp_path / "crashed-once"
+    first = _armed_child(control)
+    assert first.stdout.readline().strip() == "unarmed"
+    crash.arm(control, crash.TASK_AFTER_PREPARE, 2, once)
+    out, err = first.communicate("\n", timeout=30)
+    assert first.returncode == -9, (out, err)
+    assert out.split() == ["below"] and once.exists()
+    # Armed still, but the once-file exists: the next worker goes on.
+    second = _armed_child(control)
+    out, err = second.communicate("\n", timeout=30)
+    assert second.returncode == 0 and out.split() == ["unarmed", "below", "survived"], err
+    crash.disarm(control)
+    assert not (control / crash.ARMED_FILE).exists()
+
+
+def test_a_driver_point_cannot_be_armed_in_a_running_process(tmp_path):
+    import pytest
+
+    with pytest.raises(ValueError, match="task points only"):
+        crash.arm(tmp_path, crash.DRIVER_AFTER_DECISION, 1, tmp_path / "once")
+    assert not (tmp_path / crash.ARMED_FILE).exists()

@@ -19,6 +19,13 @@ A test waits for ``reached``, breaks something (restarts the database,
 cuts the broker's connections, kills a session), then writes ``go``. Both
 may be armed at once; the pause comes first.
 
+``EOSKIT_CRASH_CONTROL=<dir>`` serves a long-lived session whose Python
+workers outlive one job (a test suite's shared Spark session: its workers
+inherit the environment the JVM started with): a task point is armed while
+``<dir>/armed`` holds ``<point>[@<min-batch>] <once-file>``, read at every
+point, and fires once (``<once-file>`` as ``EOSKIT_CRASH_ONCE``). Only task
+points: a driver point would kill the session's own process.
+
 Unarmed, a point is one comparison.
 """
 
@@ -43,6 +50,9 @@ POINTS = (TASK_AFTER_PREPARE, TASK_DURING_WRITE, TASK_AFTER_COMMIT, DRIVER_AFTER
           DRIVER_AFTER_SOME_COMMITS, DRIVER_AFTER_ALL_COMMITS, DRIVER_AFTER_TASK_COMMIT)
 ENV = "EOSKIT_CRASH_AT"
 ONCE_ENV = "EOSKIT_CRASH_ONCE"
+CONTROL_ENV = "EOSKIT_CRASH_CONTROL"
+#: The file of ``EOSKIT_CRASH_CONTROL``'s directory that arms a task point.
+ARMED_FILE = "armed"
 PAUSE_ENV = "EOSKIT_PAUSE_AT"
 PAUSE_DIR_ENV = "EOSKIT_PAUSE_DIR"
 #: The files of the pause protocol, inside ``EOSKIT_PAUSE_DIR``.
@@ -63,7 +73,10 @@ def remember_driver_process_group() -> None:
 
 def _armed(env: str = ENV) -> tuple[str, int] | None:
     """``<point>[@<min-batch>]`` from ``env``, checked; None if unset."""
-    spec = os.environ.get(env)
+    return _parse(env, os.environ.get(env))
+
+
+def _parse(env: str, spec: str | None) -> tuple[str, int] | None:
     if not spec:
         return None
     name, _, batch = spec.partition("@")
@@ -88,7 +101,36 @@ def _pause_dir() -> Path | None:
 _ARMED = _armed()
 _PAUSE = _armed(PAUSE_ENV)
 _PAUSE_DIR = _pause_dir()
-_ANY = _ARMED is not None or _PAUSE is not None
+_CONTROL = os.environ.get(CONTROL_ENV) or None
+_ANY = _ARMED is not None or _PAUSE is not None or _CONTROL is not None
+
+
+def arm(control: str | os.PathLike[str], point: str, batch: int, once: str | os.PathLike[str]) -> None:
+    """Arm task ``point`` from batch ``batch`` on, once, for the workers of a
+    session started with ``EOSKIT_CRASH_CONTROL=control``."""
+    if not point.startswith("task_"):
+        raise ValueError(f"{CONTROL_ENV} arms task points only, not {point}: a driver point "
+                         "would kill the session's own process")
+    _parse(CONTROL_ENV, f"{point}@{batch}")
+    folder = Path(control)
+    folder.mkdir(parents=True, exist_ok=True)
+    aside = folder / f".{ARMED_FILE}-{os.getpid()}"
+    aside.write_text(f"{point}@{batch} {once}\n")
+    os.replace(aside, folder / ARMED_FILE)
+
+
+def disarm(control: str | os.PathLike[str]) -> None:
+    (Path(control) / ARMED_FILE).unlink(missing_ok=True)
+
+
+def _controlled() -> tuple[tuple[str, int], str] | None:
+    """The task point ``EOSKIT_CRASH_CONTROL``'s directory arms now, and its once-file."""
+    try:
+        spec, once = (Path(_CONTROL) / ARMED_FILE).read_text().split()  # type: ignore[arg-type]
+    except (OSError, ValueError):
+        return None
+    armed = _parse(CONTROL_ENV, spec)
+    return (armed, once) if armed is not None and armed[0].startswith("task_") else None
 
 
 def crash_point(name: str, batch: int) -> None:
@@ -96,9 +138,11 @@ def crash_point(name: str, batch: int) -> None:
         return
     if _PAUSE is not None and _PAUSE[0] == name and batch >= _PAUSE[1]:
         _pause(name, batch)
-    if _ARMED is None or _ARMED[0] != name or batch < _ARMED[1]:
+    armed, once = _ARMED, os.environ.get(ONCE_ENV)
+    if _CONTROL is not None and (armed is None or armed[0] != name):
+        armed, once = _controlled() or (None, None)
+    if armed is None or armed[0] != name or batch < armed[1]:
         return
-    once = os.environ.get(ONCE_ENV)
     if once:
         try:
             os.close(os.open(once, os.O_CREAT | os.O_EXCL | os.O_WRONLY))

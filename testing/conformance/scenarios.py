@@ -98,6 +98,14 @@ class Scenario:
     needs_replay_rows: bool = False
     #: Also for the stateful job (``run_scenario(..., stateful=True)``).
     stateful: bool = True
+    #: What the scenario kills: ``"driver"`` (SIGKILL of the job's process
+    #: group), ``"worker"`` (a task's Python worker), ``"executor"`` (an
+    #: executor's JVM and its workers) or ``""`` (nothing: a failure, a
+    #: replay, a refusal). The test tiers keep one of each kind per sink and
+    #: commit mode in the submission tier (the root conftest.py).
+    kills: str = ""
+    #: The protocol's crash point it fires (``twophase/crash.py``), if any.
+    point: str | None = None
 
 
 @dataclass
@@ -157,7 +165,7 @@ class Run:
         # Spark's Python is the job's get_session's choice for its master
         # (eoskit-spark-python in local mode), unless base_env or extra name one.
         env = {k: v for k, v in os.environ.items()
-               if k not in (crash.ENV, crash.ONCE_ENV, crash.DRIVER_GROUP_ENV,
+               if k not in (crash.ENV, crash.ONCE_ENV, crash.DRIVER_GROUP_ENV, crash.CONTROL_ENV,
                             crash.PAUSE_ENV, crash.PAUSE_DIR_ENV, "PYSPARK_PYTHON")}
         env.update({
             "EOSKIT_TEST_KAFKA": self.workload.bootstrap,
@@ -376,9 +384,22 @@ def _crash_then_recover(point: str, batch: int = 1) -> Callable[[Run], None]:
 
 
 def _task_crash_retried(point: str, batch: int = 1) -> Callable[[Run], None]:
+    """A task's Python worker SIGKILLed once at ``point``; Spark retries the
+    task and the run ends exact. Only a worker dies, so the run needs no
+    driver of its own: in the test's warm session when it was started with
+    ``EOSKIT_CRASH_CONTROL`` (``crash.arm``), else a job of its own."""
     def scenario(run: Run) -> None:
         marker = run.workdir / "crashed-once"
-        code, log = run.run_job(**{crash.ENV: f"{point}@{batch}", crash.ONCE_ENV: str(marker)})
+        control = os.environ.get(crash.CONTROL_ENV)
+        if run.spark is not None and control and not run.base_env:
+            crash.arm(control, point, batch, marker)
+            try:
+                run.run_in_process()
+            finally:
+                crash.disarm(control)
+            code, log = 0, run.last_log()
+        else:
+            code, log = run.run_job(**{crash.ENV: f"{point}@{batch}", crash.ONCE_ENV: str(marker)})
         assert marker.exists(), f"the crash point {point} did not fire"
         assert code == 0, f"the retried task did not recover the batch (exit {code}):\n{log[-3000:]}"
         run.verify_exactly_once()
@@ -481,26 +502,29 @@ def _checkpoint_deleted(run: Run) -> None:
 
 SCENARIOS = [
     Scenario("task_killed_after_prepare", _task_crash_retried(crash.TASK_AFTER_PREPARE),
-             "a Python worker dies after preparing; Spark retries the task", TWOPHASE_ONLY),
+             "a Python worker dies after preparing; Spark retries the task", TWOPHASE_ONLY,
+             kills="worker", point=crash.TASK_AFTER_PREPARE),
     Scenario("task_killed_after_commit", _task_crash_retried(crash.TASK_AFTER_COMMIT),
              "a Python worker dies after committing rows and marker, before its ack",
-             frozenset({"idempotent"})),
+             frozenset({"idempotent"}), kills="worker", point=crash.TASK_AFTER_COMMIT),
     Scenario("worker_killed_during_write", _task_crash_retried(crash.TASK_DURING_WRITE),
-             "a Python worker dies mid-write; Spark retries the task"),
+             "a Python worker dies mid-write; Spark retries the task",
+             kills="worker", point=crash.TASK_DURING_WRITE),
     Scenario("driver_killed_after_decision", _crash_then_recover(crash.DRIVER_AFTER_DECISION),
-             modes=TWOPHASE_ONLY),
+             modes=TWOPHASE_ONLY, kills="driver", point=crash.DRIVER_AFTER_DECISION),
     Scenario("driver_killed_after_some_commits", _crash_then_recover(crash.DRIVER_AFTER_SOME_COMMITS),
-             modes=TWOPHASE_ONLY),
+             modes=TWOPHASE_ONLY, kills="driver", point=crash.DRIVER_AFTER_SOME_COMMITS),
     Scenario("driver_killed_after_all_commits", _crash_then_recover(crash.DRIVER_AFTER_ALL_COMMITS),
-             modes=TWOPHASE_ONLY),
-    Scenario("driver_killed_at_random", _random_driver_kill),
+             modes=TWOPHASE_ONLY, kills="driver", point=crash.DRIVER_AFTER_ALL_COMMITS),
+    Scenario("driver_killed_at_random", _random_driver_kill, kills="driver"),
     Scenario("failing_task_aborts_batch", _failing_task_aborts_batch),
     Scenario("replay_of_committed_batch", _replay_of_committed_batch),
-    Scenario("checkpoint_deleted_is_refused", _checkpoint_deleted, modes=TWOPHASE_ONLY),
+    Scenario("checkpoint_deleted_is_refused", _checkpoint_deleted, modes=TWOPHASE_ONLY,
+             kills="driver", point=crash.DRIVER_AFTER_DECISION),
     Scenario("driver_killed_after_some_task_commits",
              _crash_then_recover(crash.DRIVER_AFTER_TASK_COMMIT),
              "the driver dies once one task of the batch committed its rows and marker",
-             frozenset({"idempotent"})),
+             frozenset({"idempotent"}), kills="driver", point=crash.DRIVER_AFTER_TASK_COMMIT),
     # Not stateful: the sink's tasks are the shuffle's partitions there, not the source's.
     Scenario("replay_with_other_parallelism_is_refused", _replay_with_other_parallelism_is_refused,
              modes=frozenset({"idempotent"}), needs_replay_rows=True, stateful=False),
@@ -589,12 +613,14 @@ def _driver_killed_relative_checkpoint(run: Run) -> None:
 
 CLUSTER_SCENARIOS = [
     Scenario("executor_killed_during_write", _executor_killed(crash.TASK_DURING_WRITE),
-             "an executor is SIGKILLed while its task writes"),
+             "an executor is SIGKILLed while its task writes", kills="executor"),
     Scenario("executor_killed_after_prepare", _executor_killed(crash.TASK_AFTER_PREPARE),
-             "an executor is SIGKILLed holding a prepared transaction", TWOPHASE_ONLY),
-    Scenario("task_retried_on_another_worker", _task_retried_on_another_worker, modes=TWOPHASE_ONLY),
+             "an executor is SIGKILLed holding a prepared transaction", TWOPHASE_ONLY,
+             kills="executor"),
+    Scenario("task_retried_on_another_worker", _task_retried_on_another_worker, modes=TWOPHASE_ONLY,
+             kills="worker", point=crash.TASK_AFTER_PREPARE),
     Scenario("driver_killed_relative_checkpoint", _driver_killed_relative_checkpoint,
-             modes=TWOPHASE_ONLY),
+             modes=TWOPHASE_ONLY, kills="driver", point=crash.DRIVER_AFTER_DECISION),
 ]
 
 

@@ -1,0 +1,76 @@
+"""The test tiers (the root conftest.py): what each selects, and that the
+submission tier keeps a crash proof of each kind per sink and commit mode
+and fires every crash point of the protocol."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from eoskit.testing.conformance import CLUSTER_SCENARIOS, SCENARIOS
+from eoskit.twophase import crash
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load_tiers():
+    spec = importlib.util.spec_from_file_location("eoskit_test_tiers", ROOT / "conftest.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+tiers = _load_tiers()
+KIT = {s.name: s for s in (*SCENARIOS, *CLUSTER_SCENARIOS)}
+#: Scenarios a conformance module writes itself (not the kit's): what they kill.
+OWN = {"markers_dropped_with_a_replay_pending": ("driver", crash.DRIVER_AFTER_TASK_COMMIT)}
+
+
+def _kills(name: str) -> tuple[str, str | None]:
+    if name in OWN:
+        return OWN[name]
+    return KIT[name].kills, KIT[name].point
+
+
+@pytest.mark.parametrize("markers, chosen", [
+    ((), {"submission", "full", "all"}),
+    (("crash",), {"submission", "full", "all"}),
+    (("full", "crash"), {"full", "all"}),
+    (("network",), {"submission", "full", "network", "all"}),
+    (("network", "full"), {"full", "network", "all"}),
+    (("long",), {"long", "all"}),
+    (("containers",), {"containers", "all"}),
+])
+def test_each_tier_selects_by_markers(markers, chosen):
+    assert {name for name, tier in tiers.TIERS.items() if tier.selects(markers)} == chosen
+
+
+def test_the_matrix_names_only_the_kits_scenarios_for_its_mode():
+    for suite in tiers.SUBMISSION_CRASH_MATRIX:
+        for name in suite.kept:
+            assert name in KIT or name in OWN, f"{suite.test} keeps {name!r}, which no kit scenario is"
+            if name in KIT:
+                assert suite.mode in KIT[name].modes, f"{suite.test}: {name} is not a {suite.mode} scenario"
+
+
+def test_every_sink_and_mode_keeps_a_driver_kill_and_a_worker_kill():
+    kinds: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for suite in tiers.SUBMISSION_CRASH_MATRIX:
+        sink = suite.sink.split("-")[0]  # files-s3 and postgres-cluster count for their sink
+        kinds[(sink, suite.mode)] |= {_kills(name)[0] for name in suite.kept}
+    expected = {("postgres", "twophase"), ("postgres", "idempotent"), ("mysql", "twophase"),
+                ("mysql", "idempotent"), ("kafka", "idempotent"), ("files", "twophase")}
+    assert expected <= set(kinds), f"no submission crash proof for {sorted(expected - set(kinds))}"
+    lacking = {f"{sink} {mode}": sorted({"driver", "worker"} - (found | ({"worker"} if "executor" in found else set())))
+               for (sink, mode), found in kinds.items() if (sink, mode) in expected}
+    assert {what: missing for what, missing in lacking.items() if missing} == {}
+
+
+def test_every_crash_point_fires_in_the_submission_tier():
+    fired = {_kills(name)[1] for suite in tiers.SUBMISSION_CRASH_MATRIX for name in suite.kept}
+    assert set(crash.POINTS) - fired == set()
