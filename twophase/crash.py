@@ -19,12 +19,14 @@ A test waits for ``reached``, breaks something (restarts the database,
 cuts the broker's connections, kills a session), then writes ``go``. Both
 may be armed at once; the pause comes first.
 
-``EOSKIT_CRASH_CONTROL=<dir>`` serves a long-lived session whose Python
-workers outlive one job (a test suite's shared Spark session: its workers
-inherit the environment the JVM started with): a task point is armed while
-``<dir>/armed`` holds ``<point>[@<min-batch>] <once-file>``, read at every
-point, and fires once (``<once-file>`` as ``EOSKIT_CRASH_ONCE``). Only task
-points: a driver point would kill the session's own process.
+``EOSKIT_CRASH_CONTROL=<dir>`` arms a point in a process already running:
+a point is armed while ``<dir>/armed`` holds ``<point>[@<min-batch>]
+<once-file>``, read at every point, and fires once (``<once-file>`` as
+``EOSKIT_CRASH_ONCE``). For a long-lived session whose Python workers
+outlive one job (a test suite's shared Spark session: its workers inherit
+the environment the JVM started with), task points only, since a driver
+point would kill the session's own process; and for ``eoskit chaos``,
+which arms a driver step only once the faults planned before it are done.
 
 Unarmed, a point is one comparison.
 """
@@ -105,10 +107,12 @@ _CONTROL = os.environ.get(CONTROL_ENV) or None
 _ANY = _ARMED is not None or _PAUSE is not None or _CONTROL is not None
 
 
-def arm(control: str | os.PathLike[str], point: str, batch: int, once: str | os.PathLike[str]) -> None:
-    """Arm task ``point`` from batch ``batch`` on, once, for the workers of a
-    session started with ``EOSKIT_CRASH_CONTROL=control``."""
-    if not point.startswith("task_"):
+def arm(control: str | os.PathLike[str], point: str, batch: int, once: str | os.PathLike[str],
+        *, driver: bool = False) -> None:
+    """Arm ``point`` from batch ``batch`` on, once, for the processes of a
+    job or session started with ``EOSKIT_CRASH_CONTROL=control``; a task
+    point unless ``driver`` says the job's driver may be killed."""
+    if not driver and not point.startswith("task_"):
         raise ValueError(f"{CONTROL_ENV} arms task points only, not {point}: a driver point "
                          "would kill the session's own process")
     _parse(CONTROL_ENV, f"{point}@{batch}")
@@ -130,7 +134,7 @@ def _controlled() -> tuple[tuple[str, int], str] | None:
     except (OSError, ValueError):
         return None
     armed = _parse(CONTROL_ENV, spec)
-    return (armed, once) if armed is not None and armed[0].startswith("task_") else None
+    return (armed, once) if armed is not None else None
 
 
 def crash_point(name: str, batch: int) -> None:

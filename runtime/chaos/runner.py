@@ -143,7 +143,7 @@ class JobRun:
             command += ["--conf", f"{key}={value}"]
         clean = {k: v for k, v in os.environ.items()
                  if k not in (crash.ENV, crash.ONCE_ENV, crash.PAUSE_ENV, crash.PAUSE_DIR_ENV,
-                              crash.DRIVER_GROUP_ENV)}
+                              crash.DRIVER_GROUP_ENV, crash.CONTROL_ENV)}
         with open(self.log(), "w") as log:
             return subprocess.Popen(command, env={**clean, **(env or {})}, stdout=log, stderr=log,
                                     stdin=subprocess.DEVNULL, start_new_session=True, cwd=self.folder)
@@ -288,13 +288,16 @@ class Chaos:
         seen: set[int] = set()
         self.say(f"chaos run: {len(pending)} faults (--seed {plan.seed})")
         snapshots = self._snapshots(run)
+        control = run.folder / "crash-control"
         while True:
             armed = next((f for f in pending if f.kind == "driver" and f.step), None)
             fired = run.folder / f"fault-{armed.index}.fired" if armed else None
-            env = {crash.ENV: f"{armed.step}@{armed.after_batch + 1}", crash.ONCE_ENV: str(fired)} \
-                if armed and fired else {}
-            process = self._start(run, env)
-            killed = self._watch(run, process, pending, armed, fired, draw, seen)
+            # The driver step is armed (crash.arm) only once every fault
+            # planned before it is done, so that fast batches never let it
+            # overtake them.
+            crash.disarm(control)
+            process = self._start(run, {crash.CONTROL_ENV: str(control)})
+            killed = self._watch(run, process, pending, armed, fired, draw, seen, control)
             if not killed:
                 break
             self.timeline.append(RestartEvent(_now()))
@@ -303,9 +306,10 @@ class Chaos:
             self.notes.append(f"{fault.describe()}: not injected, the run ended first")
 
     def _watch(self, run: JobRun, process: subprocess.Popen, pending: list[Fault], armed: Fault | None,
-               fired: Path | None, draw: random.Random, seen: set[int]) -> bool:
+               fired: Path | None, draw: random.Random, seen: set[int], control: Path) -> bool:
         """Until the run ends; True if a driver fault ended it."""
         due: float | None = None  # when the head fault's timed action is due
+        armed_now = False
         while True:
             code = process.poll()
             for batch in run.committed():
@@ -314,12 +318,12 @@ class Chaos:
                     self.timeline.append(BatchEvent(batch, _at(run.commit_file(batch))))
             if armed is not None and fired is not None and fired.exists():
                 self._wait(process)  # the driver killed itself, its group with it
-                while pending[0] is not armed:  # batches ran faster than a delay
-                    self.notes.append(f"{pending.pop(0).describe()}: not injected, the driver "
-                                      "fault after it came first")
-                self._record(pending.pop(0), _at(fired), f"at {armed.step}")
+                self._record(pending.pop(0), _at(fired), f"at {armed.step}")  # armed as the head
                 return True
             head = pending[0] if pending else None
+            if head is not None and head is armed and fired is not None and not armed_now:
+                crash.arm(control, armed.step, armed.after_batch + 1, fired, driver=True)
+                armed_now = True
             if code is not None:
                 self._wait(process)
                 if code == 0:
