@@ -266,6 +266,15 @@ def test_a_delay_proxy_holds_each_direction_for_its_delay_keeping_order(lab):
     client.shutdown(socket.SHUT_WR)
     assert client.recv(100) == b""  # the end of the stream passes too
 
+    threading.Thread(target=echo, daemon=True).start()
+    client = a.socket()
+    client.settimeout(5)
+    client.connect(proxy.address)
+    lab.reset(a, b)
+    client.sendall(b"into a reset")
+    with pytest.raises(ConnectionResetError):  # and so does a reset
+        client.recv(100)
+
 
 def test_a_client_killed_while_isolated_leaves_its_server_a_half_open_peer(lab):
     client_host, server_host = lab.host("client"), lab.host("server")

@@ -44,6 +44,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,6 +71,7 @@ _HOST_SYSCTLS = {
 }
 _COMMAND_TIMEOUT = 20.0
 _CLONE_NEWNET = 0x40000000
+_LIBC = ctypes.CDLL(None, use_errno=True)
 _T = TypeVar("_T")
 
 
@@ -117,7 +119,7 @@ def _in_netns(netns: str | None, work: Callable[[], _T], timeout: float = 10.0) 
         try:
             fd = os.open(f"/run/netns/{netns}", os.O_RDONLY)
             try:
-                if _libc().setns(fd, _CLONE_NEWNET) != 0:
+                if _LIBC.setns(fd, _CLONE_NEWNET) != 0:
                     err = ctypes.get_errno()
                     raise NetlabError(f"cannot enter namespace {netns}: {os.strerror(err)}")
             finally:
@@ -134,10 +136,6 @@ def _in_netns(netns: str | None, work: Callable[[], _T], timeout: float = 10.0) 
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]
-
-
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
 
 
 def _socket_in(netns: str | None, kind: int = socket.SOCK_STREAM) -> socket.socket:
@@ -220,15 +218,21 @@ def sweep(prefix: str = "eosk") -> list[str]:
 
 
 def _claim_prefix(prefix: str) -> None:
-    """Write down the owner of ``prefix`` before anything of it exists."""
+    """Write down the owner of ``prefix`` before anything of it exists.
+
+    Written aside and linked into place, so that a sweeper never reads a
+    half-written file (and takes the lab for a dead one) and two labs never
+    share a prefix.
+    """
     STATE_DIR.mkdir(parents=True, exist_ok=True)
-    owner = {"pid": os.getpid(), "start_time": _start_time(os.getpid()), "created": time.time()}
+    path, aside = _state_path(prefix), STATE_DIR / f".{prefix}{os.getpid()}.tmp"
+    aside.write_text(json.dumps({"pid": os.getpid(), "start_time": _start_time(os.getpid())}))
     try:
-        fd = os.open(_state_path(prefix), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        os.link(aside, path)
     except FileExistsError:
-        raise NetlabError(f"lab prefix {prefix} is taken ({_state_path(prefix)} exists)") from None
-    with os.fdopen(fd, "w") as handle:
-        json.dump(owner, handle)
+        raise NetlabError(f"lab prefix {prefix} is taken ({path} exists)") from None
+    finally:
+        aside.unlink()
 
 
 @dataclass(eq=False)
@@ -259,9 +263,12 @@ class Host:
         return proc
 
     def socket(self, kind: int = socket.SOCK_STREAM) -> socket.socket:
-        """An IPv4 socket made inside this host: it binds and connects as the host does."""
+        """An IPv4 socket made inside this host: it binds and connects as the
+        host does. The lab cuts it at exit (it would keep the namespace alive)."""
         self._lab._check_open()
-        return _socket_in(self.netns, kind)
+        sock = _socket_in(self.netns, kind)
+        self._lab._sockets.add(sock)
+        return sock
 
 
 @dataclass(frozen=True)
@@ -453,10 +460,11 @@ class DelayProxy:
 
 
 def _abort(sock: socket.socket) -> None:
-    """Cut a connection with a reset (linger 0) and wake any thread reading it."""
+    """Cut a connection with a reset: linger 0, and SHUT_RD (which sends
+    nothing, unlike SHUT_WR's FIN) to wake a thread blocked reading it."""
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        sock.shutdown(socket.SHUT_RDWR)
+        sock.shutdown(socket.SHUT_RD)
     except OSError:
         pass
     sock.close()
@@ -489,6 +497,7 @@ class Lab:
         self._faults: list[Fault] = []
         self._proxies: list[DelayProxy] = []
         self._processes: list[subprocess.Popen[Any]] = []
+        self._sockets: weakref.WeakSet[socket.socket] = weakref.WeakSet()
         self._lock = threading.RLock()
         self._tags = 0
         self._state = "not started"
@@ -706,6 +715,8 @@ class Lab:
         atexit.unregister(self.close)
         for proxy in self._proxies:
             proxy.close()
+        for sock in list(self._sockets):
+            _abort(sock)
         for fault in self._faults:
             fault.healed = True  # the rules and qdiscs go with their namespaces
         self._faults.clear()
