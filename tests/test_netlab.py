@@ -324,6 +324,7 @@ def test_nothing_of_a_lab_is_left_after_it_exits(body_fails):
 
 
 def test_the_watchdog_tears_a_lab_down_after_its_timeout():
+    before = root_view()
     lab = netlab.Lab(timeout=1.0).start()
     lab.host("a")
     deadline = time.monotonic() + 10
@@ -333,6 +334,27 @@ def test_the_watchdog_tears_a_lab_down_after_its_timeout():
     with pytest.raises(netlab.NetlabError, match="watchdog"):
         lab.host("b")
     lab.close()  # nothing left to do
+    assert root_view() == before
+
+
+FORGOTTEN = """
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("netlab", sys.argv[1])
+netlab = importlib.util.module_from_spec(spec); sys.modules["netlab"] = netlab; spec.loader.exec_module(netlab)
+lab = netlab.Lab(timeout=120.0).start()
+lab.isolate(lab.host("a"))
+print(lab.prefix, lab.host("b").popen(["sleep", "120"]).pid, flush=True)
+"""
+
+
+def test_a_lab_never_exited_is_torn_down_when_its_process_exits():
+    before = root_view()
+    done = subprocess.run([*PY, FORGOTTEN, netlab.__file__], capture_output=True, text=True, timeout=60)
+    prefix, sleeper = done.stdout.split()
+    assert done.returncode == 0, done.stderr
+    assert not alive(int(sleeper))
+    assert not (netlab.STATE_DIR / f"{prefix.rstrip('-')}.json").exists()
+    assert root_view() == before
 
 
 ORPHAN = """
@@ -349,6 +371,7 @@ time.sleep(120)
 
 
 def test_sweep_removes_a_lab_whose_owner_was_killed_and_leaves_live_ones_alone():
+    before = root_view()
     owner = subprocess.Popen([*PY, ORPHAN, netlab.__file__], stdout=subprocess.PIPE, text=True)
     try:
         left = json.loads(owner.stdout.readline())
@@ -364,6 +387,7 @@ def test_sweep_removes_a_lab_whose_owner_was_killed_and_leaves_live_ones_alone()
         assert left["prefix"] not in listed and f"{live.prefix}a" in listed
     assert not alive(left["sleeper"])  # its processes were killed
     assert not (netlab.STATE_DIR / f"{left['prefix'].rstrip('-')}.json").exists()
+    assert root_view() == before
 
 
 def test_mistakes_are_named():

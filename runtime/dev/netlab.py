@@ -528,7 +528,12 @@ class Lab:
 
     def start(self) -> Lab:
         """Sweep dead labs' leftovers, write this lab's owner down, make the switch."""
-        sweep()
+        if self._state != "not started":
+            raise NetlabError(f"lab {self.prefix} is {self._state}: make a new Lab")
+        try:
+            sweep()
+        except NetlabError as err:  # another lab's leftovers do not stop this one
+            print(f"netlab: {err}", file=sys.stderr)
         _claim_prefix(self.prefix)
         self._state = "open"
         atexit.register(self.close)
@@ -672,7 +677,7 @@ class Lab:
     def _settle(self, host: Host, timeout: float = 15.0) -> None:
         """Wait until ``host`` has no connection left whose FIN is unanswered."""
         deadline = time.monotonic() + timeout
-        argv = host.argv(["ss", "-H", "-tan", "state", "fin-wait-1", "state", "closing", "state", "last-ack"])
+        argv = host.argv([_tool("ss"), "-H", "-tan", "state", "fin-wait-1", "state", "closing", "state", "last-ack"])
         while (closing := _run(argv).stdout.strip()) and time.monotonic() < deadline:
             time.sleep(0.1)
         if closing:
@@ -752,16 +757,17 @@ def _stop(processes: list[subprocess.Popen[Any]], grace: float = 3.0) -> None:
         try:
             proc.wait(max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(5.0)
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(5.0)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                pass  # what is left in the namespaces is killed next
 
 
 def _why_unavailable() -> str | None:
     if os.geteuid() != 0:
         return f"network labs need root (this is uid {os.geteuid()})"
     try:
-        for tool in ("ip", "tc", "ss", "iptables", "iptables-restore"):
-            _tool(tool)
         with Lab(timeout=60.0) as lab:  # every step a real lab takes
             lab.isolate(lab.host("probe")).heal()
     except (NetlabError, OSError) as err:
