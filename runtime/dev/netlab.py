@@ -163,7 +163,8 @@ def _state_path(prefix: str) -> Path:
 def _owner_alive(prefix: str) -> bool:
     try:
         owner = json.loads(_state_path(prefix).read_text())
-        return _start_time(int(owner["pid"])) == owner["start_time"]
+        started = _start_time(int(owner["pid"]))
+        return started is not None and started == owner["start_time"]
     except (OSError, ValueError, KeyError, TypeError):
         return False
 
