@@ -27,6 +27,9 @@ LOST, REFUSED = Kind.LOST, Kind.REFUSED
     (psycopg.errors.AdminShutdown("terminating connection due to administrator command"), LOST),
     (psycopg.errors.CannotConnectNow("the database system is starting up"), LOST),
     (psycopg.errors.ConnectionFailure("connection failure"), LOST),
+    # ... and the session's own time limits, which the sink sets (sessionIdleTimeout)
+    (psycopg.errors.IdleInTransactionSessionTimeout("terminating connection due to idle-in-transaction "
+                                                    "timeout"), LOST),
     (psycopg.errors.QueryCanceled("canceling statement due to statement timeout"), None),
     (psycopg.errors.UndefinedObject("prepared transaction does not exist"), None),
     (psycopg.errors.InvalidPassword("password authentication failed for user \"u\""), REFUSED),

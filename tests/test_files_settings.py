@@ -76,10 +76,24 @@ def test_storage_options_are_passed_to_fsspec_typed(tmp_path):
         "fs.s3.client_kwargs": '{"region_name": "eu-west-1"}'})
     assert settings.storage_options == {
         "endpoint_url": "http://127.0.0.1:9000", "anon": False, "secret": "12345",
-        "default_block_size": 5242880, "client_kwargs": {"region_name": "eu-west-1"}}
+        "default_block_size": 5242880, "client_kwargs": {"region_name": "eu-west-1"},
+        # networkTimeout (30 s by default) bounds every S3 request
+        "config_kwargs": {"connect_timeout": 30, "read_timeout": 30,
+                          "retries": {"max_attempts": 3, "mode": "standard"}}}
     assert "12345" not in repr(settings)
     with pytest.raises(OptionError, match="'fs.gcs.token' is for the gcs:// file system, but 'path' is on s3://"):
         parse(path="s3://bucket/out", **{"fs.gcs.token": "x"})
+
+
+def test_s3_requests_are_bounded_by_network_timeout_unless_config_kwargs_says_otherwise():
+    bounded = parse(path="s3://bucket/out", networkTimeout="7").storage_options["config_kwargs"]
+    assert (bounded["connect_timeout"], bounded["read_timeout"]) == (7, 7)
+    given = parse(path="s3://bucket/out", networkTimeout="7",
+                  **{"fs.s3.config_kwargs": '{"read_timeout": 120}'}).storage_options["config_kwargs"]
+    assert given["read_timeout"] == 120 and given["connect_timeout"] == 7
+    assert "config_kwargs" not in parse(path=str(Path("/tmp/out"))).storage_options
+    with pytest.raises(OptionError, match="'networkTimeout'"):
+        parse(path="s3://bucket/out", networkTimeout="0")
 
 
 def test_data_sources_refuse_a_per_process_file_system():

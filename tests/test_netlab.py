@@ -10,7 +10,6 @@ the root's loopback (the lab's exposed ports)."""
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import signal
 import socket
@@ -22,23 +21,9 @@ from pathlib import Path
 
 import pytest
 
-
-def _load_netlab():
-    """The installed module, or this tree's file when the installed eoskit
-    predates it (it is stdlib only, so it loads by path)."""
-    try:
-        from eoskit.runtime.dev import netlab
-    except ImportError:
-        path = Path(__file__).resolve().parents[1] / "runtime" / "dev" / "netlab.py"
-        spec = importlib.util.spec_from_file_location("eoskit_netlab_tree", path)
-        assert spec is not None and spec.loader is not None
-        netlab = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = netlab  # dataclasses look their module up
-        spec.loader.exec_module(netlab)
-    return netlab
+from eoskit.runtime.dev import netlab
 
 
-netlab = _load_netlab()
 _WHY_NOT = netlab.Lab.available()
 pytestmark = pytest.mark.skipif(_WHY_NOT is not None, reason=f"no network lab here: {_WHY_NOT}")
 
@@ -130,6 +115,24 @@ def test_hosts_reach_each_other_by_tcp_and_the_root_reaches_a_host_through_expos
     assert lab.prefix in after.pop("netns")  # the hosts are namespaces...
     before.pop("netns")
     assert after == before  # ...and the lab put nothing else in the root namespace
+
+
+def test_the_tester_reaches_hosts_at_their_addresses_whatever_the_faults_between_them():
+    before = root_view()
+    with netlab.Lab(timeout=60.0) as lab:
+        a, b = lab.host("a"), lab.host("b")
+        address = lab.tester()
+        assert lab.tester() == address  # once per lab
+        service = listen(b)
+        lab.partition(a, b)
+        lab.isolate(a)
+        with socket.create_connection(service.getsockname(), timeout=5) as conn:
+            accepted, peer = service.accept()
+            conn.sendall(b"from the tester")
+            assert accepted.recv(100) == b"from the tester" and peer[0] == address
+        with pytest.raises(OSError):
+            connect(a, service, timeout=1.0)  # the hosts stay cut from each other
+    assert root_view() == before  # the tester's link went with the lab
 
 
 def test_a_partition_both_ways_times_connections_out_until_healed(lab):

@@ -14,7 +14,9 @@ from eoskit.twophase.contract import (
     DirectCommitting,
     MarkedCommitting,
     MarkedWriter,
+    Outcome,
     PreparingWriter,
+    ProvesOutcomes,
     SinkError,
     TwoPhaseCommitting,
 )
@@ -368,7 +370,7 @@ def test_prune_keeps_decisions_as_long_as_spark_keeps_their_batch(tmp_path):
     (tmp_path / "offsets").mkdir()
     for batch in range(20, 30):  # Spark retains batches 20..29
         (tmp_path / "offsets" / str(batch)).write_text("v1")
-    log.prune(29)
+    assert log.prune(29) == 3  # the oldest decision kept
     assert log.batches() == [3, *range(20, 30)]
 
 
@@ -472,6 +474,7 @@ def test_no_two_capabilities_share_a_method_name():
 
     capabilities = (TwoPhaseCommitting, MarkedCommitting, DirectCommitting)
     own = {c: {n for n in vars(c) if not n.startswith("_")} - set(dir(Sink)) for c in capabilities}
+    own[MarkedCommitting] |= {n for n in vars(ProvesOutcomes) if not n.startswith("_")}
     for i, first in enumerate(capabilities):
         for second in capabilities[i + 1:]:
             assert not own[first] & own[second], (first.__name__, second.__name__)
@@ -593,3 +596,94 @@ def test_without_a_checkpoint_location_nothing_is_resolved_and_first_use_refuses
     with pytest.raises(InvalidSinkIdError, match="option 'sinkId' = 'no spaces'"):
         bad.sink_id()
     assert bad.checkpoint_location() == "/ck"
+
+
+# -- outcomes proven by evidence: a commit whose reply was lost ---------------
+
+class EvidenceTransaction(FakeTransaction):
+    def prepare(self) -> None:
+        super().prepare()
+        self.evidence = f"xid-{self.txn_id}"
+
+
+class EvidenceSink(FakeSink, ProvesOutcomes):
+    """Commits whose reply is lost: the server commits (``lose_reply``) or
+    someone rolls the transaction back, and the call says "no such id"."""
+
+    def __init__(self, db: FakeDatabase) -> None:
+        super().__init__(db)
+        self.fates: dict[str, Outcome] = {}  # evidence -> what the server knows
+        self.lose_reply: set[str] = set()
+        self.forgotten_evidence: list[tuple[str, int]] = []
+
+    def begin_prepared(self, txn_id: str) -> EvidenceTransaction:
+        return EvidenceTransaction(self.db, txn_id)
+
+    def commit_prepared(self, txn_id: str) -> bool:
+        if txn_id in self.lose_reply:  # committed, the reply lost, the retry finds nothing
+            self.lose_reply.discard(txn_id)
+            super().commit_prepared(txn_id)
+            self.fates[f"xid-{txn_id}"] = Outcome.COMMITTED
+            return False
+        return super().commit_prepared(txn_id)
+
+    def outcome(self, txn_id: str, evidence: str) -> Outcome:
+        return self.fates.get(evidence, Outcome.UNKNOWN)
+
+    def forget_evidence(self, sink_id: str, below_batch: int) -> None:
+        self.forgotten_evidence.append((sink_id, below_batch))
+
+
+@pytest.fixture
+def evidence_env(tmp_path):
+    db = FakeDatabase()
+    sink = EvidenceSink(db)
+    decisions = DecisionLog(str(tmp_path / "checkpoint"), "s1")
+    decisions.create()
+    return db, sink, decisions, Coordinator(sink, decisions)
+
+
+def test_the_decision_records_each_prepared_ids_evidence(evidence_env):
+    db, sink, decisions, coordinator = evidence_env
+    messages = [task(sink, decisions, 0, p, [p]) for p in range(2)]
+    assert all(m.evidence == f"xid-{m.txn_id}" for m in messages)
+    coordinator.commit(messages, 0)
+    assert dict(decisions.get(0).evidence) == {m.txn_id: m.evidence for m in messages}
+
+
+def test_a_commit_whose_reply_was_lost_is_settled_as_committed_by_its_evidence(evidence_env):
+    db, sink, decisions, coordinator = evidence_env
+    messages = [task(sink, decisions, 0, p, [p]) for p in range(2)]
+    sink.lose_reply.add(messages[0].txn_id)
+    coordinator.commit(messages, 0)  # the call that wrote the decision: no "vanished" error
+    assert committed_values(db) == [0, 1] and decisions.get(0).done
+
+
+def test_a_decided_id_rolled_back_by_someone_else_stops_the_commit_even_on_a_repeat(evidence_env):
+    db, sink, decisions, coordinator = evidence_env
+    messages = [task(sink, decisions, 0, p, [p]) for p in range(2)]
+    decision = decisions.decide(0, [m.txn_id for m in messages], 2,
+                                {m.txn_id: m.evidence for m in messages})
+    sink.rollback_prepared(messages[0].txn_id)  # by hand, after the decision
+    sink.fates[messages[0].evidence] = Outcome.ROLLED_BACK
+    with pytest.raises(CoordinatorError, match="was rolled back: its rows are missing"):
+        coordinator.commit(messages, 0)  # a repeat: the decision was written before
+    assert not decisions.get(0).done
+    assert decision.commit == decisions.get(0).commit
+
+
+def test_evidence_that_cannot_tell_stops_the_commit_instead_of_a_guess(evidence_env):
+    db, sink, decisions, coordinator = evidence_env
+    message = task(sink, decisions, 0, 0, [1])
+    decisions.decide(0, [message.txn_id], 1, {message.txn_id: message.evidence})
+    sink.db.prepared.pop(message.txn_id)
+    with pytest.raises(CoordinatorError, match="cannot say whether it committed"):
+        coordinator.commit([message], 0)
+
+
+def test_pruning_forgets_the_evidence_of_forgotten_decisions(evidence_env):
+    db, sink, decisions, coordinator = evidence_env
+    for batch in range(11):
+        coordinator.commit([task(sink, decisions, batch, 0, [batch])], batch)
+    assert sink.forgotten_evidence and sink.forgotten_evidence[-1][0] == "s1"
+    assert sink.forgotten_evidence[-1][1] <= min(decisions.batches())

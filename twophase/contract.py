@@ -13,6 +13,12 @@ A sink is one ``Sink`` (checked on the driver) plus the capabilities it has:
 - ``DirectCommitting``: a task commits by itself, nothing more (commit mode
   ``at_least_once``).
 
+A two-phase sink may also prove outcomes (``ProvesOutcomes``): tell, once a
+transaction is no longer prepared, whether it committed. A commit whose
+reply was lost (a timeout, a connection cut with the statement on the
+wire) may have committed, and its retry hears "no such transaction"; with
+this capability the coordinator settles that from evidence, never a guess.
+
 A sink implements the capabilities of the modes it supports and nothing
 else; ``commit_modes`` derives the allowed ``commitMode`` values from them.
 There is no method that raises NotImplementedError. No two capabilities
@@ -130,7 +136,15 @@ class TaskWriter(ABC):
 
 
 class PreparingWriter(TaskWriter):
-    """A task's writer of a two-phase sink."""
+    """A task's writer of a two-phase sink.
+
+    ``evidence``, set by ``prepare`` in a sink that ``ProvesOutcomes``: what
+    tells later, once the transaction is no longer prepared, whether it
+    committed (PostgreSQL: its transaction id; MySQL: the name of a marker
+    row written in it). Carried to the driver in the ack and written into
+    the batch's decision before any commit."""
+
+    evidence: str = ""
 
     @abstractmethod
     def prepare(self) -> None:
@@ -226,6 +240,33 @@ class TwoPhaseCommitting(Sink):
         and the decision is applied again later."""
 
 
+class Outcome(str, Enum):
+    """What became of a transaction that is no longer prepared."""
+
+    COMMITTED = "committed"
+    ROLLED_BACK = "rolled back"
+    #: The evidence is gone (pruned, too old for the server to tell).
+    UNKNOWN = "unknown"
+
+
+class ProvesOutcomes(TwoPhaseCommitting):
+    """Capability of a two-phase sink: the fate of an id that is gone."""
+
+    @abstractmethod
+    def outcome(self, txn_id: str, evidence: str) -> Outcome:
+        """On the driver, for an id ``commit_prepared`` found no longer
+        prepared: whether it committed, read from ``evidence`` (what its
+        writer's ``prepare`` left, ``PreparingWriter.evidence``). Never a
+        guess: ``UNKNOWN`` when the evidence cannot tell. Raising (the
+        server unreachable) fails the batch's commit, which is repeated."""
+
+    def forget_evidence(self, sink_id: str, below_batch: int) -> None:
+        """On the driver, now and then: drop the evidence of ``sink_id``'s
+        batches below ``below_batch``, whose decisions are forgotten (no
+        commit will ask for it again). Optional: evidence that costs nothing
+        to keep (a transaction id) has nothing to drop."""
+
+
 class MarkedCommitting(Sink):
     """Capability ``idempotent``: tasks commit with a progress marker."""
 
@@ -291,7 +332,8 @@ def resolve_commit_mode(sink_type: type[Sink], requested: str | None) -> CommitM
 
 __all__ = [
     "CommitMode", "CommittingWriter", "DirectCommitting", "EXACTLY_ONCE", "MarkedCommitting",
-    "MarkedWriter", "Marker", "PreparingWriter", "ServiceUnavailableError", "Sink", "SinkContext",
+    "MarkedWriter", "Marker", "Outcome", "PreparingWriter", "ProvesOutcomes", "ServiceUnavailableError",
+    "Sink", "SinkContext",
     "SinkError",
     "TaskWriter", "TwoPhaseCommitting", "commit_modes", "resolve_commit_mode",
 ]

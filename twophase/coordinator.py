@@ -4,20 +4,26 @@ The commit of batch n, on the driver (``commit``):
 
 1. If batch n has no decision yet, check that every acked transaction is
    still prepared, then write "batch n commits ids [...]" to the decision
-   log. Safe here: nothing is committed yet, so a crash before this step
-   leaves only prepared transactions that the next start rolls back, and
-   Spark replays the batch.
-2. Commit each decided id. An id that is gone is fine only when the
-   decision was already written by an earlier call (a crash or a repeated
-   commit call between steps 2 and 4 committed it); in the call that wrote
-   the decision, a missing id is an error, never silently skipped.
+   log, with the evidence each task's prepare left (sinks that prove
+   outcomes). Safe here: nothing is committed yet, so a crash before this
+   step leaves only prepared transactions that the next start rolls back,
+   and Spark replays the batch.
+2. Commit each decided id. An id that is gone was committed by an earlier
+   try (a commit whose reply was lost, a crash or a repeated commit call
+   between steps 2 and 4), or rolled back by someone else: a sink that
+   proves outcomes settles which from the decision's evidence, and only
+   "committed" goes on. Without evidence, a gone id is taken as committed
+   only when an earlier call wrote the decision (the protocol never rolls
+   back a decided id); in the call that wrote it, it is an error, never
+   silently skipped.
 3. Roll back every other prepared id of batch n: losing and speculative
    attempts, attempts of a crashed run. Safe: the decision excludes them.
    Then the sink's ``decision_applied`` hook (e.g. the files sink's batch
    manifest): idempotent, since a crash before step 4 runs it again.
 4. Mark the decision done. Every ``PRUNE_EVERY`` batches, forget the done
    decisions of batches Spark can no longer replay (older than its offset
-   log's first entry): no commit, abort or sweep will ever ask for them.
+   log's first entry), and their evidence: no commit, abort or sweep will
+   ever ask for them.
 
 ``abort`` rolls back every prepared id of an undecided batch; a decided batch
 is rolled forward instead, since its decision may already be half applied.
@@ -38,9 +44,9 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from eoskit.twophase import crash, timings
-from eoskit.twophase.contract import TwoPhaseCommitting
+from eoskit.twophase.contract import Outcome, ProvesOutcomes, TwoPhaseCommitting
 from eoskit.twophase.decision_log import Decision, DecisionLog, prune_due
-from eoskit.twophase.messages import TaskAck, prepared_ids
+from eoskit.twophase.messages import TaskAck, evidence_of, prepared_ids
 from eoskit.twophase.txn_id import TxnId, batch_prefix, sink_prefix
 
 log = logging.getLogger(__name__)
@@ -103,7 +109,7 @@ class Coordinator:
                 )
             rows = sum(m.rows for m in messages if m is not None)
             with timings.span("commit.decide", batch):
-                decision = self.decisions.decide(batch, acked, rows)
+                decision = self.decisions.decide(batch, acked, rows, evidence_of(messages))
             crash.crash_point(crash.DRIVER_AFTER_DECISION, batch)
         self._apply(decision, first_time=wrote_decision)
         return decision
@@ -113,13 +119,8 @@ class Coordinator:
         # Step 2: commit every decided id.
         with timings.span("commit.commit_prepared", batch):
             for index, txn in enumerate(decision.commit):
-                found = self.sink.commit_prepared(txn)
-                if not found and first_time:
-                    raise CoordinatorError(
-                        f"batch {batch}: transaction {txn} vanished between the decision and "
-                        f"its commit in {self.sink.describe()}; it was rolled back by someone "
-                        "else, and its rows are missing"
-                    )
+                if not self.sink.commit_prepared(txn):
+                    self._gone(decision, txn, first_time)
                 if index == 0 and len(decision.commit) > 1:
                     crash.crash_point(crash.DRIVER_AFTER_SOME_COMMITS, batch)
         crash.crash_point(crash.DRIVER_AFTER_ALL_COMMITS, batch)
@@ -137,7 +138,33 @@ class Coordinator:
         with timings.span("commit.mark_done", batch):
             self.decisions.mark_done(decision)
             if prune_due(batch):
-                self.decisions.prune(batch)
+                kept_from = self.decisions.prune(batch)
+                if isinstance(self.sink, ProvesOutcomes):
+                    self.sink.forget_evidence(self.sink_id, kept_from)
+
+    def _gone(self, decision: Decision, txn: str, first_time: bool) -> None:
+        """Step 2 found a decided id no longer prepared: go on only if it committed."""
+        batch = decision.batch
+        token = decision.evidence.get(txn)
+        if isinstance(self.sink, ProvesOutcomes) and token:
+            outcome = self.sink.outcome(txn, token)
+            if outcome is Outcome.COMMITTED:
+                log.warning("batch %d: %s was committed by an earlier try whose reply was lost "
+                            "(evidence %s)", batch, txn, token)
+                return
+            said = ("was rolled back: its rows are missing" if outcome is Outcome.ROLLED_BACK
+                    else "cannot say whether it committed: its rows may be missing")
+            raise CoordinatorError(
+                f"batch {batch}: transaction {txn} is no longer prepared in {self.sink.describe()}, "
+                f"and the server {said} (evidence {token!r}). Something other than this job ended "
+                "it (a ROLLBACK by hand, `eoskit txn resolve --rollback-orphans`); the batch "
+                "cannot be completed exactly once")
+        if first_time:
+            raise CoordinatorError(
+                f"batch {batch}: transaction {txn} vanished between the decision and "
+                f"its commit in {self.sink.describe()}; it was rolled back by someone "
+                "else, and its rows are missing"
+            )
 
     def abort(self, batch: int) -> None:
         decision = self.decisions.get(batch)
@@ -174,7 +201,8 @@ class Coordinator:
                 cache[parsed.batch] = self.decisions.get(parsed.batch)
             decision = cache[parsed.batch]
             if decision is not None and txn in decision.commit:
-                self.sink.commit_prepared(txn)
+                if not self.sink.commit_prepared(txn):  # listed a moment ago: a lost reply
+                    self._gone(decision, txn, first_time=False)
                 committed.append(txn)
             else:
                 self.sink.rollback_prepared(txn)

@@ -41,6 +41,10 @@ from pathlib import Path
 
 TASK_AFTER_PREPARE = "task_after_prepare"
 TASK_DURING_WRITE = "task_during_write"
+#: Every row written, right before the task ends its transaction (prepare,
+#: or a task's own commit): where a network test cuts PREPARE TRANSACTION,
+#: XA PREPARE or commitTransaction.
+TASK_BEFORE_END = "task_before_end"
 TASK_AFTER_COMMIT = "task_after_commit"
 DRIVER_AFTER_DECISION = "driver_after_decision"
 DRIVER_AFTER_SOME_COMMITS = "driver_after_some_commits"
@@ -48,7 +52,7 @@ DRIVER_AFTER_ALL_COMMITS = "driver_after_all_commits"
 #: Fired in a task that committed by itself (marked or at-least-once commit):
 #: the driver dies with some of the batch's tasks committed and others not.
 DRIVER_AFTER_TASK_COMMIT = "driver_after_task_commit"
-POINTS = (TASK_AFTER_PREPARE, TASK_DURING_WRITE, TASK_AFTER_COMMIT, DRIVER_AFTER_DECISION,
+POINTS = (TASK_AFTER_PREPARE, TASK_DURING_WRITE, TASK_BEFORE_END, TASK_AFTER_COMMIT, DRIVER_AFTER_DECISION,
           DRIVER_AFTER_SOME_COMMITS, DRIVER_AFTER_ALL_COMMITS, DRIVER_AFTER_TASK_COMMIT)
 ENV = "EOSKIT_CRASH_AT"
 ONCE_ENV = "EOSKIT_CRASH_ONCE"

@@ -6,10 +6,12 @@ through fsspec, so it lives and dies with the checkpoint it belongs to:
 - ``sink.json``: written before the first transaction of the sink is
   opened. A prepared transaction of this sink id with no ``sink.json``
   means the checkpoint was deleted: nothing can tell commit from roll back.
-- ``decisions/<batch>.json``: ``{"batch", "commit": [ids], "status"}``,
-  written whole (atomic rename locally, a single PUT on object stores)
-  before any transaction of the batch is committed; ``status`` becomes
-  ``done`` once every id is committed and every other id rolled back.
+- ``decisions/<batch>.json``: ``{"batch", "commit": [ids], "status",
+  "evidence": {id: token}}``, written whole (atomic rename locally, a
+  single PUT on object stores) before any transaction of the batch is
+  committed; ``status`` becomes ``done`` once every id is committed and
+  every other id rolled back. ``evidence`` (sinks that prove outcomes):
+  what tells, once an id is gone, whether it committed.
 - ``aborted/<batch>.json``: written by ``abort`` before it lists what to roll
   back, and read by each task right after it prepares. Spark does not wait
   for a cancelled task before it calls ``abort``, so a task may prepare after
@@ -31,7 +33,7 @@ import os
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import fsspec
@@ -88,6 +90,8 @@ class Decision:
     batch: int
     commit: tuple[str, ...]
     done: bool
+    #: id -> what its task's prepare left to prove its outcome (``ProvesOutcomes``).
+    evidence: Mapping[str, str] = field(default_factory=dict)
 
 
 def fs_path(location: str) -> str:
@@ -182,15 +186,19 @@ class DecisionLog:
             return None
         if data.get("batch") != batch:
             raise DecisionLogError(f"decision file of batch {batch} names batch {data.get('batch')}")
-        return Decision(batch, tuple(data["commit"]), data.get("status") == "done")
+        return Decision(batch, tuple(data["commit"]), data.get("status") == "done",
+                        dict(data.get("evidence") or {}))
 
-    def decide(self, batch: int, commit_ids: list[str], rows: int) -> Decision:
-        """Write "batch commits these ids", durably, before any commit."""
+    def decide(self, batch: int, commit_ids: list[str], rows: int,
+               evidence: Mapping[str, str] | None = None) -> Decision:
+        """Write "batch commits these ids" (with what proves each one's
+        outcome, where the sink left anything), durably, before any commit."""
+        proof = {txn: token for txn, token in (evidence or {}).items() if txn in commit_ids}
         self._write_atomic(batch_file(DECISIONS, batch), {
             "batch": batch, "commit": sorted(commit_ids), "rows": rows,
-            "status": "decided", "decidedAt": time.time(),
+            "status": "decided", "decidedAt": time.time(), **({"evidence": proof} if proof else {}),
         })
-        return Decision(batch, tuple(sorted(commit_ids)), False)
+        return Decision(batch, tuple(sorted(commit_ids)), False, proof)
 
     def mark_done(self, decision: Decision) -> None:
         data = self._read(batch_file(DECISIONS, decision.batch)) or {}
@@ -236,16 +244,20 @@ class DecisionLog:
             return []
         return sorted(b for b in map(batch_of, names) if b is not None)
 
-    def prune(self, newest: int) -> None:
+    def prune(self, newest: int) -> int:
         """Forget done decisions of batches Spark no longer keeps in its
-        offset log: it can never replay them, list them or restore them."""
+        offset log: it can never replay them, list them or restore them.
+        The oldest batch whose decision is kept."""
         fs = self.fs
-        keep_from = oldest_replayable(self.checkpoint_location, newest)
+        keep_from = kept = oldest_replayable(self.checkpoint_location, newest)
         for batch in self.batches():
             if batch < keep_from:
                 decision = self.get(batch)
                 if decision is not None and decision.done:
                     fs.rm(self._path(batch_file(DECISIONS, batch)))
+                else:
+                    kept = min(kept, batch)
+        return kept
 
 
 def prune_due(batch: int) -> bool:

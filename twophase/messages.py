@@ -29,9 +29,11 @@ class TaskAck(WriterCommitMessage):
 @dataclass(frozen=True)
 class PreparedTransaction(TaskAck):
     """Two-phase: the task prepared ``txn_id``; the coordinator commits it once
-    the batch is decided."""
+    the batch is decided. ``evidence``: what tells whether it committed once
+    it is no longer prepared (``ProvesOutcomes``; empty for other sinks)."""
 
     txn_id: str = ""
+    evidence: str = ""
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,12 @@ class NothingToCommit(TaskAck):
 def prepared_ids(messages: object) -> list[str]:
     """The ids a batch's acks ask the coordinator to commit."""
     return [m.txn_id for m in messages or () if isinstance(m, PreparedTransaction)]
+
+
+def evidence_of(messages: object) -> dict[str, str]:
+    """The prepared ids' evidence (``ProvesOutcomes``), where a task left any."""
+    return {m.txn_id: m.evidence for m in messages or ()
+            if isinstance(m, PreparedTransaction) and m.evidence}
 
 
 def dead_letters(messages: object) -> int:

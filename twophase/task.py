@@ -122,6 +122,7 @@ def _two_phase(sink: TwoPhaseCommitting, decisions: DecisionLog, batches: Iterat
         if writer.rows == 0:
             writer.abort()
             return NothingToCommit(batch, partition, attempt)
+        crash.crash_point(crash.TASK_BEFORE_END, batch)
         with timings.span("task.prepare"):
             writer.prepare()
     except BaseException:
@@ -135,7 +136,7 @@ def _two_phase(sink: TwoPhaseCommitting, decisions: DecisionLog, batches: Iterat
         sink.rollback_prepared(txn_id)
         return NothingToCommit(batch, partition, attempt, replay=True)
     return PreparedTransaction(batch, partition, attempt, writer.rows, writer.bytes, txn_id,
-                               dead_letters=writer.dead_letters)
+                               writer.evidence, dead_letters=writer.dead_letters)
 
 
 def _marked(sink: MarkedCommitting, marker: Marker, attempt: int,
@@ -153,6 +154,7 @@ def _marked(sink: MarkedCommitting, marker: Marker, attempt: int,
             return NothingToCommit(marker.batch, marker.partition, attempt, replay=True)
         # Step 2: rows and marker commit together.
         _write_all(writer, batches, marker.batch)
+        crash.crash_point(crash.TASK_BEFORE_END, marker.batch)
         with timings.span("task.commit"):
             writer.commit()
     except BaseException:
@@ -168,6 +170,7 @@ def _direct(writer: CommittingWriter, marker: Marker, attempt: int,
             batches: Iterator[pa.RecordBatch]) -> TaskAck:
     try:
         _write_all(writer, batches, marker.batch)
+        crash.crash_point(crash.TASK_BEFORE_END, marker.batch)
         with timings.span("task.commit"):
             writer.commit()
     except BaseException:

@@ -19,7 +19,14 @@ from typing import Any
 import fsspec
 from fsspec.registry import known_implementations
 
-from eoskit.twophase.options import Option, OptionError, OptionSet, parse_non_negative_int, parse_str
+from eoskit.twophase.options import (
+    Option,
+    OptionError,
+    OptionSet,
+    parse_non_negative_int,
+    parse_positive_int,
+    parse_str,
+)
 from eoskit.twophase.sink_options import COMMIT_MODE, COMMON
 from eoskit.twophase.contract import CommitMode, Sink, resolve_commit_mode
 from eoskit.twophase.decision_log import fs_path
@@ -61,8 +68,14 @@ PARTITION_BY = Option("partitionBy", parse_str, None,
 MAX_RECORDS = Option("maxRecordsPerFile", parse_non_negative_int, 0,
                      "At most this many rows per file (per task and partition directory); "
                      "0: no limit.")
+NETWORK_TIMEOUT = Option(
+    "networkTimeout", parse_positive_int, 30,
+    "On S3 (s3fs): seconds botocore waits to connect and for each reply before it "
+    "retries the request (3 attempts in all), then fails the task's write or the driver's "
+    "commit, which the protocol repeats. Given `fs.s3.config_kwargs` wins.")
+
 OPTIONS = OptionSet(
-    (PATH, COMPRESSION, PARTITION_BY, MAX_RECORDS, *COMMON),
+    (PATH, COMPRESSION, PARTITION_BY, MAX_RECORDS, NETWORK_TIMEOUT, *COMMON),
     passthrough_prefixes=(STORAGE_PREFIX,),
     owner="this eoskit files sink",
 )
@@ -115,7 +128,8 @@ class FilesSettings:
             path=path, format=file_format, compression=compression, partition_by=partition_by,
             max_records_per_file=MAX_RECORDS.read(raw),
             commit_mode=resolve_commit_mode(sink_type, COMMIT_MODE.read(raw)),
-            storage_options=storage_options(options, protocol),
+            storage_options=with_timeouts(storage_options(options, protocol), protocol,
+                                          NETWORK_TIMEOUT.read(raw)),
         )
 
 
@@ -147,6 +161,18 @@ def filesystem_protocols(path: str) -> tuple[str, ...]:
                           f"{protocol!r}") from None
     names = cls.protocol if isinstance(cls.protocol, tuple) else (cls.protocol,)
     return tuple(dict.fromkeys((protocol, *names)))
+
+
+def with_timeouts(options: dict[str, Any], protocols: tuple[str, ...], seconds: int) -> dict[str, Any]:
+    """S3's requests bounded (``networkTimeout``): botocore's connect and read
+    timeouts and a retry budget, unless ``fs.s3.config_kwargs`` gives them."""
+    if "s3" not in protocols:
+        return options
+    given = dict(options.get("config_kwargs") or {})
+    given.setdefault("connect_timeout", seconds)
+    given.setdefault("read_timeout", seconds)
+    given.setdefault("retries", {"max_attempts": 3, "mode": "standard"})
+    return {**options, "config_kwargs": given}
 
 
 _SECRET_KEYS = re.compile(r"key|secret|token|password|credential", re.IGNORECASE)

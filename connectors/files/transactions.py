@@ -11,6 +11,8 @@ The transaction of a task is its staging directory plus a manifest
   commit after a crash, or after an object store's copy without its
   delete, finishes the job; 3. write the ``.committed`` manifest, then
   remove the ``.prepared`` one and the empty staging directory.
+- ``outcome`` (of an id no longer prepared): committed if the final name
+  of one of its files (the evidence its prepare left) exists.
 - ``rollback_prepared``: delete the staged files, then the manifest (the
   order keeps a half-done rollback listed, so it is done again).
 - ``decision_applied`` (after every id of the batch is committed): write the
@@ -58,7 +60,8 @@ from eoskit.twophase.contract import (
     Marker,
     SinkContext,
     SinkError,
-    TwoPhaseCommitting,
+    Outcome,
+    ProvesOutcomes,
 )
 from eoskit.twophase.txn_id import TxnId
 
@@ -68,7 +71,7 @@ _PARTITION_TYPES = (StringType, LongType, IntegerType, ShortType, ByteType, Bool
                     DecimalType)
 
 
-class FilesTransactions(TwoPhaseCommitting, DirectCommitting):
+class FilesTransactions(ProvesOutcomes, DirectCommitting):
     """The sink for one output directory; picklable."""
 
     kind = "files"
@@ -200,6 +203,15 @@ class FilesTransactions(TwoPhaseCommitting, DirectCommitting):
                         "between prepare and commit, and its rows are missing") from None
             directories.add(posixpath.dirname(staged.path))
         self.storage.sync_dirs(directories)
+
+    def outcome(self, txn_id: str, evidence: str) -> Outcome:
+        """``evidence`` is the final name of one of the transaction's files
+        (``FilesWriter.prepare``): only its commit puts a file there."""
+        if self.storage.exists(evidence):
+            return Outcome.COMMITTED
+        if self.storage.exists(layout.prepared_manifest(txn_id)):
+            return Outcome.UNKNOWN
+        return Outcome.ROLLED_BACK
 
     def rollback_prepared(self, txn_id: str) -> bool:
         prepared = self.storage.exists(layout.prepared_manifest(txn_id))

@@ -262,6 +262,9 @@ class FilesWriter(PreparingWriter, CommittingWriter):
             self.storage.write_atomic(layout.prepared_manifest(self.txn_id),
                                       manifest_bytes(self.txn_id, self.settings.format, self._closed))
         self._guarded(step, "preparing the staged files")
+        # The evidence of its outcome: a file reaches its final name, which
+        # no other attempt can take, only by this transaction's commit.
+        self.evidence = self._closed[0].path if self._closed else ""
 
     def commit(self) -> None:
         def step() -> None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from eoskit.connectors.kafka import security
 from eoskit.connectors.kafka.client import redact
-from eoskit.twophase.options import Option, OptionError, OptionSet, parse_bool, parse_str
+from eoskit.twophase.options import Option, OptionError, OptionSet, parse_bool, parse_positive_int, parse_str
 from eoskit.connectors.sink_options import DEAD_LETTER_SOURCE_COLUMNS, DEAD_LETTER_TOPIC
 from eoskit.twophase.sink_options import COMMON
 
@@ -30,8 +30,16 @@ MARKER_TOPIC = Option(
     "(a consumer-group offset of the sink's own groups; no record is written to it). "
     "Default: `topic`; needed when the rows carry their topic.")
 
+CALL_TIMEOUT = Option(
+    "callTimeout", parse_positive_int, 60,
+    "Seconds each of a task's calls to the brokers may take: starting its transactions "
+    "(which fences older producers of its id), reading its marker, looking up a topic, "
+    "flushing, sending the marker and committing or aborting. A call past it fails the "
+    "task, whose retry's new producer fences the stuck one and reads the marker to learn "
+    "whether the transaction committed. Keep it below `kafka.transaction.timeout.ms`.")
+
 OPTIONS = OptionSet(
-    (TOPIC, INCLUDE_HEADERS, MARKER_TOPIC, DEAD_LETTER_TOPIC, DEAD_LETTER_SOURCE_COLUMNS,
+    (TOPIC, INCLUDE_HEADERS, MARKER_TOPIC, CALL_TIMEOUT, DEAD_LETTER_TOPIC, DEAD_LETTER_SOURCE_COLUMNS,
      *COMMON, *security.OPTIONS),
     passthrough_prefixes=("kafka.",),
     owner="the eoskit-kafka sink",
@@ -58,6 +66,9 @@ BATCH_HEADER_BYTES = 61
 #: Java client's partitioner (so keys land where Spark's Kafka sink puts them),
 #: and a transaction timeout that bounds one task's transaction.
 DEFAULTS = {
+    # A broker gone behind a partition is noticed by the connection, not only
+    # by the calls' timeouts.
+    "socket.keepalive.enable": "true",
     "linger.ms": "5",
     "partitioner": "murmur2_random",
     "transaction.timeout.ms": "300000",
@@ -81,6 +92,8 @@ class KafkaSinkSettings:
     dead_letter_topic: str | None = None
     #: ``deadLetterSourceColumns`` as given (None: no source columns).
     dead_letter_source_columns: tuple[str, ...] | None = None
+    #: ``callTimeout``: seconds each call to the brokers may take.
+    call_timeout: float = 60.0
 
     @property
     def bootstrap_servers(self) -> str:
@@ -140,7 +153,8 @@ class KafkaSinkSettings:
                               "number of bytes")
         return cls(kafka=kafka, topic=topic, include_headers=INCLUDE_HEADERS.read(raw),
                    marker_topic=MARKER_TOPIC.read(raw) or topic,
-                   dead_letter_topic=dead_letter_topic, dead_letter_source_columns=sources)
+                   dead_letter_topic=dead_letter_topic, dead_letter_source_columns=sources,
+                   call_timeout=float(CALL_TIMEOUT.read(raw)))
 
 
 #: What librdkafka's idempotent producer (every transactional one) demands,

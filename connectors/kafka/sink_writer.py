@@ -76,8 +76,6 @@ _QUIET = logging.getLogger("eoskit.connectors.kafka.sink.client")
 _QUIET.addHandler(logging.NullHandler())
 _QUIET.propagate = False
 
-TIMEOUT_S = 60.0
-
 _producers: dict[str, Producer] = {}
 _consumers: dict[str, Consumer] = {}
 _admins: dict[str, AdminClient] = {}
@@ -115,8 +113,8 @@ def producer(settings: KafkaSinkSettings, transactional_id: str | None) -> Produ
     config["transactional.id"] = transactional_id
     made = Producer(config)
     try:
-        _bounded(lambda: made.init_transactions(TIMEOUT_S),
-                 f"starting the Kafka transactions of {transactional_id}")
+        _bounded(lambda: made.init_transactions(settings.call_timeout),
+                 f"starting the Kafka transactions of {transactional_id}", settings.call_timeout)
     except KafkaException as exc:
         close_producer(made)
         raise ServiceUnavailableError(
@@ -174,10 +172,11 @@ _COORDINATOR_MOVING = (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AV
 
 def read_marker(settings: KafkaSinkSettings, group: str) -> sink_markers.CommittedMarker | None:
     consumer = marker_consumer(settings, group)
-    deadline = time.monotonic() + TIMEOUT_S
+    deadline = time.monotonic() + settings.call_timeout
     while True:
         try:
-            [committed] = consumer.committed([TopicPartition(settings.marker_topic, 0)], TIMEOUT_S)
+            [committed] = consumer.committed([TopicPartition(settings.marker_topic, 0)],
+                                             max(0.1, deadline - time.monotonic()))
             break
         except KafkaException as exc:
             error = exc.args[0] if exc.args else None
@@ -210,13 +209,22 @@ class _Topics:
         if known is not None:
             return known
         try:
-            metadata = self.producer.list_topics(topic, timeout=TIMEOUT_S)
+            metadata = self.producer.list_topics(topic, timeout=self.settings.call_timeout)
         except KafkaException as exc:
             raise ServiceUnavailableError(f"cannot reach Kafka at kafka.bootstrap.servers="
                             f"{self.settings.bootstrap_servers!r}: {_error_text(exc)}") from None
         found = metadata.topics.get(topic)
-        if found is None or found.error is not None or not found.partitions:
+        missing = found is None or (found.error is not None and found.error.code() in (
+            KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC))
+        if missing or (found.error is None and not found.partitions):
             raise SinkError(missing_topic_message(topic))
+        if found.error is not None:
+            # A broker that did not answer in time, a leader being elected:
+            # not a missing topic, and a retry may find it (a slow link gave
+            # a timed-out metadata answer here).
+            raise ServiceUnavailableError(
+                f"cannot read topic {topic!r}'s partitions at kafka.bootstrap.servers="
+                f"{self.settings.bootstrap_servers!r}: {found.error.str()}")
         self.partitions[topic] = len(found.partitions)
         return self.partitions[topic]
 
@@ -247,11 +255,11 @@ def topic_max_message_bytes(settings: KafkaSinkSettings, topics: list[str]) -> d
     broker reports none (it then applies its own default, which the
     producer's limit stays under unless raised)."""
     futures = _admin(settings).describe_configs(
-        [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics], request_timeout=TIMEOUT_S)
+        [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics], request_timeout=settings.call_timeout)
     found: dict[str, int | None] = {}
     for resource, future in futures.items():
         try:
-            configs = future.result(TIMEOUT_S)
+            configs = future.result(settings.call_timeout)
         except KafkaException as exc:
             raise SinkError(
                 f"cannot read the configuration of topic {resource.name!r} (DescribeConfigs) at "
@@ -316,13 +324,23 @@ def produce_batch(made: Producer, topics: _Topics, settings: KafkaSinkSettings,
             assert dead is not None
             dead.send(made, batch, index, first_row + index + 1, poison[index], topic, partition)
             continue
+        full_since: float | None = None
         while True:
             try:
                 produce(topic, value, key, partition, on_delivery=on_delivery, headers=header)
                 size += len(value) if value is not None else 0
                 break
             except BufferError:
-                poll(0.05)  # the local queue is full: let librdkafka send
+                # The local queue is full: let librdkafka send, for as long
+                # as a call may take, not for ever.
+                now = time.monotonic()
+                full_since = now if full_since is None else full_since
+                if now - full_since > settings.call_timeout:
+                    raise ServiceUnavailableError(
+                        f"the producer's queue stayed full for {settings.call_timeout:.0f} s "
+                        f"(callTimeout): the brokers at kafka.bootstrap.servers="
+                        f"{settings.bootstrap_servers!r} do not take records") from None
+                poll(0.05)
             except KafkaException as exc:
                 message = _produce_error(exc, topic, partition, first_row + index, value)
                 if dead is None or not _too_large(exc):
@@ -531,12 +549,13 @@ class KafkaMarkedWriter(MarkedWriter):
         offset = sink_markers.encode(self.marker.batch, self.rows)
         made = self._producer
         what = f"the Kafka transaction of task {self.marker.partition}, batch {self.marker.batch}"
+        timeout = self.settings.call_timeout
         try:
             _bounded(lambda: made.send_offsets_to_transaction(
                 [TopicPartition(self.settings.marker_topic, 0, offset)],
-                marker_consumer(self.settings, group).consumer_group_metadata(), TIMEOUT_S),
-                f"sending the progress marker of {what}")
-            _bounded(lambda: made.commit_transaction(TIMEOUT_S), f"committing {what}")
+                marker_consumer(self.settings, group).consumer_group_metadata(), timeout),
+                f"sending the progress marker of {what}", timeout)
+            _bounded(lambda: made.commit_transaction(timeout), f"committing {what}", timeout)
         except ServiceUnavailableError:
             self._broken = True  # a call still hangs in its thread: do not wait on another
             raise
@@ -568,16 +587,18 @@ class KafkaMarkedWriter(MarkedWriter):
             return
         if self._open and not self._broken:
             try:
-                _bounded(lambda: made.abort_transaction(TIMEOUT_S),
-                         f"aborting the Kafka transaction of task {self.marker.partition}")
+                _bounded(lambda: made.abort_transaction(self.settings.call_timeout),
+                         f"aborting the Kafka transaction of task {self.marker.partition}",
+                         self.settings.call_timeout)
             except Exception:  # noqa: BLE001 - broken: the next attempt fences it
                 pass
         self._open = False
         close_producer(made)
 
 
-def _bounded(call: Any, what: str, timeout: float = TIMEOUT_S + 30) -> None:
-    """``call()``, given at most ``timeout`` seconds. librdkafka's transactional
+def _bounded(call: Any, what: str, call_timeout: float) -> None:
+    """``call()``, given at most ``call_timeout`` (the call's own timeout) and
+    30 s more. librdkafka's transactional
     calls can block past their own timeout while the broker's connections are
     cut (librdkafka issue 5456); Spark never times a task out, so the batch
     would stall for good. On timeout the task fails; its retry's new producer
@@ -593,6 +614,7 @@ def _bounded(call: Any, what: str, timeout: float = TIMEOUT_S + 30) -> None:
 
     thread = threading.Thread(target=run, name=f"eoskit-kafka: {what}", daemon=True)
     thread.start()
+    timeout = call_timeout + 30
     thread.join(timeout)
     if not outcome:
         raise ServiceUnavailableError(f"{what} did not finish within {timeout:.0f} s (the broker "
@@ -629,7 +651,7 @@ class KafkaDirectWriter(CommittingWriter):
         self.dead_letters = self._dead.count if self._dead is not None else 0
 
     def commit(self) -> None:
-        left = self._producer.flush(TIMEOUT_S)
+        left = self._producer.flush(self.settings.call_timeout)
         if left or self._errors:
             drop_producer(self._producer)
             raise SinkError(f"Kafka did not accept every record of this task: "

@@ -165,8 +165,9 @@ def claim(engine: sa.Engine, target: TargetTable, context: SinkContext, where: s
 
 def create_marker_table(conn: pymysql.connections.Connection, target: TargetTable,
                         settings: SqlSinkSettings, url: URL, who: str) -> None:
-    """The idempotent mode's markers: one row per (sink, batch, task),
-    committed with the task's rows."""
+    """The marker table: the idempotent mode's markers, one row per (sink,
+    batch, task), committed with the task's rows; and the two-phase mode's
+    evidence, one row per XA transaction, there once it committed."""
     table = _qualified(target.schema, settings.marker_table)
     try:
         with conn.cursor() as cursor:
@@ -179,8 +180,8 @@ def create_marker_table(conn: pymysql.connections.Connection, target: TargetTabl
     except pymysql.MySQLError as exc:
         grant = (f" GRANT CREATE ON {_qualified(_database(conn, target), settings.marker_table)} "
                  f"TO {who}, or create it yourself" if _code(exc) in ACCESS_DENIED else "")
-        raise SinkError(f"cannot create the marker table {table} (option 'markerTable') of "
-                        f"commitMode=idempotent: {_text(exc)}.{grant}") from None
+        raise SinkError(f"cannot create the marker table {table} (option 'markerTable'), "
+                        f"which commitMode={settings.commit_mode} needs: {_text(exc)}.{grant}") from None
     check_engine(conn, TargetTable(target.schema, settings.marker_table, {}), settings)
     if _denied(conn, f"INSERT IGNORE INTO {table} (sink_id, batch, task_partition) "
                      "VALUES ('', 0, 0)") or _denied(conn, f"DELETE FROM {table} WHERE batch < 0"):

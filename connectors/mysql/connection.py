@@ -50,6 +50,8 @@ reads statement text (``check_url``); ``charset``, ``init_command``,
 from __future__ import annotations
 
 import atexit
+import socket
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -58,6 +60,7 @@ from pymysql.constants import SERVER_STATUS
 from sqlalchemy.engine import URL
 
 from eoskit.twophase.options import OptionError, parse_bool
+from eoskit.connectors.sql.network import SessionLimits
 from eoskit.connectors.sql.sink import safe
 from eoskit.twophase.contract import SinkError
 
@@ -228,12 +231,14 @@ def verify_session(conn: pymysql.connections.Connection, url: URL) -> None:
         )
 
 
-def connect(url: URL) -> pymysql.connections.Connection:
-    """A new autocommit session, pinned and verified (see the module doc)."""
-    kwargs = {"connect_timeout": 30, **connect_kwargs(url), **_PINNED,
+def connect(url: URL, limits: SessionLimits = SessionLimits()) -> pymysql.connections.Connection:
+    """A new autocommit session, pinned and verified (see the module doc),
+    within the network bounds of ``limits`` (``apply_limits``)."""
+    kwargs = {"connect_timeout": limits.connect, **connect_kwargs(url), **_PINNED,
               "autocommit": True, "client_flag": 0}
     conn = pymysql.connect(**kwargs)
     try:
+        apply_limits(conn, limits)
         verify_session(conn, url)
     except BaseException:
         close_quietly(conn)
@@ -241,14 +246,43 @@ def connect(url: URL) -> pymysql.connections.Connection:
     return conn
 
 
-def _key(url: URL) -> str:
-    return url.render_as_string(hide_password=False)
+def apply_limits(conn: pymysql.connections.Connection, limits: SessionLimits) -> None:
+    """The network bounds of ``connectors/sql/network.py`` on a new session:
+    TCP keepalives and ``TCP_USER_TIMEOUT`` on its socket (PyMySQL has no
+    option for them), so that a reply that cannot come fails the call within
+    ``limits.network`` seconds; and the session's ``wait_timeout``, the
+    server's only per-session reaper of a client that vanished between
+    statements (MySQL and MariaDB have no per-session keepalives)."""
+    sock = conn._sock  # noqa: SLF001 - PyMySQL's socket, the only handle on it
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        idle, interval, count = limits.keepalive()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        for name, value in (("TCP_KEEPIDLE", idle), ("TCP_KEEPINTVL", interval), ("TCP_KEEPCNT", count),
+                            ("TCP_USER_TIMEOUT", limits.network * 1000)):
+            if hasattr(socket, name):
+                sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
+    with conn.cursor() as cursor:
+        cursor.execute("SET SESSION wait_timeout = %s", (limits.idle,))
 
 
-def _usable(conn: pymysql.connections.Connection) -> bool:
+def _key(url: URL, limits: SessionLimits) -> str:
+    return f"{url.render_as_string(hide_password=False)} {limits}"
+
+
+#: A cached session idle longer than this is pinged before it is handed out
+#: (a server restart or a KILL while it sat idle); a session used a moment
+#: ago is not: the call itself finds out, and every caller that repeats a
+#: call over a lost session (``sql/sink.py``'s ``reconnecting``) does so.
+PING_AFTER_IDLE_S = 2.0
+_handed_out: dict[str, float] = {}
+
+
+def _usable(conn: pymysql.connections.Connection, idle_s: float) -> bool:
     """Open, alive and not inside a transaction someone left behind."""
     if not conn.open or conn.server_status & SERVER_STATUS.SERVER_STATUS_IN_TRANS:
         return False
+    if idle_s < PING_AFTER_IDLE_S:
+        return True
     try:
         conn.ping(reconnect=False)  # a reconnect would lose the session setup
     except pymysql.MySQLError:
@@ -256,16 +290,18 @@ def _usable(conn: pymysql.connections.Connection) -> bool:
     return True
 
 
-def cached_connection(url: URL) -> pymysql.connections.Connection:
+def cached_connection(url: URL, limits: SessionLimits = SessionLimits()) -> pymysql.connections.Connection:
     """This process's idle autocommit session for ``url``; a broken one is
     replaced. Never use it for an XA transaction (see the module doc)."""
-    conn = _connections.get(_key(url))
-    if conn is not None and not _usable(conn):
-        drop_connection(url)
+    key, now = _key(url, limits), time.monotonic()
+    conn = _connections.get(key)
+    if conn is not None and not _usable(conn, now - _handed_out.get(key, 0.0)):
+        drop_connection(url, limits)
         conn = None
     if conn is None:
-        conn = connect(url)
-        _connections[_key(url)] = conn
+        conn = connect(url, limits)
+        _connections[key] = conn
+    _handed_out[key] = now
     return conn
 
 
@@ -278,8 +314,8 @@ def close_quietly(conn: pymysql.connections.Connection | None) -> None:
         pass
 
 
-def drop_connection(url: URL) -> None:
-    close_quietly(_connections.pop(_key(url), None))
+def drop_connection(url: URL, limits: SessionLimits = SessionLimits()) -> None:
+    close_quietly(_connections.pop(_key(url, limits), None))
 
 
 @atexit.register

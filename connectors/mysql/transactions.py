@@ -72,14 +72,18 @@ from eoskit.connectors.sql.writer import SqlWriter
 from eoskit.twophase.contract import (
     CommitMode,
     Marker,
+    Outcome,
     ServiceUnavailableError,
     SinkContext,
     SinkError,
 )
+from eoskit.twophase.txn_id import TxnId, sink_prefix
 
 log = logging.getLogger(__name__)
 
 DRIVER = "mysql+pymysql"
+#: A two-phase transaction's evidence: a row of the marker table named by its XA id.
+EVIDENCE = "marker row"
 
 # Server error numbers the sink reacts to.
 XAER_NOTA = 1397  # unknown XID (or still attached to the session that prepared it)
@@ -168,7 +172,8 @@ class MySQLWriter(SqlWriter):
         restart, a killed session): until the server answers, nothing of
         the transaction exists, and it rolls back the unprepared
         transaction, XA included, of a session that is gone."""
-        conn = connect(self.sink.url) if self.two_phase else cached_connection(self.sink.url)
+        conn = connect(self.sink.url, self.sink.settings.limits) if self.two_phase \
+            else cached_connection(self.sink.url, self.sink.settings.limits)
         try:
             with conn.cursor() as cursor:
                 level = self.sink.settings.isolation_level
@@ -372,9 +377,23 @@ class MySQLWriter(SqlWriter):
         """``XA END`` + ``XA PREPARE``, then close the session: only that
         detaches the prepared transaction so that the driver can commit it."""
         assert self._conn is not None
+        self._insert_evidence()
         self._execute("XA END %s", (self.txn_id,))
         self._execute("XA PREPARE %s", (self.txn_id,))
         close_quietly(self._conn)
+
+    def _insert_evidence(self) -> None:
+        """A row of the marker table named by the XA id itself (its
+        ``sink_id`` column; the idempotent mode's rows hold bare sink ids),
+        written inside the XA transaction: it exists once the transaction
+        committed and never if it rolled back, which is how an ``XA COMMIT``
+        whose reply was lost is settled (``MySQLTransactions._outcome``).
+        Its key is the attempt's own, so no other attempt waits on it."""
+        position = TxnId.parse(self.txn_id)
+        assert position is not None
+        self._execute(f"INSERT INTO {self.sink.marker_table_sql} (sink_id, batch, task_partition) "
+                      "VALUES (%s, %s, %s)", (self.txn_id, position.batch, position.partition))
+        self.evidence = EVIDENCE
 
     def _run(self, statement: str) -> None:
         assert self._conn is not None
@@ -401,7 +420,7 @@ class MySQLWriter(SqlWriter):
         try:
             conn.rollback()
         except pymysql.MySQLError:
-            drop_connection(self.sink.url)
+            drop_connection(self.sink.url, self.sink.settings.limits)
 
 
 def _first_null(rows: pa.RecordBatch, target: TargetTable, column: str) -> int | None:
@@ -466,8 +485,8 @@ class MySQLTransactions(SqlSink):
         return qualified(self.target.schema, self.settings.marker_table)
 
     def _engine(self) -> sa.Engine:
-        return sa.create_engine(self.url, poolclass=NullPool,
-                                connect_args=engine_connect_args(self.url))
+        return sa.create_engine(self.url, poolclass=NullPool, connect_args={
+            "connect_timeout": self.settings.limits.connect, **engine_connect_args(self.url)})
 
     def _resolve(self) -> TargetTable:
         with self.lookup() as engine:
@@ -509,7 +528,7 @@ class MySQLTransactions(SqlSink):
             checks.check_xa_rights(conn, self.url, who)
         with self.lookup() as engine:
             checks.claim(engine, target, context, self.describe(), self.url, who)
-        if self.settings.commit_mode is CommitMode.IDEMPOTENT:
+        if self.settings.commit_mode in (CommitMode.IDEMPOTENT, CommitMode.TWOPHASE):
             checks.create_marker_table(conn, target, self.settings, self.url, who)
         dead_letters = self.ensure_dead_letter_table()
         if dead_letters is not None:
@@ -517,7 +536,7 @@ class MySQLTransactions(SqlSink):
 
     def _checked_connection(self) -> pymysql.connections.Connection:
         try:
-            return cached_connection(self.url)
+            return cached_connection(self.url, self.settings.limits)
         except pymysql.MySQLError as exc:
             raise ServiceUnavailableError(f"cannot connect to MySQL at {safe(self.url)}: "
                             f"{error_text(exc)}") from None
@@ -525,10 +544,10 @@ class MySQLTransactions(SqlSink):
     _connection_lost = staticmethod(connection_lost)
 
     def _drop_connection(self) -> None:
-        drop_connection(self.url)
+        drop_connection(self.url, self.settings.limits)
 
     def forget_markers(self, sink_id: str, below_batch: int) -> None:
-        with cached_connection(self.url).cursor() as cursor:
+        with cached_connection(self.url, self.settings.limits).cursor() as cursor:
             cursor.execute(f"DELETE FROM {self.marker_table_sql} WHERE sink_id = %s AND batch < %s",
                            (sink_id, below_batch))
 
@@ -551,7 +570,7 @@ class MySQLTransactions(SqlSink):
         deadline = time.monotonic() + DETACH_WAIT_S
         delay = 0.01
         while True:
-            conn = cached_connection(self.url)
+            conn = cached_connection(self.url, self.settings.limits)
             try:
                 with attempt.sending(), conn.cursor() as cursor:
                     cursor.execute(f"{statement} %s", (txn_id,))
@@ -576,12 +595,29 @@ class MySQLTransactions(SqlSink):
             time.sleep(delay)
             delay = min(delay * 2, 0.25)
 
+    def _outcome(self, txn_id: str, evidence: str) -> Outcome:
+        """The XA transaction's evidence row (``MySQLWriter._insert_evidence``):
+        there, it committed; not there and not prepared, it rolled back."""
+        with cached_connection(self.url, self.settings.limits).cursor() as cursor:
+            cursor.execute(f"SELECT COUNT(*) FROM {self.marker_table_sql} WHERE sink_id = %s", (txn_id,))
+            found = int(cursor.fetchone()[0])
+        if found:
+            return Outcome.COMMITTED
+        return Outcome.UNKNOWN if txn_id in self._prepared_ids(txn_id) else Outcome.ROLLED_BACK
+
+    def forget_evidence(self, sink_id: str, below_batch: int) -> None:
+        """The evidence rows of batches whose decisions are forgotten."""
+        prefix = sink_prefix(sink_id)
+        with cached_connection(self.url, self.settings.limits).cursor() as cursor:
+            cursor.execute(f"DELETE FROM {self.marker_table_sql} WHERE LEFT(sink_id, %s) = %s "
+                           "AND batch < %s", (len(prefix), prefix, below_batch))
+
     def _prepared_ids(self, prefix: str) -> list[str]:
         """``XA RECOVER`` on the cached session: formatID, gtrid_length,
         bqual_length, data; the gtrid is the first gtrid_length bytes of
         data. eoskit's ids use the default formatID 1 and no bqual; anything
         else is someone else's. A lost session raises (the caller retries)."""
-        with cached_connection(self.url).cursor() as cursor:
+        with cached_connection(self.url, self.settings.limits).cursor() as cursor:
             try:
                 cursor.execute("XA RECOVER")
             except pymysql.MySQLError as exc:

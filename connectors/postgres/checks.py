@@ -91,3 +91,18 @@ def create_marker_table(conn: psycopg.Connection, target: TargetTable, settings:
     except psycopg.Error as exc:
         raise SinkError(f"cannot create the marker table {settings.marker_table}: "
                         f"{exc.diag.message_primary or exc}") from None
+
+
+def session_reaping(conn: psycopg.Connection, url: URL) -> str | None:
+    """Why this server would keep a vanished client's session (and its
+    locks) for hours, or None: the per-session keepalives the sink asks for
+    (``connectors/sql/network.py``) read back as 0 where the server cannot
+    set them (a Unix socket, a pooler's session in between)."""
+    idle = conn.execute("SHOW tcp_keepalives_idle").fetchone()[0]
+    if str(idle).strip() in ("0", "0s"):
+        return (f"PostgreSQL at {safe(url)} ignores the sink's per-session TCP keepalives "
+                "(tcp_keepalives_idle reads 0): a task whose host vanishes mid-write keeps its "
+                "session and locks until the operating system gives up on it (about two hours "
+                "by default). Connect over TCP directly to the server, or set "
+                "tcp_keepalives_idle/interval/count in postgresql.conf")
+    return None

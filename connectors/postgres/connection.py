@@ -22,6 +22,7 @@ from typing import Any
 import psycopg
 from sqlalchemy.engine import URL
 
+from eoskit.connectors.sql.network import SessionLimits
 from eoskit.twophase.options import OptionError
 
 #: The session's encoding, which no URL key changes.
@@ -45,6 +46,25 @@ def check_url(url: URL) -> None:
                               "the query key 'options': the sink's sessions speak UTF-8")
 
 
+def with_limits(url: URL, limits: SessionLimits) -> URL:
+    """``url`` with the network bounds of ``connectors/sql/network.py`` as
+    libpq's keys (a key the URL gives wins): ``connect_timeout``, client
+    keepalives and ``tcp_user_timeout``; and, through ``options``, the
+    server's per-session keepalives and ``idle_in_transaction_session_timeout``
+    (each only where the URL's ``options`` does not set it already)."""
+    idle, interval, count = limits.keepalive()
+    client = {"connect_timeout": limits.connect, "keepalives": 1, "keepalives_idle": idle,
+              "keepalives_interval": interval, "keepalives_count": count,
+              "tcp_user_timeout": limits.network * 1000}
+    given = url.query.get("options") or ""
+    given = given if isinstance(given, str) else " ".join(given)
+    server = {"tcp_keepalives_idle": idle, "tcp_keepalives_interval": interval,
+              "tcp_keepalives_count": count, "idle_in_transaction_session_timeout": limits.idle * 1000}
+    options = " ".join([given, *(f"-c {k}={v}" for k, v in server.items() if k not in given)]).strip()
+    return url.update_query_dict({**{k: str(v) for k, v in client.items() if k not in url.query},
+                                  "options": options})
+
+
 def connect_kwargs(url: URL) -> dict[str, Any]:
     kwargs: dict[str, Any] = {
         "host": url.host, "port": url.port, "user": url.username,
@@ -55,21 +75,26 @@ def connect_kwargs(url: URL) -> dict[str, Any]:
     return {k: v for k, v in kwargs.items() if v is not None}
 
 
-def cached_connection(url: URL) -> psycopg.Connection:
-    """An idle autocommit connection; a broken one is replaced."""
-    key = url.render_as_string(hide_password=False)
+def cached_connection(url: URL, limits: SessionLimits = SessionLimits()) -> psycopg.Connection:
+    """An idle autocommit connection, its network bounds set (``with_limits``);
+    a broken one is replaced."""
+    key = _key(url, limits)
     conn = _connections.get(key)
     if conn is not None and (conn.closed or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE):
-        drop_connection(url)
+        drop_connection(url, limits)
         conn = None
     if conn is None:
-        conn = psycopg.connect(**connect_kwargs(url), autocommit=True)
+        conn = psycopg.connect(**connect_kwargs(with_limits(url, limits)), autocommit=True)
         _connections[key] = conn
     return conn
 
 
-def drop_connection(url: URL) -> None:
-    conn = _connections.pop(url.render_as_string(hide_password=False), None)
+def _key(url: URL, limits: SessionLimits) -> str:
+    return f"{url.render_as_string(hide_password=False)} {limits}"
+
+
+def drop_connection(url: URL, limits: SessionLimits = SessionLimits()) -> None:
+    conn = _connections.pop(_key(url, limits), None)
     if conn is not None:
         try:
             conn.close()

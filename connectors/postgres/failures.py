@@ -14,9 +14,10 @@ import psycopg
 from eoskit.connectors.failures import Kind, ServiceFailure, first_line
 
 #: SQLSTATEs of a session the server ended: administrator command (fast
-#: shutdown, ``pg_terminate_backend``), crash of another backend, and a
-#: server starting up or shutting down.
-SESSION_ENDED = frozenset({"57P01", "57P02", "57P03"})
+#: shutdown, ``pg_terminate_backend``), crash of another backend, a server
+#: starting up or shutting down, and the session's own time limits (idle in
+#: a transaction, which the sink sets: ``sessionIdleTimeout``; idle).
+SESSION_ENDED = frozenset({"57P01", "57P02", "57P03", "57P05", "25P03"})
 
 
 def classify(exc: BaseException) -> ServiceFailure | None:
@@ -26,6 +27,8 @@ def classify(exc: BaseException) -> ServiceFailure | None:
     Class 28 (invalid authorization) on a live session: ``REFUSED``. Every
     other error (a statement refused, a lock timeout, a cancelled query) is
     an answer from a live server: None."""
+    if isinstance(exc, psycopg.Error) and exc.sqlstate in SESSION_ENDED:
+        return ServiceFailure(Kind.LOST, first_line(exc))
     if not isinstance(exc, psycopg.OperationalError):
         return None
     state = exc.sqlstate

@@ -21,6 +21,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import hashlib
+import logging
+import time
 
 import psycopg
 import pyarrow as pa
@@ -36,6 +38,7 @@ from eoskit.connectors.postgres.connection import (
     cached_connection,
     check_url,
     drop_connection,
+    with_limits,
 )
 from eoskit.connectors.postgres.csv import to_copy_csv
 from eoskit.connectors.postgres.dialect import in_schema, table_sql
@@ -52,14 +55,20 @@ from eoskit.twophase import timings
 from eoskit.twophase.contract import (
     CommitMode,
     Marker,
+    Outcome,
     ServiceUnavailableError,
     SinkContext,
     SinkError,
 )
 
+log = logging.getLogger(__name__)
+
 #: How long a task waits for a row lock before failing: a wait longer than
 #: this is two tasks of one batch writing the same key (see _lock_error).
 LOCK_TIMEOUT = "60s"
+#: How long ``COMMIT PREPARED`` waits for a prepared transaction that
+#: another session (an earlier try whose reply was lost) is still ending.
+BUSY_WAIT_S = 30.0
 #: The staging table's column of a row's offset in its Arrow batch
 #: (dead-letter mode; otherwise an identity column: the arrival order).
 ROW_COLUMN = "__eoskit_row"
@@ -132,7 +141,7 @@ class PostgresWriter(SqlWriter):
         worker was idle leaves its cached connection dead): until BEGIN is
         answered nothing of this transaction exists, and the server rolls
         back the open transaction of a session that is gone."""
-        conn = cached_connection(self.sink.url)
+        conn = cached_connection(self.sink.url, self.sink.settings.limits)
         settings = self.sink.settings
         # The isolation level is SQL's own spelling of a declared choice
         # (jdbc.ISOLATION_SQL), never text the user gave.
@@ -403,9 +412,13 @@ class PostgresWriter(SqlWriter):
         )
 
     def _prepare_transaction(self) -> None:
-        """``PREPARE TRANSACTION``: the session is free again at once."""
+        """``PREPARE TRANSACTION``: the session is free again at once. Its
+        transaction id (with epoch, ``txid_current``) is the evidence of its
+        outcome: ``txid_status`` tells committed from rolled back once the
+        prepared transaction is gone (``PostgresTransactions._outcome``)."""
         assert self._conn is not None
         try:
+            self.evidence = str(self._conn.execute("SELECT txid_current()").fetchone()[0])
             self._conn.execute(sql.SQL("PREPARE TRANSACTION {}").format(sql.Literal(self.txn_id)))
         except psycopg.Error as exc:
             if "maximum number of prepared transactions" in str(exc):
@@ -430,7 +443,7 @@ class PostgresWriter(SqlWriter):
             if not conn.closed and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
                 conn.execute("ROLLBACK")
         except psycopg.Error:
-            drop_connection(self.sink.url)
+            drop_connection(self.sink.url, self.sink.settings.limits)
 
 
 class PostgresTransactions(SqlSink):
@@ -458,7 +471,7 @@ class PostgresTransactions(SqlSink):
         self._dead_letters: deadletter.DeadLetterTable | None = None
 
     def _engine(self) -> sa.Engine:
-        return sa.create_engine(self.url, poolclass=NullPool)
+        return sa.create_engine(with_limits(self.url, self.settings.limits), poolclass=NullPool)
 
     def _resolve(self) -> TargetTable:
         with self.lookup() as engine:
@@ -471,13 +484,16 @@ class PostgresTransactions(SqlSink):
     def check(self, schema: StructType, context: SinkContext) -> None:
         self._target = target = self._resolve()
         self._dead_letters = None
-        conn = cached_connection(self.url)
+        conn = cached_connection(self.url, self.settings.limits)
         checks.check_privileges(conn, target, self.settings, self.url)
         dead_letters = self.ensure_dead_letter_table()
         if dead_letters is not None:
             checks.check_dead_letter_table(conn, dead_letters, self.url)
         if self.settings.commit_mode is CommitMode.TWOPHASE:
             checks.check_prepared_transactions(conn, self.url)
+        reaping = checks.session_reaping(conn, self.url)
+        if reaping is not None:
+            log.warning("%s", reaping)
         with self.lookup() as engine:
             checks.claim(engine, target, context, self.describe())
         if self.settings.commit_mode is CommitMode.IDEMPOTENT:
@@ -486,27 +502,44 @@ class PostgresTransactions(SqlSink):
     _connection_lost = staticmethod(connection_lost)
 
     def _drop_connection(self) -> None:
-        drop_connection(self.url)
+        drop_connection(self.url, self.settings.limits)
 
     def forget_markers(self, sink_id: str, below_batch: int) -> None:
-        conn = cached_connection(self.url)
+        conn = cached_connection(self.url, self.settings.limits)
         conn.execute(sql.SQL("DELETE FROM {} WHERE sink_id = %s AND batch < %s").format(
             in_schema(self.target, self.settings.marker_table)), (sink_id, below_batch))
 
     def _end_prepared(self, statement: str, txn_id: str, attempt: Attempt) -> bool:
         """``COMMIT PREPARED`` / ``ROLLBACK PREPARED``; "no such prepared
         transaction" (UndefinedObject) is False."""
-        conn = cached_connection(self.url)
-        try:
-            with attempt.sending():
-                conn.execute(sql.SQL(statement + " {}").format(sql.Literal(txn_id)))
-        except psycopg.errors.UndefinedObject:
-            return False
-        return True
+        conn = cached_connection(self.url, self.settings.limits)
+        deadline = time.monotonic() + BUSY_WAIT_S
+        while True:
+            try:
+                with attempt.sending():
+                    conn.execute(sql.SQL(statement + " {}").format(sql.Literal(txn_id)))
+            except psycopg.errors.UndefinedObject:
+                return False
+            except psycopg.errors.ObjectInUse:
+                # "prepared transaction ... is busy": an earlier try's session,
+                # cut off from us, is still ending it; its outcome comes soon.
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+                continue
+            return True
+
+    def _outcome(self, txn_id: str, evidence: str) -> Outcome:
+        """``txid_status`` of the transaction id its prepare recorded: the
+        server's own commit log ("in progress" would be a transaction still
+        prepared, and NULL one too old for the log: neither says)."""
+        status = cached_connection(self.url, self.settings.limits).execute(
+            "SELECT txid_status(%s)", (int(evidence),)).fetchone()[0]
+        return {"committed": Outcome.COMMITTED, "aborted": Outcome.ROLLED_BACK}.get(status, Outcome.UNKNOWN)
 
     def _prepared_ids(self, prefix: str) -> list[str]:
         """From ``pg_prepared_xacts``, this database's only."""
-        rows = cached_connection(self.url).execute(
+        rows = cached_connection(self.url, self.settings.limits).execute(
             "SELECT gid FROM pg_prepared_xacts WHERE database = current_database() "
             "AND left(gid, length(%s)) = %s ORDER BY gid", (prefix, prefix)
         ).fetchall()

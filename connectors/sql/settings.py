@@ -24,7 +24,7 @@ from eoskit.twophase.options import (
     parse_str,
 )
 from eoskit.connectors.sink_options import DEAD_LETTER_SOURCE_COLUMNS, DEAD_LETTER_TABLE
-from eoskit.connectors.sql import jdbc
+from eoskit.connectors.sql import jdbc, network
 from eoskit.connectors.sql.identifiers import QUOTES, IdentifierError, TableName, parse_table_name
 from eoskit.connectors.sql.jdbc import ColumnType
 from eoskit.twophase.contract import CommitMode, resolve_commit_mode
@@ -57,7 +57,7 @@ CREATE_TABLE = Option("createTable", parse_bool, True,
                       "`false` refuses a missing table instead.")
 OPTIONS = OptionSet(
     (URL, DBTABLE, MODE, KEY, CREATE_TABLE, MARKER_TABLE, DEAD_LETTER_TABLE,
-     DEAD_LETTER_SOURCE_COLUMNS, *jdbc.OPTIONS, *COMMON),
+     DEAD_LETTER_SOURCE_COLUMNS, *jdbc.OPTIONS, *network.OPTIONS, *COMMON),
     owner="this eoskit SQL sink",
     refused=jdbc.REFUSED,
     refused_from="Spark JDBC",
@@ -85,6 +85,8 @@ class SqlSinkSettings:
     column_types: tuple[tuple[str, ColumnType], ...] = ()
     #: ``createTableOptions`` as SQLAlchemy ``Table`` keyword arguments.
     table_options: tuple[tuple[str, object], ...] = ()
+    #: ``connectTimeout``, ``networkTimeout``, ``sessionIdleTimeout``, ``reconnectWithin``.
+    limits: network.SessionLimits = network.SessionLimits()
 
     @property
     def dbtable(self) -> str:
@@ -137,7 +139,7 @@ class SqlSinkSettings:
                    isolation_level=jdbc.ISOLATION_SQL[isolation] if isolation else None,
                    query_timeout=query_timeout,
                    column_types=jdbc.parse_column_types(column_types) if column_types else (),
-                   table_options=_table_options(raw, dialect))
+                   table_options=_table_options(raw, dialect), limits=network.SessionLimits.read(raw))
 
 
 def _table_options(raw: Mapping[str, str], dialect: jdbc.JdbcDialect) -> tuple[tuple[str, object], ...]:

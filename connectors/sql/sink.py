@@ -34,12 +34,15 @@ lost attempt prepared).
 The one subtle case is a statement whose connection drops after it was
 sent and before the reply: it may have been applied. A ``COMMIT PREPARED``
 that did commit leaves nothing to commit, so the next try hears "no such
-prepared transaction". A call wraps such a statement in
-``attempt.sending()``; a lost connection inside it sets
-``attempt.maybe_applied``, and the call then counts "not found" as done
-(the protocol never rolls back a decided id, so the only other way it
-could be gone is a human settling it by hand, which the decision already
-agreed with or no test of ours can tell apart).
+prepared transaction", and so would one that somebody rolled back
+meanwhile. The sink never guesses which: it proves outcomes
+(``ProvesOutcomes``). Each task's prepare leaves evidence (PostgreSQL: the
+transaction's id, whose fate ``txid_status`` reports; MySQL: a row of the
+marker table written inside the XA transaction, there only if it
+committed), the coordinator writes it into the decision, and an id found
+gone is settled by ``outcome`` (``twophase/coordinator.py``, step 2). A
+call wraps the statement in ``attempt.sending()``, so that a lost
+connection inside it is logged as what it is.
 
 Which errors mean "the connection is lost" is each driver's own business:
 each sink passes its classifier (``lost`` in its ``failures.py``).
@@ -62,6 +65,7 @@ from sqlalchemy.engine import URL, make_url
 from eoskit.connectors.sql.deadletter import DeadLetterTable, source_columns_of
 from eoskit.connectors.sql.identifiers import parse_table_name
 from eoskit.connectors.sql.jdbc import JdbcDialect
+from eoskit.connectors.sql.network import RECONNECT_WITHIN
 from eoskit.connectors.sql.settings import SqlSinkSettings
 from eoskit.connectors.sql.tables import TargetTable, constraint_columns
 from eoskit.connectors.sql.writer import SqlWriter
@@ -71,8 +75,9 @@ from eoskit.twophase.contract import (
     DirectCommitting,
     MarkedCommitting,
     Marker,
+    Outcome,
+    ProvesOutcomes,
     ServiceUnavailableError,
-    TwoPhaseCommitting,
 )
 from eoskit.twophase.txn_id import TxnId
 
@@ -80,16 +85,17 @@ T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
-#: How long a call keeps trying to get a connection back: long enough for a
-#: database restart (seconds to tens of seconds), short enough that a
-#: database that stays away fails the batch while someone is looking.
-RECONNECT_WITHIN_S = 60.0
+#: How long a call keeps trying to get a connection back by default (the
+#: sink's option ``reconnectWithin``): long enough for a database restart
+#: (seconds to tens of seconds), short enough that a database that stays
+#: away fails the batch while someone is looking.
+RECONNECT_WITHIN_S = float(RECONNECT_WITHIN.default or 60)
 #: Backoff between tries: doubling from the first to the last, then flat.
 FIRST_DELAY_S = 0.1
 MAX_DELAY_S = 2.0
 
 
-class SqlSink(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
+class SqlSink(ProvesOutcomes, MarkedCommitting, DirectCommitting):
     """A SQL table as a sink with all three commit capabilities; picklable.
     A dialect sets ``settings``, ``schema``, ``url``, ``_target`` and
     ``_dead_letters`` (None) in its ``__init__``, names its database in
@@ -153,6 +159,12 @@ class SqlSink(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
         too), inside ``reconnecting``: a lost connection is tried again on a
         new one; any other error fails the caller (the coordinator's call,
         and with it the batch's commit, which a restart repeats)."""
+
+    @abstractmethod
+    def _outcome(self, txn_id: str, evidence: str) -> Outcome:
+        """The fate of ``txn_id``, no longer prepared, from ``evidence`` (its
+        writer's ``evidence``), read on the cached connection. Inside
+        ``reconnecting``, like ``_end_prepared``."""
 
     @abstractmethod
     def _prepared_ids(self, prefix: str) -> list[str]:
@@ -255,21 +267,27 @@ class SqlSink(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
         prepared transaction has the id. A lost connection is ridden out:
         the statement is sent again on a new connection. If a try lost its
         connection with the statement on the wire, the server may have
-        finished the transaction before the connection dropped; an id that
-        is gone on a later try then counts as done (see the module doc), so
-        that the coordinator's call that wrote the decision does not report
-        a committed id as vanished."""
+        finished the transaction before the connection dropped, and a later
+        try hears "no such id": False all the same, for the coordinator to
+        settle from the evidence (``outcome``), never a guess here."""
         statement = self.END_PREPARED.format(verb=verb)
 
         def attempt(state: Attempt) -> bool:
             if self._end_prepared(statement, txn_id, state):
                 return True
             if state.maybe_applied:
-                log.info("%s %s: done by an earlier try whose connection was lost",
+                log.info("%s %s: no such prepared transaction after a try whose connection was "
+                         "lost with the statement sent; its outcome is read from the evidence",
                          statement, txn_id)
-            return state.maybe_applied
+            return False
 
         return self.reconnecting(f"{statement} {txn_id}", attempt)
+
+    def outcome(self, txn_id: str, evidence: str) -> Outcome:
+        """What became of ``txn_id`` (no longer prepared); a read, tried again
+        over a lost connection."""
+        return self.reconnecting(f"reading the outcome of {txn_id}",
+                                 lambda _: self._outcome(txn_id, evidence))
 
     def list_prepared(self, prefix: str) -> list[str]:
         """Prepared ids starting with ``prefix``; a read, so a lost
@@ -281,7 +299,7 @@ class SqlSink(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
         while the server is unreachable (``reconnecting`` below)."""
         return reconnecting(action, lost=self._connection_lost, drop=self._drop_connection,
                             what=f"{what} in {self.describe()}", server=safe(self.url),
-                            reached=self.in_query)
+                            reached=self.in_query, within=self.settings.limits.reconnect)
 
 
 # -- riding out a lost connection (see the module doc) ----------------------
@@ -360,7 +378,10 @@ def reconnecting(
             if now >= deadline:
                 raise ConnectionLostError(
                     f"{what}: the connection to the database was lost and no new one could be "
-                    f"made within {within:.0f} s (last error: {_first_line(exc)})"
+                    f"made within {within:.0f} s (last error: {_first_line(exc)}). Nothing is "
+                    "lost: once the database is reachable from this host again, start the job "
+                    "again and its next batch settles what is in doubt (the option "
+                    "reconnectWithin waits longer)"
                 ) from None
             if attempt.retries == 0:
                 log.warning("%s: connection lost (%s); reconnecting for up to %.0f s",

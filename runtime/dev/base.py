@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from .endpoints import HOST
 from .state import ServiceState
 
 
@@ -40,6 +41,10 @@ class LocalService(ABC):
         self.root = root
         self.dir = root / self.name
         self.log_path = self.dir / f"{self.name}.log"
+        #: Where it listens, and the network namespace it runs in (None: this
+        #: host's): a host of its own in a network lab (``LocalServices(hosts=...)``).
+        self.address: str = HOST
+        self.netns: str | None = None
 
     @abstractmethod
     def check_installed(self) -> None:
@@ -61,7 +66,7 @@ class LocalService(ABC):
 
     def describe(self, state: ServiceState) -> str:
         """Human-readable address for status lines (never with a password)."""
-        return f"127.0.0.1:{state.port}"
+        return f"{self.address}:{state.port}"
 
 
 def is_root() -> bool:

@@ -382,14 +382,17 @@ def fetch_main() -> int:
 
 def server_properties(port: int, controller_port: int, data_dir: Path, secure_port: int | None = None,
                       keystore: Path | None = None, *, node_id: int = NODE_ID,
-                      voters: Mapping[int, int] | None = None) -> dict[str, str]:
+                      voters: Mapping[int, int] | None = None, host: str = HOST,
+                      voter_hosts: Mapping[int, str] | None = None) -> dict[str, str]:
     """``server.properties`` of the one-node dev broker; with ``secure_port`` and
     ``keystore`` (PKCS12, :data:`KEYSTORE_PASSWORD`) also a SASL_SSL listener.
 
     ``voters`` (node id -> controller port, this node's among them) makes it
     node ``node_id`` of a cluster of combined broker and controller nodes
     with that static quorum: replication factor 3 (at most the node count)
-    for new and internal topics, two in-sync replicas required."""
+    for new and internal topics, two in-sync replicas required. ``host``:
+    the address it listens on and advertises (a network lab's host; every
+    node's in ``voter_hosts``, by node id, default ``host``)."""
     voters = dict(voters) if voters else {node_id: controller_port}
     if voters.get(node_id) != controller_port:
         raise ValueError(f"node {node_id}'s controller port {controller_port} is not among the voters {voters}")
@@ -398,9 +401,10 @@ def server_properties(port: int, controller_port: int, data_dir: Path, secure_po
         "node.id": str(node_id),
         # A static quorum: the controllers' addresses come from here at every
         # start, so a one-node controller port that had to change is no problem.
-        "controller.quorum.voters": ",".join(f"{n}@{HOST}:{p}" for n, p in sorted(voters.items())),
-        "listeners": f"PLAINTEXT://{HOST}:{port},CONTROLLER://{HOST}:{controller_port}",
-        "advertised.listeners": f"PLAINTEXT://{HOST}:{port}",
+        "controller.quorum.voters": ",".join(f"{n}@{(voter_hosts or {}).get(n, host)}:{p}"
+                                             for n, p in sorted(voters.items())),
+        "listeners": f"PLAINTEXT://{host}:{port},CONTROLLER://{host}:{controller_port}",
+        "advertised.listeners": f"PLAINTEXT://{host}:{port}",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
@@ -449,9 +453,9 @@ def server_properties(port: int, controller_port: int, data_dir: Path, secure_po
     if secure_port is not None and keystore is not None:
         secure = "listener.name.sasl_ssl."
         properties.update({
-            "listeners": f"PLAINTEXT://{HOST}:{port},SASL_SSL://{HOST}:{secure_port},"
-                         f"CONTROLLER://{HOST}:{controller_port}",
-            "advertised.listeners": f"PLAINTEXT://{HOST}:{port},SASL_SSL://{HOST}:{secure_port}",
+            "listeners": f"PLAINTEXT://{host}:{port},SASL_SSL://{host}:{secure_port},"
+                         f"CONTROLLER://{host}:{controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{host}:{port},SASL_SSL://{host}:{secure_port}",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT",
             "sasl.enabled.mechanisms": KAFKA_SASL_MECHANISM,
             f"{secure}{KAFKA_SASL_MECHANISM.lower()}.sasl.jaas.config":
@@ -489,16 +493,22 @@ KEYSTORE_PASSWORD = "eoskit-dev-keystore"
 CA_FILE = "ca.pem"
 KEYSTORE_FILE = "server.p12"
 #: What ``openssl`` runs to make the dev CA and the broker's certificate.
-_SERVER_EXT = "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n" \
-              "basicConstraints=CA:FALSE\n"
+_SERVER_EXT = "subjectAltName={names}\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n"
+#: Beside the keystore: the names its certificate was made for.
+_NAMES_FILE = "names"
 
 
-def ensure_tls(tls_dir: Path) -> tuple[Path, Path]:
+def ensure_tls(tls_dir: Path, address: str = HOST) -> tuple[Path, Path]:
     """The dev CA (PEM) and the broker's PKCS12 keystore under ``tls_dir``,
-    made once with the ``openssl`` command (a certificate for 127.0.0.1 and
-    localhost, signed by a CA of its own, valid ten years) and kept after."""
+    made once with the ``openssl`` command (a certificate for 127.0.0.1,
+    localhost and ``address``, the broker's own where it runs on a network
+    lab's host, signed by a CA of its own, valid ten years) and kept after
+    (made again for another address)."""
     ca, keystore = tls_dir / CA_FILE, tls_dir / KEYSTORE_FILE
-    if ca.is_file() and keystore.is_file():
+    names = ",".join(dict.fromkeys(["IP:127.0.0.1", f"IP:{address}", "DNS:localhost"]))
+    made_for = tls_dir / _NAMES_FILE
+    if ca.is_file() and keystore.is_file() and (
+            made_for.read_text() if made_for.is_file() else "IP:127.0.0.1,DNS:localhost") == names:
         return ca, keystore
     openssl = shutil.which("openssl")
     if openssl is None:
@@ -508,7 +518,8 @@ def ensure_tls(tls_dir: Path) -> tuple[Path, Path]:
     tls_dir.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".tls-", dir=tls_dir.parent))
     try:
-        (work / "server.ext").write_text(_SERVER_EXT)
+        (work / "server.ext").write_text(_SERVER_EXT.format(names=names))
+        (work / _NAMES_FILE).write_text(names)
         steps = [
             ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", CA_FILE,
              "-days", "3650", "-subj", "/CN=eoskit dev CA",
@@ -598,7 +609,7 @@ class KafkaService(LocalService):
 
     def prepare(self, state: ServiceState) -> None:
         self._settle_ports(state)
-        ensure_tls(self.tls_dir)
+        ensure_tls(self.tls_dir, self.address)
         self._write_config(state)
         if (self.data_dir / "meta.properties").is_file():
             if "cluster_id" not in state.extra:  # a state file that lost it: the data dir knows
@@ -635,9 +646,9 @@ class KafkaService(LocalService):
 
     def probe(self, state: ServiceState) -> None:
         assert state.port is not None
-        if not accepts_connections(state.port):
-            raise ConnectionError(f"nothing listens on {HOST}:{state.port} yet")
-        list_topics(f"{HOST}:{state.port}")
+        if not accepts_connections(state.port, self.address):
+            raise ConnectionError(f"nothing listens on {self.address}:{state.port} yet")
+        list_topics(f"{self.address}:{state.port}")
 
     def bootstrap(self, state: ServiceState) -> None:
         """The SCRAM user of the secure listener, then a metadata request
@@ -645,8 +656,8 @@ class KafkaService(LocalService):
         the metadata log, a moment after it was accepted)."""
         import time
 
-        ensure_scram_user(f"{HOST}:{state.port}")
-        secure = f"{HOST}:{state.ports['secure']}"
+        ensure_scram_user(f"{self.address}:{state.port}")
+        secure = f"{self.address}:{state.ports['secure']}"
         deadline = time.monotonic() + 30
         while True:
             try:
@@ -662,7 +673,7 @@ class KafkaService(LocalService):
         version = state.extra.get("version")
         secure = state.ports.get("secure")
         node = f", node {self.node_id} of {self.nodes}" if self.nodes > 1 else ""
-        return (f"{HOST}:{state.port}" + (f", SASL_SSL on {HOST}:{secure}" if secure else "")
+        return (f"{self.address}:{state.port}" + (f", SASL_SSL on {self.address}:{secure}" if secure else "")
                 + (f" (Apache Kafka {version}{node})" if version else ""))
 
     def settle_ports(self, state: ServiceState, taken: set[int]) -> None:
@@ -718,6 +729,16 @@ class KafkaService(LocalService):
             voters[node] = port
         return voters
 
+    def _voter_hosts(self) -> dict[int, str]:
+        """Node id -> address of every node (each its own host in a network lab)."""
+        saved = load_state(self.root)
+        found = {self.node_id: self.address}
+        for node in range(1, self.nodes + 1):
+            entry = saved.services.get(node_service_name(node))
+            if node != self.node_id and entry is not None and entry.extra.get("address"):
+                found[node] = entry.extra["address"]
+        return found
+
     def _write_config(self, state: ServiceState) -> None:
         assert state.port is not None
         controller = state.ports.get("controller")
@@ -730,5 +751,6 @@ class KafkaService(LocalService):
                                     f"run `eoskit dev up` again")
         self.config_path.write_text(render_properties(server_properties(
             state.port, controller, self.data_dir, secure, self.tls_dir / KEYSTORE_FILE,
-            node_id=self.node_id, voters=self._voters(state))))
+            node_id=self.node_id, voters=self._voters(state), host=self.address,
+            voter_hosts=self._voter_hosts())))
         self.log4j_path.write_text(LOG4J2_XML)

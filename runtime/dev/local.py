@@ -11,12 +11,12 @@ import os
 import shutil
 import signal
 import time
-from collections.abc import Callable, Collection
-from dataclasses import replace
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .base import LocalService
-from .endpoints import HOST, ServiceEndpoints, make_endpoints
+from .endpoints import HOST, ServiceEndpoints, make_endpoints, postgres_url, mysql_url, s3_endpoint_url
 from .errors import DevServicesError, ServiceStartError
 from .kafka import NODE_COUNTS, KafkaService, new_cluster_id
 from .mariadb import MariaDBService
@@ -29,6 +29,15 @@ from .state import STATE_FILE, DevState, ServiceState, load_state, locked, save_
 DEFAULT_ROOT = ".eoskit/dev"
 
 
+@dataclass(frozen=True)
+class Placement:
+    """Where a service runs: a host of a network lab (``netlab.py``), its
+    address and network namespace."""
+
+    address: str
+    netns: str
+
+
 class LocalServices:
     """Start, stop and inspect the local services of one folder.
 
@@ -38,12 +47,16 @@ class LocalServices:
     """
 
     def __init__(self, root: str | os.PathLike[str] = DEFAULT_ROOT, timeout: float = 60.0,
-                 kafka_brokers: int | None = None, kafka_only: bool = False) -> None:
+                 kafka_brokers: int | None = None, kafka_only: bool = False,
+                 hosts: Mapping[str, Placement] | None = None) -> None:
         """``kafka_brokers``: 1 (the default) or 3 Kafka nodes, the extra ones
         the services ``kafka-2`` and ``kafka-3``; None: as many as the folder
         last ran (its state file remembers), else 1. ``kafka_only``: the
         Kafka nodes and nothing else (start them with :meth:`start`, their
-        bootstrap is :meth:`kafka_bootstrap`), e.g. a test's own cluster."""
+        bootstrap is :meth:`kafka_bootstrap`), e.g. a test's own cluster.
+        ``hosts``: service name -> the lab host it runs on and listens at
+        (network-fault tests); remembered in the state file, so that later
+        calls on the folder find them without it."""
         self.root = Path(root).absolute()
         self.timeout = timeout
         recorded = self._recorded_brokers()
@@ -62,6 +75,7 @@ class LocalServices:
         self.services: list[LocalService] = [*self.kafka_nodes]
         if not kafka_only:
             self.services += [PostgresService(self.root), MariaDBService(self.root), S3Service(self.root)]
+        self._place(hosts)
 
     # -- public API -------------------------------------------------------
 
@@ -113,7 +127,7 @@ class LocalServices:
             if entry is None or not entry.port or not self._alive(entry):
                 return None
             ports.append(entry.port)
-        return ",".join(f"{HOST}:{port}" for port in ports)
+        return ",".join(f"{node.address}:{port}" for node, port in zip(self.kafka_nodes, ports))
 
     def down(self, names: Collection[str] | None = None) -> None:
         """Stop every process this folder started, or only the services ``names`` (data is kept)."""
@@ -211,6 +225,20 @@ class LocalServices:
 
     # -- internals --------------------------------------------------------
 
+    def _place(self, hosts: Mapping[str, Placement] | None) -> None:
+        """Put each service on its lab host: given, or as the state file recorded."""
+        unknown = set(hosts or ()) - {service.name for service in self.services}
+        if unknown:
+            raise ValueError(f"no such dev service: {', '.join(sorted(unknown))}")
+        recorded = load_state(self.root).services if (self.root / STATE_FILE).is_file() else {}
+        for service in self.services:
+            given = (hosts or {}).get(service.name)
+            entry = recorded.get(service.name)
+            if given is None and entry is not None and entry.extra.get("netns"):
+                given = Placement(entry.extra["address"], entry.extra["netns"])
+            if given is not None:
+                service.address, service.netns = given.address, given.netns
+
     @staticmethod
     def _alive(entry: ServiceState) -> bool:
         return entry.pid is not None and is_alive(ProcessRef(entry.pid, entry.start_time))
@@ -227,14 +255,17 @@ class LocalServices:
         endpoints = make_endpoints(ports["kafka"], ports["postgres"], ports["mariadb"], HOST, s3_port=ports["s3"],
                                    kafka_secure_port=secure,
                                    kafka_ca_location=str(kafka.ca_path) if secure and kafka.ca_path.is_file() else None)
-        if len(self.kafka_nodes) == 1:
-            return endpoints
-        nodes = [state.services[node.name] for node in self.kafka_nodes]
+        at = {service.name: service.address for service in self.services}
+        if set(at.values()) != {HOST}:  # services on lab hosts of their own
+            endpoints = replace(endpoints, postgres_url=postgres_url(at["postgres"], ports["postgres"]),
+                                mysql_url=mysql_url(at["mariadb"], ports["mariadb"]),
+                                s3_endpoint=s3_endpoint_url(at["s3"], ports["s3"]))
+        nodes = [(node.address, state.services[node.name]) for node in self.kafka_nodes]
         return replace(
             endpoints,
-            kafka_bootstrap=",".join(f"{HOST}:{entry.port}" for entry in nodes),
+            kafka_bootstrap=",".join(f"{host}:{entry.port}" for host, entry in nodes),
             kafka_secure_bootstrap=None if endpoints.kafka_secure_bootstrap is None else
-            ",".join(f"{HOST}:{entry.ports['secure']}" for entry in nodes))
+            ",".join(f"{host}:{entry.ports['secure']}" for host, entry in nodes))
 
     def _recorded_brokers(self) -> int | None:
         """The Kafka node count the state file remembers, if Kafka ever ran here."""
@@ -257,6 +288,8 @@ class LocalServices:
                     entry.port = choose_port(entry.port, exclude=taken)
                 taken.add(entry.port)
                 node.settle_ports(entry, taken)
+                if node.netns is not None:  # every node's configuration names every node's address
+                    entry.extra.update(address=node.address, netns=node.netns)
             state.service("kafka").extra.setdefault("cluster_id", new_cluster_id())
             save_state(self.root, state)
         started: list[LocalService] = []
@@ -299,9 +332,15 @@ class LocalServices:
             entry.port = choose_port(entry.port, exclude=taken)
         service.dir.mkdir(parents=True, exist_ok=True)
         service.prepare(entry)
+        if service.netns is not None:
+            entry.extra.update(address=service.address, netns=service.netns)
+        else:
+            entry.extra.pop("address", None)
+            entry.extra.pop("netns", None)
         spec = service.launch(entry)
         try:
-            ref = start_process(spec.argv, service.log_path, env=spec.env, cwd=spec.cwd, user=spec.user)
+            ref = start_process(spec.argv, service.log_path, env=spec.env, cwd=spec.cwd, user=spec.user,
+                                netns=service.netns)
         except OSError as exc:
             raise ServiceStartError(f"{service.name}: could not start {spec.argv[0]}: {exc}") from exc
         entry.pid, entry.start_time = ref.pid, ref.start_time
@@ -338,7 +377,7 @@ class LocalServices:
                 continue
             if time.monotonic() >= deadline:
                 raise ServiceStartError(
-                    f"{service.name}: not accepting connections on {HOST}:{entry.port} after "
+                    f"{service.name}: not accepting connections on {service.address}:{entry.port} after "
                     f"{self.timeout:.0f}s (last error: {last_error}); log: {service.log_path}\n"
                     f"{tail(service.log_path)}"
                 )

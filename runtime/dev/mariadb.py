@@ -106,7 +106,7 @@ class MariaDBService(LocalService):
             f"--socket={sock}",
             f"--pid-file={self.dir / 'mariadb.pid'}",
             f"--port={state.port}",
-            f"--bind-address={HOST}",
+            f"--bind-address={self.address}",
             "--skip-name-resolve",
             "--character-set-server=utf8mb4",
             "--max-connections=200",
@@ -145,4 +145,4 @@ class MariaDBService(LocalService):
                 cur.execute("FLUSH PRIVILEGES")
         finally:
             root.close()
-        pymysql.connect(host=HOST, port=state.port, user=USER, password=PASSWORD, database=DATABASE).close()
+        pymysql.connect(host=self.address, port=state.port, user=USER, password=PASSWORD, database=DATABASE).close()

@@ -503,6 +503,8 @@ class Lab:
         self._tags = 0
         self._state = "not started"
         self._closed = threading.Event()
+        self._tester: str | None = None
+        self._root_links: list[str] = []  # links made in the root namespace (the tester's)
 
     @property
     def switch(self) -> str:
@@ -577,6 +579,30 @@ class Lab:
                 if fault._isolated is not None:
                     fault._rules.append(self._add_rule(netns, ("-s", fault._isolated.ip, "-j", "DROP"), fault.tag))
             return host
+
+    def tester(self) -> str:
+        """Cable the root namespace itself to the switch and return its
+        address: the test's own view, from which it starts the parties'
+        servers' clients and reads what they hold (psql, a read_committed
+        consumer) at their hosts' addresses, whatever faults are made
+        between the hosts (faults never name the tester). The link
+        (``<prefix>t`` in the root namespace, on the lab's own subnet, with
+        no forwarding) goes with the switch's namespace at close. Once per lab."""
+        with self._lock:
+            self._check_open()
+            if self._tester is not None:
+                return self._tester
+            address = next(self._addresses, None)
+            if address is None:
+                raise NetlabError(f"subnet {self.subnet} has no address left for the tester")
+            ip, link = _tool("ip"), self.prefix.rstrip("-") + "t"
+            _run([ip, "link", "add", link, "type", "veth", "peer", "name", "tester", "netns", self.switch])
+            self._root_links.append(link)
+            _run([ip, "-n", self.switch, "link", "set", "tester", "master", "br0", "up"])
+            _run([ip, "addr", "add", f"{address}/{self.subnet.prefixlen}", "dev", link])
+            _run([ip, "link", "set", link, "up"])
+            self._tester = str(address)
+            return self._tester
 
     def expose(self, host: Host, port: int) -> DelayProxy:
         """Reach ``host``'s ``port`` from the root namespace: connect to the
@@ -727,6 +753,8 @@ class Lab:
             fault.healed = True  # the rules and qdiscs go with their namespaces
         self._faults.clear()
         _stop(self._processes)
+        for link in self._root_links:  # gone with its peer in the switch, normally
+            _run([_tool("ip"), "link", "delete", link], check=False)
         errors = _delete_netns(self._namespaces[::-1])
         if errors:
             raise NetlabError(f"lab {self.prefix} not fully removed (`sweep` retries): " + "; ".join(errors))

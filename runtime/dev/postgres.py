@@ -185,16 +185,29 @@ class PostgresService(LocalService):
 
     def launch(self, state: ServiceState) -> LaunchSpec:
         data = self._data_dir(state)
+        if self.address != HOST:
+            self._allow_samenet(data)
         argv = [str(find_bindir() / "postgres"), "-D", str(data), "-c", f"port={state.port}"]
-        for key, value in SETTINGS.items():
+        for key, value in {**SETTINGS, "listen_addresses": self.address}.items():
             argv += ["-c", f"{key}={value}"]
         return LaunchSpec(argv=argv, env=self._env(), user=self._run_as(), cwd=data)
+
+    @staticmethod
+    def _allow_samenet(data: Path) -> None:
+        """On a network lab's host, clients come from the lab's subnet, which
+        initdb's ``pg_hba.conf`` (loopback only) does not admit: add it
+        (``samenet``: the subnets the server's own addresses are on)."""
+        hba = data / "pg_hba.conf"
+        line = "host all all samenet scram-sha-256"
+        if line not in hba.read_text():
+            with open(hba, "a") as handle:
+                handle.write(f"# a network lab's host (eoskit dev)\n{line}\n")
 
     def _connect(self, state: ServiceState, dbname: str):  # type: ignore[no-untyped-def]
         import psycopg
 
         return psycopg.connect(
-            host=HOST, port=state.port, user=USER, password=PASSWORD, dbname=dbname, connect_timeout=3, autocommit=True
+            host=self.address, port=state.port, user=USER, password=PASSWORD, dbname=dbname, connect_timeout=3, autocommit=True
         )
 
     def probe(self, state: ServiceState) -> None:

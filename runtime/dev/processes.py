@@ -104,12 +104,20 @@ def start_process(
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
     user: str | None = None,
+    netns: str | None = None,
 ) -> ProcessRef:
     """Start ``argv`` detached, appending its output to ``log_path``.
 
     ``user`` runs it as another system user (PostgreSQL refuses to run as
-    root); that needs root, which is exactly when it is used.
+    root); that needs root, which is exactly when it is used. ``netns``
+    runs it inside that network namespace (a host of a network lab,
+    ``netlab.py``): ``ip netns exec`` then ``setpriv`` for the user, both of
+    which exec in place, so the pid is the server's.
     """
+    if netns is not None:
+        drop = [] if user is None else ["setpriv", f"--reuid={user}", f"--regid={_primary_group(user)}",
+                                        "--init-groups", "--"]
+        argv, user = ["ip", "netns", "exec", netns, *drop, *argv], None
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
         log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} starting: {' '.join(argv)}\n".encode())

@@ -64,13 +64,13 @@ class S3Service(LocalService):
         env["PYTHONUNBUFFERED"] = "1"  # the request log reaches the log file as it happens
         env["NO_COLOR"] = "1"
         # The interpreter running eoskit is the one that has moto installed.
-        argv = [sys.executable, "-m", "moto.server", "--host", HOST, "--port", str(state.port)]
+        argv = [sys.executable, "-m", "moto.server", "--host", self.address, "--port", str(state.port)]
         return LaunchSpec(argv=argv, env=env, cwd=self.dir)
 
     def probe(self, state: ServiceState) -> None:
         assert state.port is not None
-        list_buckets(s3_endpoint_url(HOST, state.port))
+        list_buckets(s3_endpoint_url(self.address, state.port))
 
     def describe(self, state: ServiceState) -> str:
         assert state.port is not None
-        return s3_endpoint_url(HOST, state.port)
+        return s3_endpoint_url(self.address, state.port)

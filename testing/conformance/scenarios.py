@@ -132,6 +132,9 @@ class Run:
     #: The stateful job: running totals per customer, upserted in update
     #: mode (the target is a ``TotalsTarget``).
     stateful: bool = False
+    #: What the job's command is run through: e.g. ``ip netns exec NS``, a
+    #: host of its own in a network lab (``Host.argv([])``).
+    launcher: tuple[str, ...] = ()
 
     @property
     def checkpoint(self) -> Path:
@@ -184,7 +187,7 @@ class Run:
     def start(self, until_caught_up: bool = True, **extra: str) -> subprocess.Popen:
         job = self.workdir / "job.py"
         job.write_text(JOB)
-        command = [str(Path(sys.executable).with_name("eoskit")), "run", str(job),
+        command = [*self.launcher, str(Path(sys.executable).with_name("eoskit")), "run", str(job),
                    "--checkpoint-dir", self.checkpoint_arg]
         if until_caught_up:
             command.append("--until-caught-up")
@@ -510,6 +513,9 @@ SCENARIOS = [
     Scenario("worker_killed_during_write", _task_crash_retried(crash.TASK_DURING_WRITE),
              "a Python worker dies mid-write; Spark retries the task",
              kills="worker", point=crash.TASK_DURING_WRITE),
+    Scenario("worker_killed_before_its_end", _task_crash_retried(crash.TASK_BEFORE_END),
+             "a Python worker dies with every row written, before it prepares or commits",
+             kills="worker", point=crash.TASK_BEFORE_END),
     Scenario("driver_killed_after_decision", _crash_then_recover(crash.DRIVER_AFTER_DECISION),
              modes=TWOPHASE_ONLY, kills="driver", point=crash.DRIVER_AFTER_DECISION),
     Scenario("driver_killed_after_some_commits", _crash_then_recover(crash.DRIVER_AFTER_SOME_COMMITS),
