@@ -268,49 +268,8 @@ def local_services(request: pytest.FixtureRequest, service_endpoints) -> LocalSe
 
 # -- the network-fault tests: every party on a host of its own ---------------
 
-class NetServices:
-    """A network lab (``eoskit.runtime.dev.netlab``) with the dev services on
-    hosts of their own (``kafka``, ``postgres``, ``mariadb``, ``s3``) and a
-    ``job`` host for the jobs under test; the test process reaches every
-    host from the root namespace (the lab's tester), whatever faults are
-    made between the hosts."""
-
-    def __init__(self, lab, hosts, services, endpoints) -> None:
-        self.lab, self.hosts, self.services, self.endpoints = lab, hosts, services, endpoints
-
-    @property
-    def job(self):
-        return self.hosts["job"]
-
-    def launcher(self) -> tuple[str, ...]:
-        """What runs a job's command on the job host (``Run.launcher``)."""
-        return tuple(self.job.argv([]))
-
-
 @pytest.fixture(scope="session")
-def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NetServices]:
-    """The lab and its services, started once per session (about 10 s) and
-    removed at its end, every namespace, link and rule with them."""
-    from eoskit.runtime.dev import LocalServices
-    from eoskit.runtime.dev.local import Placement
-    from eoskit.runtime.dev.netlab import Lab
-
-    why = Lab.available()
-    if why is not None:
-        pytest.skip(f"the network lab cannot run here: {why}")
-    lab = Lab(timeout=4 * 3600.0).start()
-    services = None
-    try:
-        lab.tester()
-        hosts = {name: lab.host(name) for name in ("job", "kafka", "postgres", "mariadb", "s3")}
-        services = LocalServices(tmp_path_factory.mktemp("net-services"),
-                                 hosts={name: Placement(h.ip, h.netns) for name, h in hosts.items()
-                                        if name != "job"})
-        endpoints = services.up()
-        yield NetServices(lab, hosts, services, endpoints)
-    finally:
-        try:
-            if services is not None:
-                services.down()
-        finally:
-            lab.close()
+def net(network_services):
+    """The pytest plugin's ``network_services``: the dev services on hosts of
+    their own in a network lab, with a job host."""
+    return network_services

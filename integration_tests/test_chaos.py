@@ -244,3 +244,64 @@ def test_a_sink_that_cannot_be_redirected_is_refused_before_anything_runs(kafka,
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith(
         "eoskit chaos: the sink console cannot be redirected to a scratch target")
+
+
+# -- the network cut between the job's host and its database ----------------------
+
+DEMO_JOB = Path(__file__).resolve().parents[1] / "runtime" / "demo" / "orders_job.py"
+
+
+@pytest.mark.crash
+@pytest.mark.network
+def test_the_demos_job_is_exact_through_network_faults_on_dev_services_of_their_own_hosts(tmp_path):
+    """As a user would: `eoskit dev up --network` (each service on a host of
+    its own), the demo's orders job, `eoskit chaos --faults network`: every
+    run on the lab's job host, the network to PostgreSQL cut (partitions,
+    lost replies, resets) while it runs; exact. `eoskit dev down` leaves no
+    namespace, link or rule."""
+    import subprocess
+
+    from eoskit.runtime.demo.orders import produce_orders
+    from eoskit.runtime.dev.netlab import Lab
+
+    if Lab.available() is not None:
+        pytest.skip(f"the network lab cannot run here: {Lab.available()}")
+    root = tmp_path / "net"
+    eoskit = [sys.executable, "-m", "eoskit.runtime.cli"]
+    before = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    up = subprocess.run([*eoskit, "dev", "up", "--network", "--dir", str(root)], capture_output=True,
+                        text=True, timeout=300)
+    prefix = None
+    try:
+        assert up.returncode == 0, up.stdout + up.stderr
+        assert "run jobs under test on the job host: ip netns exec" in up.stdout
+        prefix = json.loads((root / "network.json").read_text())["prefix"]
+        exported = subprocess.run([*eoskit, "dev", "env", "--dir", str(root)], capture_output=True, text=True,
+                                  timeout=60).stdout
+        env = dict(os.environ)
+        for line in exported.splitlines():
+            if line.startswith("export "):
+                name, _, value = line[len("export "):].partition("=")
+                env[name] = value.strip("'")
+        assert env["EOSKIT_POSTGRES_URL"].split("@")[1].startswith("10.214."), exported
+        topic, table = f"orders-{uuid.uuid4().hex[:6]}", f"orders_{uuid.uuid4().hex[:6]}"
+        produce_orders(env["EOSKIT_KAFKA_BOOTSTRAP"], topic, 16_000, partitions=2)
+        env.update(EOSKIT_DEMO_TOPIC=topic, EOSKIT_DEMO_TABLE=table)
+        report = tmp_path / "report.json"
+        done = run_chaos(DEMO_JOB, seed=3, faults="network", kills=3,
+                         args=["--faults-every", "1,1", "--no-check-determinism", "--dev-dir", str(root),
+                               "--report", str(report)], env=env)
+        assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+        found = json.loads(report.read_text())
+        assert fault_kinds(found) == ["network"] * 3, (found["timeline"], found["notes"])
+        assert all(w.startswith("the network to the sink's server cut") for w in found["windows"]), found
+        (output,) = found["outputs"]
+        assert output["comparison"]["verdict"] == "exact" and output["comparison"]["reference_rows"] == 16_000
+        assert "exact" in done.stdout.splitlines()[-1]
+    finally:
+        down = subprocess.run([*eoskit, "dev", "down", "--purge", "--dir", str(root)], capture_output=True,
+                              text=True, timeout=300)
+    assert down.returncode == 0, down.stdout + down.stderr
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert prefix is not None and prefix not in listed, listed
+    assert subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout == before

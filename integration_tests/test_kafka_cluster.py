@@ -24,89 +24,28 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import ElectionType, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
 from eoskit.runtime.dev.produce import produce_records
 from eoskit.runtime.dev.state import load_state
 from eoskit.twophase import crash
 from eoskit.testing.conformance import Workload
-from eoskit.testing.conformance.kafka import KafkaTopicTarget
+from eoskit.testing.conformance.kafka import (
+    KafkaTopicTarget,
+    create_replicated_topic,
+    leader_of,
+    partition_metadata,
+    transaction_coordinator,
+    wait_for_full_isr,
+)
 from eoskit.runtime.dev.kafka_topic import read_topic
 from eoskit.testing.conformance.scenarios import Paused, Run
 
 pytestmark = pytest.mark.crash
 
 RECORDS, PARTITIONS, BATCHES = 8_000, 4, 4
-REPLICAS = 3
 #: How long the job goes on with a broker down before it is started again.
 BROKER_DOWN_S = 5.0
-TRANSACTION_STATE = "__transaction_state"
-
-
-# -- the cluster's metadata ----------------------------------------------------
-
-def _admin(bootstrap: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap})
-
-
-def create_replicated_topic(bootstrap: str, name: str, partitions: int) -> None:
-    """A topic with a replica on each of the three brokers, every partition led."""
-    admin = _admin(bootstrap)
-    for future in admin.create_topics([NewTopic(name, partitions, REPLICAS)]).values():
-        future.result(30)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        topic = admin.list_topics(name, timeout=10).topics.get(name)
-        if (topic is not None and topic.error is None and len(topic.partitions) == partitions
-                and all(p.leader >= 0 and len(p.isrs) == REPLICAS for p in topic.partitions.values())):
-            return
-        time.sleep(0.2)
-    raise TimeoutError(f"topic {name} did not get {partitions} partitions of {REPLICAS} in-sync replicas")
-
-
-def partition_metadata(bootstrap: str, topic: str, partition: int):
-    return _admin(bootstrap).list_topics(topic, timeout=10).topics[topic].partitions[partition]
-
-
-def leader_of(bootstrap: str, topic: str, partition: int) -> int:
-    return partition_metadata(bootstrap, topic, partition).leader
-
-
-def _java_string_hash(text: str) -> int:
-    """Java's ``String.hashCode`` (UTF-16 code units), as a signed 32-bit int."""
-    value = 0
-    units = text.encode("utf-16-be")
-    for i in range(0, len(units), 2):
-        value = (31 * value + int.from_bytes(units[i:i + 2], "big")) & 0xFFFFFFFF
-    return value - (1 << 32) if value >= 1 << 31 else value
-
-
-def transaction_coordinator(bootstrap: str, transactional_id: str) -> int:
-    """The broker coordinating ``transactional_id``: the leader of its
-    partition of ``__transaction_state``, which Kafka's transaction
-    coordinator computes as ``Utils.abs(id.hashCode()) % partitions``
-    (confluent-kafka's AdminClient has no FindCoordinator call)."""
-    topic = _admin(bootstrap).list_topics(TRANSACTION_STATE, timeout=10).topics[TRANSACTION_STATE]
-    code = _java_string_hash(transactional_id)
-    index = 0 if code == -(1 << 31) else abs(code)
-    return topic.partitions[index % len(topic.partitions)].leader
-
-
-def wait_for_full_isr(bootstrap: str, topics: list[str], timeout: float = 90.0) -> None:
-    """Every partition of ``topics`` led and with three in-sync replicas."""
-    deadline = time.monotonic() + timeout
-    short: list[str] = []
-    while time.monotonic() < deadline:
-        short = []
-        metadata = _admin(bootstrap).list_topics(timeout=10)
-        for name in topics:
-            for number, partition in metadata.topics[name].partitions.items():
-                if partition.leader < 0 or len(partition.isrs) < REPLICAS:
-                    short.append(f"{name}[{number}] isr {sorted(partition.isrs)}")
-        if not short:
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"the ISR did not come back to {REPLICAS}: {short}")
 
 
 # -- the job's input and output -----------------------------------------------
@@ -250,7 +189,7 @@ def test_a_killed_broker_keeps_its_log(cluster):
     wait_for_full_isr(bootstrap, [topic])
     # Leadership moved while it was down; give it back (an "election not
     # needed" answer is fine: the check below is what counts).
-    admin = _admin(bootstrap)  # held: a client collected before its answer cancels the call
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # held: a client collected before its answer cancels the call
     try:
         admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)]).result(30)
     except KafkaException as exc:

@@ -18,6 +18,10 @@ replication factor 3, ``min.insync.replicas=2``) for the tests that need
 replicas, under ``EOSKIT_KAFKA_CLUSTER_DIR`` (default ``.eoskit/kafka-cluster``
 in the pytest root dir); the session's one-node broker is left alone.
 
+``network_services`` runs the services again on hosts of their own in a
+network lab (as root), beside a job host, for network-fault tests
+(docs/network-faults.md).
+
 The Spark cluster is ``EOSKIT_TEST_SPARK_MASTER`` when set (a running
 cluster's ``spark://`` URL), else one master and two workers started from the
 installed PySpark under ``EOSKIT_CLUSTER_DIR`` (default ``.eoskit/cluster``
@@ -222,3 +226,60 @@ def spark_cluster(request: pytest.FixtureRequest) -> Iterator[str]:
         yield cluster.up()
     finally:
         cluster.down()
+
+
+# -- the network lab: every party on a host of its own ----------------------
+
+class NetServices:
+    """A network lab (``eoskit.runtime.dev.netlab``) with the dev services on
+    hosts of their own (``kafka``, ``postgres``, ``mariadb``, ``s3``) and a
+    ``job`` host for the jobs under test; the test process reaches every
+    host from the root namespace (the lab's tester), whatever faults are
+    made between the hosts."""
+
+    def __init__(self, lab, hosts, services, endpoints) -> None:
+        self.lab, self.hosts, self.services, self.endpoints = lab, hosts, services, endpoints
+
+    @property
+    def job(self):
+        return self.hosts["job"]
+
+    def launcher(self) -> tuple[str, ...]:
+        """What runs a job's command on the job host (``Run.launcher``)."""
+        return tuple(self.job.argv([]))
+
+
+@pytest.fixture(scope="session")
+def network_services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NetServices]:
+    """A network lab (``eoskit.runtime.dev.netlab``) with the dev services on
+    hosts of their own and a ``job`` host, started once per session (about
+    10 s) when a test first asks, and removed at its end, every namespace,
+    link and rule with them. Skips, saying why, where a lab cannot run (not
+    root, no iptables). Run a job on the job host with
+    ``Run(..., launcher=network_services.launcher())``, make faults with
+    ``network_services.lab`` between ``.job`` and ``.hosts["postgres"]``
+    (``kafka``, ``mariadb``, ``s3``), and read the services from the test at
+    ``.endpoints`` (the lab's tester link)."""
+    from eoskit.runtime.dev import LocalServices
+    from eoskit.runtime.dev.local import Placement
+    from eoskit.runtime.dev.netlab import Lab
+
+    why = Lab.available()
+    if why is not None:
+        pytest.skip(f"the network lab cannot run here: {why}")
+    lab = Lab(timeout=4 * 3600.0).start()
+    services = None
+    try:
+        lab.tester()
+        hosts = {name: lab.host(name) for name in ("job", "kafka", "postgres", "mariadb", "s3")}
+        services = LocalServices(tmp_path_factory.mktemp("net-services"),
+                                 hosts={name: Placement(h.ip, h.netns) for name, h in hosts.items()
+                                        if name != "job"})
+        endpoints = services.up()
+        yield NetServices(lab, hosts, services, endpoints)
+    finally:
+        try:
+            if services is not None:
+                services.down()
+        finally:
+            lab.close()

@@ -5,11 +5,24 @@ from __future__ import annotations
 
 import pytest
 
-from eoskit.runtime.chaos.plan import DRIVER_STEPS, FAULT_KINDS, KINDS, NEEDS, Fault, FaultPlan, parse_faults
+from eoskit.runtime.chaos.plan import (
+    CUT_S,
+    CUTS,
+    DRIVER_STEPS,
+    FAULT_KINDS,
+    KINDS,
+    MODE_STEPS,
+    NEEDS,
+    WINDOWS,
+    Fault,
+    FaultPlan,
+    parse_faults,
+)
+from eoskit.twophase import crash
 
 
 def test_every_kind_declared_once_with_help_and_a_known_need():
-    assert FAULT_KINDS == ("driver", "worker", "executor", "database", "broker")
+    assert FAULT_KINDS == ("driver", "worker", "executor", "database", "broker", "network")
     for name, kind in KINDS.items():
         assert kind.name == name and kind.help
         assert kind.needs is None or kind.needs in NEEDS
@@ -23,7 +36,7 @@ def test_parse_faults():
         parse_faults("driver,drver")
     message = str(refused.value)
     assert message.startswith("--faults:") and "'drver'" in message
-    assert "driver, worker, executor, database, broker" in message
+    assert "driver, worker, executor, database, broker, network" in message
     with pytest.raises(ValueError, match="--faults"):
         parse_faults(" , ")
 
@@ -77,6 +90,8 @@ def test_applicable_drops_what_the_run_lacks_and_says_why():
     assert skipped == [
         "executor faults skipped: the job runs in local mode: its executors are not processes of their own",
         "database faults skipped: the sink's database is not eoskit's dev service",
+        "network faults skipped: the job's database and broker are not eoskit's dev services on hosts "
+        "of their own (eoskit dev up --network)",
     ]
     assert plan.applicable(set(NEEDS)) == (plan, [])
     with pytest.raises(ValueError, match="unknown needs"):
@@ -88,7 +103,7 @@ def test_fault_describes_itself():
     assert fault.describe() == "fault 2 (worker): 0.314 s after batch 5 commits"
     assert FaultPlan(1, (fault,)).to_dict() == {
         "seed": 1, "faults": [{"index": 2, "kind": "worker", "after_batch": 5, "delay_s": 0.314,
-                               "step": None, "down_s": 0.0}]}
+                               "step": None, "down_s": 0.0, "cut": None}]}
     at_step = Fault(1, "driver", 2, 0.1, "driver_after_decision")
     assert at_step.describe() == "fault 1 (driver): at driver_after_decision in batch 3"
 
@@ -98,3 +113,25 @@ def test_driver_faults_draw_a_protocol_step_others_none():
     steps = {f.step for f in plan.faults if f.kind == "driver"}
     assert {f.step for f in plan.faults if f.kind == "worker"} == {None}
     assert len(steps) >= 3 and steps <= set(DRIVER_STEPS)
+
+
+def test_network_faults_draw_a_cut_and_its_length_and_leave_other_plans_as_they_were():
+    mixed = FaultPlan.draw(7, ("driver", "network"), kills=12)
+    cuts = [f for f in mixed.faults if f.kind == "network"]
+    assert cuts, "seed 7 drew no network fault"
+    for fault in cuts:
+        assert fault.cut in CUTS and CUT_S[0] <= fault.down_s <= CUT_S[1] and fault.step is None
+        assert fault.describe().startswith(f"fault {fault.index} (network): {fault.cut} for ")
+    assert KINDS["network"].needs == "dev-network" and "eoskit dev up --network" in NEEDS["dev-network"]
+    # A plan without network faults draws as before: the cut is drawn only for them.
+    assert all(f.cut is None for f in FaultPlan.draw(7, ("driver", "worker"), kills=12).faults)
+
+
+def test_driver_faults_are_aimed_at_the_windows_of_the_sinks_mode():
+    for mode, steps in MODE_STEPS.items():
+        plan = FaultPlan.draw(3, ("driver",), kills=20, steps=steps)
+        assert {f.step for f in plan.faults} <= set(steps), mode
+    # The marked and at-least-once modes: always a task committed, its batch not recorded.
+    assert MODE_STEPS["at_least_once"] == MODE_STEPS["idempotent"] == (crash.DRIVER_AFTER_TASK_COMMIT,)
+    assert None not in MODE_STEPS["twophase"]
+    assert set(WINDOWS) == set(DRIVER_STEPS)

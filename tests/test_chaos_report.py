@@ -101,8 +101,10 @@ def test_json_round_trips_with_stable_keys():
     assert orders["determinism"]["verdict"] == "different"
     assert loaded["outputs"][1]["determinism"] is None
     assert loaded["timeline"][0] == {"kind": "batch", "batch": 0, "time": "2026-03-01T12:00:00+00:00"}
-    fault = {"index": 1, "kind": "driver", "after_batch": 2, "delay_s": 0.25, "step": None, "down_s": 0.0}
-    assert {"kind": "fault", "time": "2026-03-01T12:00:02.250000+00:00", "fault": fault} in loaded["timeline"]
+    fault = {"index": 1, "kind": "driver", "after_batch": 2, "delay_s": 0.25, "step": None, "down_s": 0.0,
+             "cut": None}
+    assert {"kind": "fault", "time": "2026-03-01T12:00:02.250000+00:00", "fault": fault, "landed": "",
+            "window": "a moment after a batch's commit"} in loaded["timeline"]
     assert loaded["first_difference_after"]["kind"] == "driver" and loaded["first_difference_batch"] == 3
     assert list(loaded) == sorted(loaded)
 
@@ -125,3 +127,22 @@ def test_html_is_self_contained_escaped_and_has_a_timeline():
     assert "src=" not in page and "href=" not in page and "<link" not in page
     assert "sink&#x27;s database" in page
     assert "No timeline was recorded" in ChaosReport("j.py", 1, []).to_html()
+
+
+def test_the_report_says_which_windows_of_the_protocol_the_faults_hit():
+    from eoskit.twophase import crash
+
+    aimed = Fault(2, "driver", 3, 0.1, crash.DRIVER_AFTER_TASK_COMMIT)
+    missed = Fault(3, "driver", 4, 0.2, crash.DRIVER_AFTER_DECISION)
+    cut = Fault(4, "network", 5, 0.3, None, 2.5, "lost replies")
+    report = ChaosReport("job.py", 1, [OutputResult("t", compare(ROWS, ROWS, COLUMNS))], timeline=[
+        FaultEvent(aimed, START, f"at {crash.DRIVER_AFTER_TASK_COMMIT}"),
+        FaultEvent(missed, START, "the step did not come: 0.200 s after batch 5"),
+        FaultEvent(cut, START, "0.300 s after batch 5; the job's host and postgres: lost replies for 2.500 s")])
+    assert report.windows() == ["a task committed by itself, its batch not yet recorded (1)",
+                                "a moment after a batch's commit (1)",
+                                "the network to the sink's server cut (lost replies) (1)"]
+    assert "windows hit: a task committed by itself, its batch not yet recorded (1); " in report.to_text()
+    data = json.loads(report.to_json())
+    assert data["windows"] == report.windows()
+    assert data["timeline"][2]["fault"]["cut"] == "lost replies" and data["timeline"][0]["landed"].startswith("at ")

@@ -410,3 +410,33 @@ def test_mistakes_are_named():
         with pytest.raises(netlab.NetlabError, match="already has a slow link"):
             lab.slow_link(a)
     assert a.argv(["true", 1])[-4:] == ["exec", a.netns, "true", "1"]
+
+
+def test_a_kept_lab_outlives_its_process_is_found_again_and_swept_once_its_file_is_gone(tmp_path):
+    """The dev services' lab (``eoskit dev up --network``): no watchdog or
+    exit hook; another process attaches to it by its prefix and finds its
+    hosts and tester; a sweep leaves it alone while its file exists."""
+    before = root_view()
+    keep = tmp_path / "network.json"
+    keep.write_text("{}")
+    made = netlab.Lab(subnet="10.216.0.0/24", keep_while=keep).start()
+    try:
+        a, b = made.host("a"), made.host("b")
+        tester = made.tester()
+        found = netlab.Lab.attach(made.prefix)
+        assert {n: (h.ip, h.netns) for n, h in found.hosts.items()} == {"a": (a.ip, a.netns), "b": (b.ip, b.netns)}
+        assert found.tester() == tester and str(found.subnet) == "10.216.0.0/24"
+        server = listen(found.hosts["b"])
+        with found.partition(found.hosts["a"], found.hosts["b"]):
+            with pytest.raises(OSError):
+                connect(found.hosts["a"], server, timeout=1.0)
+        connect(found.hosts["a"], server).close()
+        assert netlab.sweep() == []  # kept: its file exists
+        assert made.prefix in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        keep.unlink()
+        assert sorted(netlab.sweep()) == sorted(made._namespaces)  # its file gone: a leftover
+    finally:
+        made.close()
+    assert root_view() == before
+    with pytest.raises(netlab.NetlabError, match="no kept lab"):
+        netlab.Lab.attach(made.prefix)

@@ -42,6 +42,8 @@ NEEDS: dict[str, str] = {
     "cluster": "the job runs in local mode: its executors are not processes of their own",
     "dev-database": "the sink's database is not eoskit's dev service",
     "dev-broker": "the job's Kafka broker is not eoskit's dev service",
+    "dev-network": "the job's database and broker are not eoskit's dev services on hosts of their own "
+                   "(eoskit dev up --network)",
 }
 
 #: Every kind of fault, in the order the help and the plans list them.
@@ -52,6 +54,8 @@ KINDS: dict[str, FaultKind] = {k.name: k for k in (
               needs="cluster"),
     FaultKind("database", "stop the sink's database server, then start it again", needs="dev-database"),
     FaultKind("broker", "stop the Kafka broker, then start it again", needs="dev-broker"),
+    FaultKind("network", "cut the job's host from the sink's database or the broker for a while: a "
+              "partition both ways, its replies lost, or its connections reset", needs="dev-network"),
 )}
 
 #: The names ``--faults`` accepts.
@@ -64,6 +68,27 @@ FAULT_KINDS: tuple[str, ...] = tuple(KINDS)
 DRIVER_STEPS: tuple[str | None, ...] = (
     crash.DRIVER_AFTER_DECISION, crash.DRIVER_AFTER_SOME_COMMITS, crash.DRIVER_AFTER_ALL_COMMITS,
     crash.DRIVER_AFTER_TASK_COMMIT, None)
+#: The driver steps aimed at the windows each commit mode leaves open, so
+#: that a job that can lose or duplicate does not pass by the luck of the
+#: draw: a two-phase batch decided and partly committed; a batch some of
+#: whose tasks committed by themselves (marked and at-least-once modes)
+#: before Spark recorded it.
+MODE_STEPS: dict[str, tuple[str | None, ...]] = {
+    "twophase": (crash.DRIVER_AFTER_DECISION, crash.DRIVER_AFTER_SOME_COMMITS, crash.DRIVER_AFTER_ALL_COMMITS),
+    "idempotent": (crash.DRIVER_AFTER_TASK_COMMIT,),
+    "at_least_once": (crash.DRIVER_AFTER_TASK_COMMIT,),
+}
+#: What each step's window is, for the report.
+WINDOWS: dict[str | None, str] = {
+    crash.DRIVER_AFTER_DECISION: "a batch decided, nothing of it committed",
+    crash.DRIVER_AFTER_SOME_COMMITS: "a decided batch partly committed",
+    crash.DRIVER_AFTER_ALL_COMMITS: "a batch committed in the sink, not yet in Spark's commit log",
+    crash.DRIVER_AFTER_TASK_COMMIT: "a task committed by itself, its batch not yet recorded",
+    None: "a moment after a batch's commit",
+}
+#: A network fault: how it cuts (``netlab``), and how long it lasts.
+CUTS: tuple[str, ...] = ("partition", "lost replies", "reset")
+CUT_S: tuple[float, float] = (1.0, 8.0)
 
 #: The defaults of ``FaultPlan.draw``: a fault every 1 to 3 batches, 0 to 0.6 s after a commit.
 EVERY_BATCHES: tuple[int, int] = (1, 3)
@@ -109,22 +134,28 @@ class Fault:
     #: in the next batch, where the driver kills itself; None: at ``delay_s``.
     #: A step the sink's commit mode never passes falls back to the delay.
     step: str | None = None
-    #: A database or broker fault: how long the server stays stopped.
+    #: A database or broker fault: how long the server stays stopped; a
+    #: network fault: how long the cut lasts.
     down_s: float = 0.0
+    #: A network fault: how it cuts (one of :data:`CUTS`).
+    cut: str | None = None
 
     def describe(self) -> str:
         """``fault 2 (worker): 0.314 s after batch 5 commits``, ``fault 1
-        (driver): at driver_after_decision in batch 3``, or ``fault 3
-        (database): down 1.250 s, 0.314 s after batch 5 commits``."""
+        (driver): at driver_after_decision in batch 3``, ``fault 3
+        (database): down 1.250 s, 0.314 s after batch 5 commits``, or
+        ``fault 4 (network): partition for 2.500 s, 0.314 s after batch 5 commits``."""
         if self.step is not None:
             return f"fault {self.index} ({self.kind}): at {self.step} in batch {self.after_batch + 1}"
         down = f"down {self.down_s:.3f} s, " if self.kind in SERVICE_KINDS else ""
+        if self.kind == "network":
+            down = f"{self.cut} for {self.down_s:.3f} s, "
         return (f"fault {self.index} ({self.kind}): {down}{self.delay_s:.3f} s after batch "
                 f"{self.after_batch} commits")
 
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "kind": self.kind, "after_batch": self.after_batch,
-                "delay_s": self.delay_s, "step": self.step, "down_s": self.down_s}
+                "delay_s": self.delay_s, "step": self.step, "down_s": self.down_s, "cut": self.cut}
 
 
 def _range(option: str, bounds: tuple[Any, Any], lowest: float) -> None:
@@ -153,16 +184,19 @@ class FaultPlan:
     @classmethod
     def draw(cls, seed: int, kinds: Sequence[str], kills: int,
              every_batches: tuple[int, int] = EVERY_BATCHES,
-             delay_s: tuple[float, float] = DELAY_S) -> FaultPlan:
+             delay_s: tuple[float, float] = DELAY_S,
+             steps: Sequence[str | None] = DRIVER_STEPS) -> FaultPlan:
         """``kills`` faults drawn with ``random.Random(seed)``: the gap in
         batches before each is uniform in ``every_batches`` (both bounds
         included; the first fault counts from the start of the run, so
         with ``(1, 3)`` it fires after batch 0, 1 or 2), its kind uniform
         among ``kinds``, its delay uniform in ``delay_s`` rounded to the
         millisecond (and a database or broker fault's time down uniform in
-        :data:`DOWN_S`). Bad values are refused with a ``ValueError`` that names
-        the option: ``--kills``, ``--faults-every``, ``--fault-delay``,
-        ``--faults``."""
+        :data:`DOWN_S`, a network fault's cut among :data:`CUTS` and its
+        length in :data:`CUT_S`); a driver fault's step among ``steps``
+        (:data:`MODE_STEPS` aims them at the sink's mode's windows). Bad
+        values are refused with a ``ValueError`` that names the option:
+        ``--kills``, ``--faults-every``, ``--fault-delay``, ``--faults``."""
         if isinstance(kills, bool) or not isinstance(kills, int) or kills < 1:
             raise ValueError(f"--kills: must be a whole number of at least 1, got {kills!r}")
         _range("--faults-every", every_batches, 1)
@@ -179,9 +213,12 @@ class FaultPlan:
             batch += rng.randint(*every_batches)
             kind = rng.choice(chosen)
             delay = round(rng.uniform(*delay_s), 3)
-            step = rng.choice(DRIVER_STEPS) if kind == "driver" else None
+            step = rng.choice(tuple(steps)) if kind == "driver" else None
             down = round(rng.uniform(*DOWN_S), 3) if kind in SERVICE_KINDS else 0.0
-            faults.append(Fault(index, kind, batch, delay, step, down))
+            cut = None
+            if kind == "network":  # drawn only for this kind: the other kinds' plans stay as they were
+                cut, down = rng.choice(CUTS), round(rng.uniform(*CUT_S), 3)
+            faults.append(Fault(index, kind, batch, delay, step, down, cut))
         return cls(seed, tuple(faults))
 
     @property

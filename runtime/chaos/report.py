@@ -26,7 +26,7 @@ from decimal import Decimal
 from typing import Any, ClassVar
 
 from eoskit.runtime.chaos.compare import EXAMPLES, Comparison, Difference, RowCount
-from eoskit.runtime.chaos.plan import Fault
+from eoskit.runtime.chaos.plan import WINDOWS, Fault
 from eoskit.runtime.cli_errors import FAILED, OK, USAGE
 
 #: The exit codes of ``eoskit chaos``: 0 every output exact (and the job
@@ -100,11 +100,24 @@ class BatchEvent:
 
 @dataclass(frozen=True)
 class FaultEvent:
-    """``fault`` was injected at ``time``."""
+    """``fault`` was injected at ``time``; ``landed``: where, in words (``at
+    driver_after_decision``, ``0.314 s after batch 5``, ...)."""
 
     fault: Fault
     time: datetime
+    landed: str = ""
     kind: ClassVar[str] = "fault"
+
+    @property
+    def window(self) -> str:
+        """The window of the protocol it landed in (``plan.WINDOWS``)."""
+        fault = self.fault
+        if fault.kind == "driver":
+            hit = fault.step is not None and self.landed.startswith("at ")
+            return WINDOWS[fault.step if hit else None]
+        if fault.kind == "network":
+            return f"the network to the sink's server cut ({fault.cut})"
+        return f"a {fault.kind} lost mid-batch"
 
 
 @dataclass(frozen=True)
@@ -133,6 +146,14 @@ class ChaosReport:
     #: The chaos run's batch by which its output first differed (read after
     #: each commit, ``snapshots``); None: not located, or no difference.
     first_difference_batch: int | None = None
+
+    def windows(self) -> list[str]:
+        """The windows of the protocol the faults landed in, each with its count."""
+        found: dict[str, int] = {}
+        for event in self.timeline:
+            if isinstance(event, FaultEvent):
+                found[event.window] = found.get(event.window, 0) + 1
+        return [f"{window} ({count})" for window, count in found.items()]
 
     def first_difference(self) -> str | None:
         """``first difference by batch 5, after fault 3 (driver): ...``."""
@@ -171,6 +192,8 @@ class ChaosReport:
                           right={2, 3, 4, 5, 6, 7})
         if self.timeline:
             lines += ["", _timeline_line(self.timeline)]
+        if self.windows():
+            lines.append("windows hit: " + "; ".join(self.windows()))
         if self.first_difference() is not None:
             lines.append(str(self.first_difference()))
         for output in self.outputs:
@@ -206,6 +229,7 @@ class ChaosReport:
             "first_difference_after": (None if self.first_difference_after is None
                                        else self.first_difference_after.to_dict()),
             "first_difference_batch": self.first_difference_batch,
+            "windows": self.windows(),
         }
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -406,7 +430,7 @@ def _event_dict(event: Event) -> dict[str, Any]:
     if isinstance(event, BatchEvent):
         found["batch"] = event.batch
     elif isinstance(event, FaultEvent):
-        found["fault"] = event.fault.to_dict()
+        found.update(fault=event.fault.to_dict(), landed=event.landed, window=event.window)
     return found
 
 

@@ -58,7 +58,14 @@ from typing import Any, TextIO
 
 from eoskit.runtime.chaos import processes, services
 from eoskit.runtime.chaos.compare import Comparison, compare, nondeterministic_columns
-from eoskit.runtime.chaos.plan import EVERY_BATCHES, SERVICE_KINDS, Fault, FaultPlan
+from eoskit.runtime.chaos.plan import (
+    DRIVER_STEPS,
+    EVERY_BATCHES,
+    MODE_STEPS,
+    SERVICE_KINDS,
+    Fault,
+    FaultPlan,
+)
 from eoskit.runtime.chaos.snapshots import Snapshots, first_difference
 from eoskit.runtime.chaos.redirect import ChaosRefusedError, check, scratch_input, write_spec
 from eoskit.runtime.chaos.report import BatchEvent, ChaosReport, Event, FaultEvent, OutputResult, RestartEvent
@@ -120,6 +127,9 @@ class JobRun:
     job_file: Path
     conf: dict[str, str]
     starts: int = 0
+    #: What the job's command runs through: the network lab's job host
+    #: (``ip netns exec``) when network faults are to be made.
+    launcher: tuple[str, ...] = ()
 
     @property
     def checkpoint(self) -> Path:
@@ -137,7 +147,7 @@ class JobRun:
 
     def start(self, env: dict[str, str] | None = None) -> subprocess.Popen:
         self.starts += 1
-        command = [sys.executable, "-m", "eoskit.runtime.cli", "run", str(self.job_file),
+        command = [*self.launcher, sys.executable, "-m", "eoskit.runtime.cli", "run", str(self.job_file),
                    "--checkpoint-dir", str(self.checkpoint), "--until-caught-up"]
         for key, value in self.conf.items():
             command += ["--conf", f"{key}={value}"]
@@ -207,7 +217,8 @@ class Chaos:
             folder.mkdir(parents=True, exist_ok=True)
             scratch = self.pipeline.sink.scratch(suffix)
             job_file = write_spec(folder, self.settings.job, self.pin, suffix, input_suffix)
-            self.runs.append(JobRun(role, scratch, folder, job_file, self.settings.conf))
+            self.runs.append(JobRun(role, scratch, folder, job_file, self.settings.conf,
+                                    launcher=self._launcher()))
         for run in self.runs:
             run.scratch.create()
             self.created.append(run.scratch)
@@ -245,11 +256,39 @@ class Chaos:
         self._live = None
         return code
 
+    def _launcher(self) -> tuple[str, ...]:
+        """Every run on the lab's job host when the network between it and the
+        services is to be cut (the reference too, so that all see the same)."""
+        if "network" not in self.settings.kinds or "dev-network" not in self.servers.available():
+            return ()
+        from eoskit.runtime.dev import network
+
+        assert self.servers.root is not None
+        return tuple(network.job_host(self.servers.root).argv([]))
+
+    def commit_mode(self) -> str:
+        """The sink's commit mode as the runs will use it, read from its
+        options (``commitMode``; the job-wide ``mode``): which windows the
+        driver faults are aimed at."""
+        sink = self.pipeline.sink
+        given = sink.all_options() if hasattr(sink, "all_options") else {}
+        options = {k.lower(): str(v).strip().lower() for k, v in given.items()}
+        if getattr(getattr(self.pipeline, "settings", None), "mode", None) == "at_least_once":
+            return "at_least_once"
+        requested = options.get("commitmode", "exactly_once")
+        if requested == "exactly_once":
+            kafka = hasattr(sink, "spark_format") and sink.spark_format() == "eoskit-kafka"
+            return "idempotent" if kafka else "twophase"
+        return requested
+
     def applicable(self) -> FaultPlan:
         """The plan the seed draws, less the faults this run cannot inject
-        (said in the notes); refused when none is left, before anything runs."""
+        (said in the notes); refused when none is left, before anything runs.
+        Driver faults are aimed at the windows the sink's commit mode leaves
+        open (``plan.MODE_STEPS``)."""
+        mode = self.commit_mode()
         drawn = FaultPlan.draw(self.settings.seed, self.settings.kinds, self.settings.kills,
-                               self.settings.every_batches)
+                               self.settings.every_batches, steps=MODE_STEPS.get(mode, DRIVER_STEPS))
         plan, skipped = drawn.applicable(self.servers.available() | ({"cluster"} if self.cluster() else set()))
         if not plan.faults:
             raise ChaosRefusedError("; ".join(skipped) + ": no fault of --faults can be injected")
@@ -355,6 +394,11 @@ class Chaos:
             self._record(fault, at, f"{when}; {name} stopped, started again {fault.down_s:.3f} s later",
                          did="stopped")
             return
+        if fault.kind == "network":
+            at, name = _now(), self._cut(fault)
+            self._record(fault, at, f"{when}; the job's host and {name}: {fault.cut} for {fault.down_s:.3f} s",
+                         did="made")
+            return
         found = (processes.executors(process.pid) if fault.kind == "executor"
                  else processes.python_workers(process.pid))
         if found and processes.kill(draw.choice(found)):
@@ -364,8 +408,27 @@ class Chaos:
                 else "Python worker was alive to kill"
             self.notes.append(f"{fault.describe()}: no {what}")
 
+    def _cut(self, fault: Fault) -> str:
+        """A network fault between the lab's job host and the service the
+        job's sink (or source) talks to, for ``down_s`` seconds, then healed;
+        the service's name."""
+        from eoskit.runtime.dev import network
+
+        assert self.servers.root is not None
+        lab = network.lab(self.servers.root)
+        name = self.servers.network_target()
+        job, server = lab.hosts[network.JOB_HOST], lab.hosts[name]
+        made = {"partition": lambda: lab.partition(job, server),
+                "lost replies": lambda: lab.lose_replies(server, job),
+                "reset": lambda: lab.reset(job, server)}[fault.cut or "partition"]()
+        try:
+            time.sleep(fault.down_s)
+        finally:
+            made.heal()
+        return name
+
     def _record(self, fault: Fault, at: datetime, how: str, did: str = "killed") -> None:
-        self.timeline.append(FaultEvent(fault, at))
+        self.timeline.append(FaultEvent(fault, at, how))
         self.say(f"fault {fault.index}: {fault.kind} {did} ({how})")
 
     # -- step 6 ---------------------------------------------------------------

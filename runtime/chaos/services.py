@@ -34,10 +34,21 @@ class DevServers:
     root: Path | None = None
     database: str | None = None
     brokers: list[str] = field(default_factory=list)
+    #: The dev services run on a network lab's hosts (``eoskit dev up --network``).
+    networked: bool = False
 
     def available(self) -> set[str]:
         """The :data:`plan.NEEDS` these servers meet."""
-        return ({"dev-database"} if self.database else set()) | ({"dev-broker"} if self.brokers else set())
+        found = ({"dev-database"} if self.database else set()) | ({"dev-broker"} if self.brokers else set())
+        return found | ({"dev-network"} if self.networked and found else set())
+
+    def network_target(self) -> str:
+        """The dev service a ``network`` fault cuts the job's host from:
+        the sink's database where the job has one, else its broker."""
+        name = self.database or (self.brokers[0] if self.brokers else None)
+        if name is None:
+            raise ValueError("no dev service for a network fault")
+        return name
 
     def service(self, kind: str) -> str:
         """The dev service a ``database`` or ``broker`` fault stops."""
@@ -62,6 +73,7 @@ def find(root: Path | None, *components: object) -> DevServers:
     """Which of the components' servers are the running dev services of
     ``root`` (None, or a folder with no dev services: none)."""
     from eoskit.runtime.dev.local import LocalServices
+    from eoskit.runtime.dev.network import is_networked
     from eoskit.runtime.dev.state import STATE_FILE, load_state
 
     if root is None or not (Path(root) / STATE_FILE).is_file():
@@ -69,18 +81,20 @@ def find(root: Path | None, *components: object) -> DevServers:
     services = LocalServices(root)
     running = {name for name, status in services.status().items() if status.startswith("running")}
     # A service's main port and the others it listens on (Kafka's SASL_SSL listener).
-    ports = {name: entry.all_ports() for name, entry in load_state(services.root).services.items()
-             if name in running}
-    found = DevServers(services.root)
+    state = load_state(services.root).services
+    ports = {name: entry.all_ports() for name, entry in state.items() if name in running}
+    # Where each listens: loopback, or its own host's address (on a network lab).
+    addresses = {name: entry.extra.get("address") for name, entry in state.items()}
+    found = DevServers(services.root, networked=is_networked(services.root))
     for component in components:
         if not isinstance(component, Served):
             continue
         for kind, host, port in component.servers():
-            if host not in LOOPBACK:
-                continue
             wanted = DEV_SERVICE.get(kind)
             for name, listening in ports.items():
                 if port not in listening or not (name == wanted or name.startswith(f"{wanted}-")):
+                    continue
+                if host != addresses.get(name) and not (host in LOOPBACK and addresses.get(name) is None):
                     continue
                 if kind == "kafka" and name not in found.brokers:
                     found.brokers.append(name)

@@ -23,6 +23,7 @@ from .docker import STATE_FILE as DOCKER_STATE
 from .docker import DockerServices
 from .endpoints import render_env
 from .errors import DevServicesError
+from . import network
 from .local import DEFAULT_ROOT, LocalServices
 
 
@@ -46,10 +47,19 @@ def cmd_up(args: argparse.Namespace) -> int:
     services: LocalServices | DockerServices
     if args.docker and args.kafka_brokers not in (None, 1):
         raise DevServicesError("--kafka-brokers 3 runs local Kafka nodes; the Docker services have one broker")
-    services = (DockerServices(args.dir, keep=True) if args.docker
-                else LocalServices(args.dir, kafka_brokers=args.kafka_brokers))
+    if args.network and args.docker:
+        raise DevServicesError("--network runs the local services on hosts of their own; not with --docker")
+    if args.network:
+        names = [s.name for s in LocalServices(args.dir, kafka_brokers=args.kafka_brokers).services]
+        services = network.up(args.dir, names, args.kafka_brokers)
+    else:
+        services = (DockerServices(args.dir, keep=True) if args.docker
+                    else LocalServices(args.dir, kafka_brokers=args.kafka_brokers))
     services.up()
     _print_status(services.status())
+    if network.is_networked(args.dir):
+        print(f"\neach service runs on a host of its own; run jobs under test on the job host: "
+              f"ip netns exec {network.job_host(args.dir).netns} <command>")
     print(f'\nexport the endpoints with:  eval "$(eoskit dev env --dir {args.dir})"')
     return 0
 
@@ -59,6 +69,9 @@ def cmd_down(args: argparse.Namespace) -> int:
     if _uses_docker(args.dir):  # first: a purge deletes docker.json
         DockerServices(args.dir, keep=True).down()
     local = LocalServices(args.dir)
+    if network.is_networked(args.dir):
+        local.down()
+        network.down(args.dir)  # the lab, every namespace, link and rule of it
     if args.purge:
         local.purge()
     else:
@@ -81,6 +94,8 @@ def cmd_env(args: argparse.Namespace) -> int:
         raise DevServicesError(f"dev services in {args.dir} are not running; "
                                f"start them with: eoskit dev up --dir {args.dir}")
     sys.stdout.write(render_env(endpoints))
+    if network.is_networked(args.dir):
+        print(f"# jobs under test run on the lab's job host: ip netns exec {network.job_host(args.dir).netns} ...")
     return 0
 
 
@@ -170,6 +185,10 @@ def register_cli(subparsers: Any) -> None:
         "--kafka-brokers", type=int, choices=(1, 3), default=None,
         help="Kafka nodes: 1 (the default) or 3 (replication factor 3, min.insync.replicas 2; the extra "
              "nodes are the services kafka-2 and kafka-3); a folder keeps the count it was first started with")
+    commands.choices["up"].add_argument(
+        "--network", action="store_true",
+        help="run each service on a host of its own (a network namespace, as root), beside a job host, "
+             "so that `eoskit chaos --faults network` can cut the network between them")
     commands.choices["down"].add_argument("--purge", action="store_true", help="also delete the folder and all data")
     _register_cluster(commands)
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from .base import LaunchSpec, LocalService, find_program, is_root
-from .endpoints import DATABASE, HOST, PASSWORD, USER
+from .endpoints import DATABASE, PASSWORD, USER
 from .errors import MissingBinaryError, ServiceStartError
 from .processes import run_logged, tail
 from .state import ServiceState

@@ -161,8 +161,12 @@ def _state_path(prefix: str) -> Path:
 
 
 def _owner_alive(prefix: str) -> bool:
+    """A process's lab lives while its process does; a kept lab
+    (``Lab(keep_while=...)``, the dev services') while its owner's file exists."""
     try:
         owner = json.loads(_state_path(prefix).read_text())
+        if owner.get("keep_while"):
+            return Path(owner["keep_while"]).exists()
         started = _start_time(int(owner["pid"]))
         return started is not None and started == owner["start_time"]
     except (OSError, ValueError, KeyError, TypeError):
@@ -218,8 +222,9 @@ def sweep(prefix: str = "eosk") -> list[str]:
     return removed
 
 
-def _claim_prefix(prefix: str) -> None:
-    """Write down the owner of ``prefix`` before anything of it exists.
+def _claim_prefix(prefix: str, keep_while: Path | None = None, subnet: str = "") -> None:
+    """Write down the owner of ``prefix`` before anything of it exists: this
+    process, or (a kept lab) a file whose existence keeps it.
 
     Written aside and linked into place, so that a sweeper never reads a
     half-written file (and takes the lab for a dead one) and two labs never
@@ -227,7 +232,10 @@ def _claim_prefix(prefix: str) -> None:
     """
     STATE_DIR.mkdir(parents=True, exist_ok=True)
     path, aside = _state_path(prefix), STATE_DIR / f".{prefix}{os.getpid()}.tmp"
-    aside.write_text(json.dumps({"pid": os.getpid(), "start_time": _start_time(os.getpid())}))
+    owner: dict[str, Any] = {"pid": os.getpid(), "start_time": _start_time(os.getpid())}
+    if keep_while is not None:
+        owner.update(keep_while=str(Path(keep_while).absolute()), subnet=subnet)
+    aside.write_text(json.dumps(owner))
     try:
         os.link(aside, path)
     except FileExistsError:
@@ -484,7 +492,11 @@ class Lab:
     """
 
     def __init__(self, name_prefix: str | None = None, subnet: str = "10.213.0.0/24",
-                 timeout: float = 600.0) -> None:
+                 timeout: float = 600.0, keep_while: Path | None = None) -> None:
+        """``keep_while``: a kept lab, which outlives this process for as long
+        as that file exists (the dev services', ``eoskit dev up --network``):
+        no watchdog, no exit hook; :meth:`attach` finds it again, and
+        :meth:`close` or :func:`sweep` (once the file is gone) removes it."""
         self.prefix = name_prefix or f"eosk{secrets.token_hex(3)}-"
         if not _LAB_NAME.fullmatch(self.prefix):
             raise NetlabError(f"lab prefix {self.prefix!r} must look like eosk<1-8 of a-z0-9>-")
@@ -492,6 +504,7 @@ class Lab:
         if self.subnet.num_addresses < 4:
             raise NetlabError(f"subnet {subnet} is too small for a lab")
         self.timeout = timeout
+        self.keep_while = keep_while
         self.hosts: dict[str, Host] = {}
         self._addresses = self.subnet.hosts()
         self._namespaces: list[str] = []
@@ -537,9 +550,10 @@ class Lab:
             sweep()
         except NetlabError as err:  # another lab's leftovers do not stop this one
             print(f"netlab: {err}", file=sys.stderr)
-        _claim_prefix(self.prefix)
+        _claim_prefix(self.prefix, self.keep_while, str(self.subnet))
         self._state = "open"
-        atexit.register(self.close)
+        if self.keep_while is None:
+            atexit.register(self.close)
         try:
             self._add_netns(self.switch)
             ip = _tool("ip")
@@ -548,8 +562,48 @@ class Lab:
         except BaseException:
             self.close()
             raise
-        threading.Thread(target=self._watch, name=f"netlab-watchdog-{self.prefix}", daemon=True).start()
+        if self.keep_while is None:
+            threading.Thread(target=self._watch, name=f"netlab-watchdog-{self.prefix}", daemon=True).start()
         return self
+
+    @classmethod
+    def attach(cls, prefix: str) -> Lab:
+        """A kept lab made by another process, found again by its prefix:
+        its hosts (from their namespaces) and its tester, to make and heal
+        faults or to close it. Faults left by a process that died stay until
+        healed by their tag or the lab's close."""
+        owner = json.loads(_state_path(prefix).read_text()) if _state_path(prefix).is_file() else None
+        if owner is None or not owner.get("keep_while"):
+            raise NetlabError(f"no kept lab {prefix} on this machine")
+        lab = cls(prefix, owner.get("subnet") or "10.213.0.0/24", keep_while=Path(owner["keep_while"]))
+        lab._state = "open"
+        ip = _tool("ip")
+        lab._namespaces = [name for name in _list_netns() if name.startswith(prefix)]
+        lab._namespaces.sort(key=lambda name: name != lab.switch)  # the switch first, as made
+        ports = _run([ip, "-n", lab.switch, "-o", "link"]).stdout
+        for netns in lab._namespaces:
+            name = netns[len(prefix):]
+            if name == _SWITCH:
+                continue
+            shown = _run([ip, "-n", netns, "-4", "-o", "addr", "show", "dev", "eth0"]).stdout.split()
+            address = shown[shown.index("inet") + 1].split("/")[0]
+            link = _run([ip, "-n", netns, "-o", "link", "show", "eth0"]).stdout
+            peer = re.search(r"link-netns \S+|@if(\d+)", link)
+            index = peer.group(1) if peer and peer.group(1) else None
+            port = next((line.split(":")[1].strip().split("@")[0] for line in ports.splitlines()
+                         if index and line.startswith(f"{index}:")), "")
+            lab.hosts[name] = Host(name, address, netns, lab, port)
+        root = prefix.rstrip("-") + "t"
+        shown = _run([ip, "-4", "-o", "addr", "show", "dev", root], check=False).stdout.split()
+        if "inet" in shown:
+            lab._tester = shown[shown.index("inet") + 1].split("/")[0]
+            lab._root_links.append(root)
+        used = {ipaddress.IPv4Address(h.ip) for h in lab.hosts.values()}
+        if lab._tester:
+            used.add(ipaddress.IPv4Address(lab._tester))
+        lab._addresses = iter([a for a in lab.subnet.hosts() if a not in used])
+        lab._tags = int(time.time() * 1000) % 10**9  # tags of its own, apart from earlier attachers'
+        return lab
 
     def host(self, name: str) -> Host:
         """A new host ``name`` with the subnet's next address, cabled to the switch."""
@@ -680,7 +734,7 @@ class Lab:
         with self._lock:
             self._check_open()
             self._tags += 1
-            fault = Fault(self, description, f"eoskit-f{self._tags}", [], isolated=isolated)
+            fault = Fault(self, description, f"eoskit-f{os.getpid()}-{self._tags}", [], isolated=isolated)
             self._faults.append(fault)
             try:
                 for netns, spec in rules:

@@ -19,7 +19,7 @@ import urllib.request
 from typing import ClassVar
 
 from .base import LaunchSpec, LocalService
-from .endpoints import HOST, s3_endpoint_url
+from .endpoints import s3_endpoint_url
 from .errors import MissingBinaryError
 from .state import ServiceState
 
