@@ -43,7 +43,8 @@ def test_the_network_bounds_reach_libpq_and_the_servers_session():
         "connect_timeout": "5", "keepalives": "1", "keepalives_idle": "10", "keepalives_interval": "6",
         "keepalives_count": "3", "tcp_user_timeout": "30000"}
     assert url.query["options"] == ("-c tcp_keepalives_idle=10 -c tcp_keepalives_interval=6 "
-                                    "-c tcp_keepalives_count=3 -c idle_in_transaction_session_timeout=120000")
+                                    "-c tcp_keepalives_count=3 -c tcp_user_timeout=30000 "
+                                    "-c idle_in_transaction_session_timeout=120000")
 
 
 def test_bounds_the_url_gives_win():

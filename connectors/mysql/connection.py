@@ -252,7 +252,9 @@ def apply_limits(conn: pymysql.connections.Connection, limits: SessionLimits) ->
     option for them), so that a reply that cannot come fails the call within
     ``limits.network`` seconds; and the session's ``wait_timeout``, the
     server's only per-session reaper of a client that vanished between
-    statements (MySQL and MariaDB have no per-session keepalives)."""
+    statements (MySQL and MariaDB have no per-session keepalives), with
+    ``net_read_timeout`` and ``net_write_timeout`` for one that vanished
+    inside a statement."""
     sock = conn._sock  # noqa: SLF001 - PyMySQL's socket, the only handle on it
     if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
         idle, interval, count = limits.keepalive()
@@ -262,7 +264,10 @@ def apply_limits(conn: pymysql.connections.Connection, limits: SessionLimits) ->
             if hasattr(socket, name):
                 sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
     with conn.cursor() as cursor:
-        cursor.execute("SET SESSION wait_timeout = %s", (limits.idle,))
+        # The server's side: a client idle that long is ended, and one that
+        # stops sending or taking a statement's packets midway after networkTimeout.
+        cursor.execute("SET SESSION wait_timeout = %s, net_read_timeout = %s, net_write_timeout = %s",
+                       (limits.idle, limits.network, limits.network))
 
 
 def _key(url: URL, limits: SessionLimits) -> str:

@@ -195,7 +195,7 @@ class MySQLWriter(SqlWriter):
             with self._conn.cursor() as cursor:
                 return cursor.execute(statement, args)
         except pymysql.MySQLError as exc:
-            raise SinkError(self._describe(exc)) from None
+            raise self._refused(exc) from None
 
     def _describe(self, exc: pymysql.MySQLError, rows: pa.RecordBatch | None = None) -> str:
         """The error in the sink's words. ``rows``: the statement's rows, the
@@ -271,7 +271,7 @@ class MySQLWriter(SqlWriter):
                 with self._conn.cursor() as cursor:
                     cursor.execute(statement)
             except pymysql.MySQLError as exc:
-                raise SinkError(self._describe(exc, batch.slice(start, count))) from None
+                raise self._refused(exc, batch.slice(start, count)) from None
             self.rows += count
             self.bytes += len(statement)
             start += count
@@ -318,7 +318,7 @@ class MySQLWriter(SqlWriter):
             try:
                 found_rows = isolate(count, self._inserting(statement, chunk), refused_row)
             except pymysql.MySQLError as exc:
-                raise SinkError(self._describe(exc, rows.take(offsets))) from None
+                raise self._refused(exc, rows.take(offsets)) from None
             refused += [(offsets[i], self._row_error(exc, offsets[i])) for i, exc in found_rows]
         return refused
 

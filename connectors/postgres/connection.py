@@ -50,8 +50,11 @@ def with_limits(url: URL, limits: SessionLimits) -> URL:
     """``url`` with the network bounds of ``connectors/sql/network.py`` as
     libpq's keys (a key the URL gives wins): ``connect_timeout``, client
     keepalives and ``tcp_user_timeout``; and, through ``options``, the
-    server's per-session keepalives and ``idle_in_transaction_session_timeout``
-    (each only where the URL's ``options`` does not set it already)."""
+    server's per-session keepalives (a client gone quiet) and
+    ``tcp_user_timeout`` (a client that stopped acknowledging what the server
+    sends: keepalives wait while data is unacknowledged), and
+    ``idle_in_transaction_session_timeout`` (each only where the URL's
+    ``options`` does not set it already)."""
     idle, interval, count = limits.keepalive()
     client = {"connect_timeout": limits.connect, "keepalives": 1, "keepalives_idle": idle,
               "keepalives_interval": interval, "keepalives_count": count,
@@ -59,7 +62,8 @@ def with_limits(url: URL, limits: SessionLimits) -> URL:
     given = url.query.get("options") or ""
     given = given if isinstance(given, str) else " ".join(given)
     server = {"tcp_keepalives_idle": idle, "tcp_keepalives_interval": interval,
-              "tcp_keepalives_count": count, "idle_in_transaction_session_timeout": limits.idle * 1000}
+              "tcp_keepalives_count": count, "tcp_user_timeout": limits.network * 1000,
+              "idle_in_transaction_session_timeout": limits.idle * 1000}
     options = " ".join([given, *(f"-c {k}={v}" for k, v in server.items() if k not in given)]).strip()
     return url.update_query_dict({**{k: str(v) for k, v in client.items() if k not in url.query},
                                   "options": options})

@@ -192,7 +192,7 @@ class PostgresWriter(SqlWriter):
                 self._exact_lines = self.rows
             self._copy.write(data)
         except psycopg.Error as exc:
-            raise SinkError(self._describe(exc)) from None
+            raise self._refused(exc) from None
         self.rows += batch.num_rows
         self.bytes += len(data)
 
@@ -257,7 +257,7 @@ class PostgresWriter(SqlWriter):
         except psycopg.errors.LockNotAvailable:
             raise SinkError(self._lock_error()) from None
         except psycopg.Error as exc:
-            raise SinkError(self._describe(exc)) from None
+            raise self._refused(exc) from None
         return [(offset, self._describe(error, self.rows + offset + 1)
                  if isinstance(error, psycopg.Error) else str(error))
                 for offset, error in sorted(refused, key=lambda r: r[0])]
@@ -340,7 +340,7 @@ class PostgresWriter(SqlWriter):
         except psycopg.errors.LockNotAvailable:
             raise SinkError(self._lock_error()) from None
         except psycopg.Error as exc:
-            raise SinkError(self._describe(exc)) from None
+            raise self._refused(exc) from None
 
     def _describe(self, exc: psycopg.Error, row: int | None = None) -> str:
         """The error in the sink's words; a refused row (a data exception or
@@ -426,7 +426,7 @@ class PostgresWriter(SqlWriter):
                     "PostgreSQL's max_prepared_transactions is too low for this job: set it to "
                     "at least twice the number of write tasks per batch and restart the server"
                 ) from None
-            raise SinkError(self._describe(exc)) from None
+            raise self._refused(exc) from None
 
     def _run(self, statement: str) -> None:
         assert self._conn is not None

@@ -43,7 +43,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import pyarrow as pa
 
 from eoskit.connectors.dead_letters import DeadLetter, dead_letter
-from eoskit.twophase.contract import CommitMode, Marker, MarkedWriter, PreparingWriter, SinkError
+from eoskit.twophase.contract import (
+    CommitMode,
+    Marker,
+    MarkedWriter,
+    PreparingWriter,
+    ServiceUnavailableError,
+    SinkError,
+)
 from eoskit.twophase.txn_id import TxnId
 
 if TYPE_CHECKING:
@@ -149,6 +156,19 @@ class SqlWriter(PreparingWriter, MarkedWriter):
     def _error_text(self, exc: Any) -> str:
         """The server's own message of a driver error, in one line."""
 
+    def _refused(self, exc: Any, *where: Any) -> SinkError:
+        """What fails the task for driver error ``exc``: a connection the
+        network or the server lost (``ServiceUnavailableError``: Spark's
+        retry or the job's restart strategy may well fix it), or the
+        server's refusal in the sink's words (``_describe``, with ``where``:
+        a restart does not fix it)."""
+        if self.sink._connection_lost(exc):
+            return ServiceUnavailableError(
+                f"lost the connection to {self.sink.describe()} while a task wrote "
+                f"({self._error_text(exc)}); its transaction rolls back with the session, and "
+                "the task is retried")
+        return SinkError(self._describe(exc, *where))
+
     # -- the task's transaction ---------------------------------------------------
 
     def _open(self) -> Any:
@@ -160,7 +180,7 @@ class SqlWriter(PreparingWriter, MarkedWriter):
             except self.DriverError as exc:
                 if not self.DESCRIBE_OPEN_ERRORS:
                     raise
-                raise SinkError(self._describe(exc)) from None
+                raise self._refused(exc) from None
         return self._conn
 
     def claim(self) -> bool:
@@ -217,7 +237,7 @@ class SqlWriter(PreparingWriter, MarkedWriter):
             try:
                 self._run("COMMIT")
             except self.DriverError as exc:
-                raise SinkError(self._describe(exc)) from None
+                raise self._refused(exc) from None
             self._conn = None
 
     def abort(self) -> None:

@@ -270,15 +270,17 @@ class Chaos:
         """The sink's commit mode as the runs will use it, read from its
         options (``commitMode``; the job-wide ``mode``): which windows the
         driver faults are aimed at."""
+        from eoskit.runtime.components import Formatted
+
         sink = self.pipeline.sink
-        given = sink.all_options() if hasattr(sink, "all_options") else {}
-        options = {k.lower(): str(v).strip().lower() for k, v in given.items()}
         if getattr(getattr(self.pipeline, "settings", None), "mode", None) == "at_least_once":
             return "at_least_once"
+        if not isinstance(sink, Formatted):
+            return "twophase"
+        options = {k.lower(): str(v).strip().lower() for k, v in sink.all_options().items()}
         requested = options.get("commitmode", "exactly_once")
         if requested == "exactly_once":
-            kafka = hasattr(sink, "spark_format") and sink.spark_format() == "eoskit-kafka"
-            return "idempotent" if kafka else "twophase"
+            return "idempotent" if sink.spark_format == "eoskit-kafka" else "twophase"
         return requested
 
     def applicable(self) -> FaultPlan:
@@ -341,6 +343,7 @@ class Chaos:
                 break
             self.timeline.append(RestartEvent(_now()))
         snapshots.stop()
+        self._heal_cut()
         for fault in pending:
             self.notes.append(f"{fault.describe()}: not injected, the run ended first")
 
@@ -410,22 +413,34 @@ class Chaos:
 
     def _cut(self, fault: Fault) -> str:
         """A network fault between the lab's job host and the service the
-        job's sink (or source) talks to, for ``down_s`` seconds, then healed;
-        the service's name."""
+        job's sink (or source) talks to, healed ``down_s`` seconds later
+        while the run is watched on (an earlier cut healed first); the
+        service's name."""
+        import threading
+
         from eoskit.runtime.dev import network
 
         assert self.servers.root is not None
+        self._heal_cut()
         lab = network.lab(self.servers.root)
         name = self.servers.network_target()
         job, server = lab.hosts[network.JOB_HOST], lab.hosts[name]
         made = {"partition": lambda: lab.partition(job, server),
                 "lost replies": lambda: lab.lose_replies(server, job),
                 "reset": lambda: lab.reset(job, server)}[fault.cut or "partition"]()
-        try:
-            time.sleep(fault.down_s)
-        finally:
-            made.heal()
+        self._cut_made = made
+        self._cut_timer = threading.Timer(fault.down_s, made.heal)
+        self._cut_timer.start()
         return name
+
+    def _heal_cut(self) -> None:
+        """The cut in force, healed now (before the next, and at the end)."""
+        timer, made = getattr(self, "_cut_timer", None), getattr(self, "_cut_made", None)
+        if timer is not None:
+            timer.cancel()
+        if made is not None:
+            made.heal()
+        self._cut_timer = self._cut_made = None
 
     def _record(self, fault: Fault, at: datetime, how: str, did: str = "killed") -> None:
         self.timeline.append(FaultEvent(fault, at, how))
@@ -489,6 +504,7 @@ class Chaos:
         self.first_after = before[-1] if before else None
 
     def cleanup(self) -> None:
+        self._heal_cut()  # a network cut never outlives the command
         for snapshots in self.snapshots.values():
             snapshots.cancel()
         if self._live is not None:

@@ -33,7 +33,7 @@ import subprocess
 import sys
 import tempfile
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import ClassVar
 from urllib.parse import urlsplit
@@ -498,14 +498,15 @@ _SERVER_EXT = "subjectAltName={names}\nextendedKeyUsage=serverAuth\nbasicConstra
 _NAMES_FILE = "names"
 
 
-def ensure_tls(tls_dir: Path, address: str = HOST) -> tuple[Path, Path]:
-    """The dev CA (PEM) and the broker's PKCS12 keystore under ``tls_dir``,
+def ensure_tls(tls_dir: Path, addresses: Iterable[str] = (HOST,)) -> tuple[Path, Path]:
+    """The dev CA (PEM) and the brokers' PKCS12 keystore under ``tls_dir``,
     made once with the ``openssl`` command (a certificate for 127.0.0.1,
-    localhost and ``address``, the broker's own where it runs on a network
-    lab's host, signed by a CA of its own, valid ten years) and kept after
-    (made again for another address)."""
+    localhost and ``addresses``, the brokers' own where they run on a network
+    lab's hosts, signed by a CA of its own, valid ten years) and kept after
+    (made again for other addresses)."""
     ca, keystore = tls_dir / CA_FILE, tls_dir / KEYSTORE_FILE
-    names = ",".join(dict.fromkeys(["IP:127.0.0.1", f"IP:{address}", "DNS:localhost"]))
+    names = ",".join(dict.fromkeys(["IP:127.0.0.1", *(f"IP:{a}" for a in sorted(addresses)),
+                                    "DNS:localhost"]))
     made_for = tls_dir / _NAMES_FILE
     if ca.is_file() and keystore.is_file() and (
             made_for.read_text() if made_for.is_file() else "IP:127.0.0.1,DNS:localhost") == names:
@@ -609,7 +610,7 @@ class KafkaService(LocalService):
 
     def prepare(self, state: ServiceState) -> None:
         self._settle_ports(state)
-        ensure_tls(self.tls_dir, self.address)
+        ensure_tls(self.tls_dir, self._voter_hosts().values())  # one keystore for every node
         self._write_config(state)
         if (self.data_dir / "meta.properties").is_file():
             if "cluster_id" not in state.extra:  # a state file that lost it: the data dir knows
