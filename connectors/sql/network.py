@@ -9,10 +9,12 @@ dead one:
   client goes unnoticed on an open session, *on both sides*. The client
   sends TCP keepalives and gives unacknowledged data that long
   (``TCP_USER_TIMEOUT``), so a statement whose reply never comes fails
-  instead of waiting forever; PostgreSQL's server is asked, per session, to
-  send keepalives of its own, so a session whose client vanished behind a
-  partition (a job's host gone while it was inside ``COPY``) is ended with
-  its locks, instead of after the operating system's two hours. A
+  instead of waiting forever; PostgreSQL's server is asked, per session, for
+  keepalives and a TCP user timeout of its own, and MySQL's for
+  ``net_read_timeout`` / ``net_write_timeout``, so a session whose client
+  vanished behind a partition (a job's host gone while it was inside
+  ``COPY``) is ended with its locks, instead of after the operating
+  system's two hours (or fifteen minutes of retransmissions). A
   statement that runs long on a live link is not cut: keepalives are
   answered by the peer's kernel (``queryTimeout`` bounds statements).
 - ``sessionIdleTimeout``: how long the server keeps a session of the sink
