@@ -467,24 +467,28 @@ def test_postgres_statement_timeout_ends_a_stalled_copy(postgres, workload, faul
 
 @pytest.mark.crash
 @pytest.mark.full
-def test_mariadb_wait_timeout_ends_a_stalled_task_and_the_idle_coordinator_session(
+def test_mariadb_session_idle_timeout_ends_a_stalled_task_and_the_idle_coordinator_session(
         mysql, workload, fault_run):
-    """With the server's wait_timeout at 3 s, tasks of batch 1 stall mid-write
-    for 8 s: the server closes their sessions (their XA transactions, not
-    prepared, roll back) and the coordinator's idle one. The tasks fail and
-    are retried, the coordinator reconnects, and the job ends exact."""
+    """With the sink's sessionIdleTimeout at 3 s (each of its sessions'
+    wait_timeout, whatever the server's global one says), tasks of batch 1
+    stall mid-write for 8 s: the server closes their sessions (their XA
+    transactions, not prepared, roll back) and the coordinator's idle one.
+    The tasks fail and are retried, the coordinator reconnects, and the job
+    ends exact."""
     if MARIADB_CLIENT is None:
         pytest.skip("the mariadb (or mysql) command-line client is not installed")
-    target = MySQLTarget(mysql)
+
+    class Impatient(MySQLTarget):
+        def options(self, table: str) -> dict[str, str]:
+            return {**super().options(table), "sessionIdleTimeout": "3"}
+
+    target = Impatient(mysql)
     run = fault_run(target, workload)
-    before = target.sql("SELECT @@GLOBAL.wait_timeout", database=target.base.database)[0][0]
-    target.sql("SET GLOBAL wait_timeout = 3", database=target.base.database)
-    try:
-        paused = Paused(run, crash.TASK_DURING_WRITE)
-        paused.wait_reached()
-        assert target.open_transactions() > 0, "no task was inside its transaction at the pause"
-        time.sleep(8)
-        assert target.open_transactions() == 0, "the server did not close the idle sessions"
-        _rode_it_out(paused)
-    finally:
-        target.sql(f"SET GLOBAL wait_timeout = {int(before)}", database=target.base.database)
+    assert int(target.sql("SELECT @@GLOBAL.wait_timeout", database=target.base.database)[0][0]) > 60, \
+        "the server's own wait_timeout would end the sessions without the sink's bound"
+    paused = Paused(run, crash.TASK_DURING_WRITE)
+    paused.wait_reached()
+    assert target.open_transactions() > 0, "no task was inside its transaction at the pause"
+    time.sleep(8)
+    assert target.open_transactions() == 0, "the server did not close the idle sessions"
+    _rode_it_out(paused)
