@@ -177,7 +177,7 @@ def test_every_connector_s_libraries_are_in_its_extra():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     names = lambda reqs: {re.split(r"[\[<>=; ]", r)[0].lower().replace("_", "-") for r in reqs}  # noqa: E731
     core = names(project["dependencies"])
-    extras = {k: names(v) for k, v in project["optional-dependencies"].items()}
+    extras = {k: names(v) for k, v in _installed_extras().items()}
     distributions = packages_distributions()
     for plugin in sorted((ROOT / "connectors").glob("*/plugin.py")):
         folder = plugin.parent
@@ -195,3 +195,43 @@ def test_every_connector_s_libraries_are_in_its_extra():
                     needed |= {d.lower().replace("_", "-") for d in distributions.get(top, [top])}
         missing = needed - core - extras[extra]
         assert not missing, f"connectors/{folder.name} imports {sorted(missing)}, not in eoskit[{extra}]"
+
+
+def _installed_extras() -> dict[str, list[str]]:
+    """Each extra of the installed eoskit -> its requirements, as its
+    metadata says (setup.py declares them)."""
+    import re
+    from importlib.metadata import metadata
+
+    meta = metadata("eoskit")
+    extras: dict[str, list[str]] = {name: [] for name in meta.get_all("Provides-Extra") or []}
+    for line in meta.get_all("Requires-Dist") or []:
+        requirement, _, marker = line.partition(";")
+        extra = re.search(r"""extra\s*==\s*["']([^"']+)["']""", marker)
+        if extra is not None:
+            extras[extra[1]].append(requirement.strip())
+    return extras
+
+
+def test_all_test_and_dev_hold_every_connector_s_requirements_written_out():
+    """setup.py derives ``all``, ``test`` and ``dev`` from the connectors'
+    extras, so they cannot drift; and no extra names eoskit's own extras
+    (``eoskit[kafka]``), which the pip Debian 12 ships (23.x) cannot
+    resolve (ResolutionImpossible)."""
+    import re
+
+    extras = _installed_extras()
+    derived = {"all", "test", "dev", "bench"}
+    connectors = set(extras) - derived
+    plugins = {re.search(r'extra="(\w+)"', p.read_text())[1]
+               for p in (ROOT / "connectors").glob("*/plugin.py")}
+    assert plugins <= connectors and {"kafka", "postgres", "mysql", "files", "s3"} <= connectors
+    for name, requirements in extras.items():
+        assert requirements, f"eoskit[{name}] installs nothing"
+        assert not [r for r in requirements if re.match(r"eoskit\b", r, re.I)], (name, requirements)
+    every = {r for c in connectors for r in extras[c]}
+    assert set(extras["all"]) == every
+    for name in ("test", "dev"):
+        assert set(extras[name]) >= every | set(extras["bench"]), name
+    assert extras["dev"] == extras["test"]
+
