@@ -235,3 +235,17 @@ def test_all_test_and_dev_hold_every_connector_s_requirements_written_out():
         assert set(extras[name]) >= every | set(extras["bench"]), name
     assert extras["dev"] == extras["test"]
 
+
+def test_the_installed_package_is_typed_and_licensed():
+    """PEP 561: eoskit is a namespace package, so each subpackage carries
+    py.typed; the Apache-2.0 licence is in the metadata and the wheel."""
+    from importlib.metadata import distribution
+
+    for package in ("eoskit.connectors", "eoskit.twophase", "eoskit.runtime", "eoskit.testing"):
+        folder = Path(importlib.import_module(package).__file__).parent
+        assert (folder / "py.typed").is_file(), f"{package} has no py.typed"
+    dist = distribution("eoskit")
+    assert dist.metadata["License-Expression"] == "Apache-2.0"
+    assert dist.metadata.get_all("License-File") == ["LICENSE"]
+    licence = dist.read_text("licenses/LICENSE")
+    assert licence is not None and "Apache License" in licence and "Version 2.0, January 2004" in licence
