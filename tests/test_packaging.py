@@ -197,13 +197,23 @@ def test_every_connector_s_libraries_are_in_its_extra():
         assert not missing, f"connectors/{folder.name} imports {sorted(missing)}, not in eoskit[{extra}]"
 
 
+def _installed():
+    """The installed eoskit's metadata: the dist-info beside the package, not
+    the eoskit.egg-info an in-tree build leaves in the working folder (first
+    on sys.path under python -m pytest, and without the licence file)."""
+    from importlib.metadata import Distribution
+
+    site = Path(importlib.import_module("eoskit.runtime").__file__).parents[2]
+    (info,) = site.glob("eoskit-*.dist-info")
+    return Distribution.at(info)
+
+
 def _installed_extras() -> dict[str, list[str]]:
     """Each extra of the installed eoskit -> its requirements, as its
     metadata says (setup.py declares them)."""
     import re
-    from importlib.metadata import metadata
 
-    meta = metadata("eoskit")
+    meta = _installed().metadata
     extras: dict[str, list[str]] = {name: [] for name in meta.get_all("Provides-Extra") or []}
     for line in meta.get_all("Requires-Dist") or []:
         requirement, _, marker = line.partition(";")
@@ -239,12 +249,10 @@ def test_all_test_and_dev_hold_every_connector_s_requirements_written_out():
 def test_the_installed_package_is_typed_and_licensed():
     """PEP 561: eoskit is a namespace package, so each subpackage carries
     py.typed; the Apache-2.0 licence is in the metadata and the wheel."""
-    from importlib.metadata import distribution
-
     for package in ("eoskit.connectors", "eoskit.twophase", "eoskit.runtime", "eoskit.testing"):
         folder = Path(importlib.import_module(package).__file__).parent
         assert (folder / "py.typed").is_file(), f"{package} has no py.typed"
-    dist = distribution("eoskit")
+    dist = _installed()
     assert dist.metadata["License-Expression"] == "Apache-2.0"
     assert dist.metadata.get_all("License-File") == ["LICENSE"]
     licence = dist.read_text("licenses/LICENSE")
