@@ -14,6 +14,12 @@ connector edits no shared file:
 - the console scripts: ``eoskit``, and ``eoskit-spark-python``, the Python
   eoskit's local sessions give Spark (``eoskit.runtime.spark_python``).
 
+The extras are declared here too, though not derived from the tree (a
+connector with a new client library adds its list): one list per
+connector, and ``all``, ``test`` and ``dev`` derived from them with the
+requirements written out, not as ``eoskit[...]``, which the pip Debian 12
+ships (23.x) cannot resolve (tests/test_packaging.py).
+
 Nothing is installed that runs in every interpreter of the environment (no
 ``.pth`` file: the one earlier versions installed is in their RECORD, which
 pip removes on upgrade).
@@ -28,6 +34,34 @@ from setuptools.command.build_py import build_py
 ROOT = Path(__file__).parent
 PACKAGE_DIRS = {"eoskit.connectors": "connectors", "eoskit.twophase": "twophase",
                 "eoskit.runtime": "runtime", "eoskit.testing": "testing"}
+
+
+#: Each connector's extra: what its client library needs.
+CONNECTOR_EXTRAS = {
+    "kafka": ["confluent-kafka>=2.4", "cryptography>=36"],  # cryptography: PKCS12 truststores
+    "postgres": ["psycopg[binary]>=3.1", "SQLAlchemy>=2.0"],
+    "mysql": ["PyMySQL>=1.1", "SQLAlchemy>=2.0"],
+    # The files sink needs nothing beyond the core (pyarrow, fsspec); the
+    # extra exists so that every connector is installed the same way.
+    "files": ["pyarrow>=15", "fsspec>=2024.2"],
+    # The files sink on S3 (s3:// paths); other fsspec file systems bring their own package.
+    "s3": ["s3fs>=2024.2"],
+}
+#: The benchmarks' charts (benchmarks/soak.py --plot), which tests/test_peers.py draws too.
+BENCH = ["matplotlib>=3.8"]
+#: What the tests need beside every connector's extra and the charts.
+TEST = [
+    "pytest>=8",
+    "testcontainers>=4.4",
+    "moto[server]>=5",
+    "duckdb>=1.0",  # an independent reader of the files sink's output
+]
+
+
+def extras() -> dict[str, list[str]]:
+    every = list(dict.fromkeys(r for reqs in CONNECTOR_EXTRAS.values() for r in reqs))
+    test = [*every, *TEST, *BENCH]
+    return {**CONNECTOR_EXTRAS, "all": every, "test": test, "bench": BENCH, "dev": test}
 
 
 def packages() -> list[str]:
@@ -93,6 +127,7 @@ class BuildPyWithDiscoveryModules(build_py):
 
 setup(
     packages=packages(),
+    extras_require=extras(),
     entry_points={
         "console_scripts": ["eoskit = eoskit.runtime.cli:main",
                             "eoskit-spark-python = eoskit.runtime.spark_python:main"],

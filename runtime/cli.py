@@ -24,16 +24,20 @@ def _run(args: argparse.Namespace) -> int:
     from eoskit.runtime.checkpoint_cli import spark_conf
 
     conf = spark_conf(args.conf)  # a bad --conf is refused before the job file runs
+    flags = from_flags(args)  # and so is a bad setting flag
     if args.master:
         conf["spark.master"] = args.master
     pipeline = load_pipeline(args.job)
+    # The flags over the job file's settings, checked with its parts (as
+    # Pipeline.run checks them again) before Spark starts.
+    pipeline.check_settings(pipeline.settings.override(flags))
     spark = get_session(pipeline.name, {**pipeline.spark_conf, **conf})
     if not is_verbose(args):
         quiet_failure_logs(spark)  # the failure's root cause is our one line
     listeners = ([PrometheusMetrics(args.metrics_port, args.metrics_host)] if args.metrics_port else []) + \
         ([StatusFile(args.status_file)] if args.status_file else [])
     pipeline.run(args.checkpoint_dir, until_caught_up=args.until_caught_up, spark=spark,
-                 settings=from_flags(args), listeners=tuple(listeners),
+                 settings=flags, listeners=tuple(listeners),
                  from_savepoint=args.from_savepoint,
                  allow_non_restored_state=args.allow_non_restored_state)
     return 0

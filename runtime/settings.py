@@ -207,8 +207,16 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def from_flags(args: argparse.Namespace) -> dict[str, Any]:
-    return {s.name: getattr(args, f"setting_{s.name}", None) for s in SETTINGS
-            if getattr(args, f"setting_{s.name}", None) is not None}
+    """The setting flags given, as text, each checked by its declaration
+    alone (a ``SettingError`` naming the setting and its flag): what can be
+    refused before the job file runs. What needs the job file's settings
+    or parts too is checked where the flags are merged over them
+    (``JobSettings.override``, ``Pipeline.check_settings``)."""
+    given = {s.name: getattr(args, f"setting_{s.name}", None) for s in SETTINGS
+             if getattr(args, f"setting_{s.name}", None) is not None}
+    for name, value in given.items():
+        BY_NAME[name].check(value)
+    return given
 
 
 def docs() -> Iterable[str]:

@@ -30,14 +30,15 @@ if [ ! -x .venv/bin/python ]; then
     echo "==> creating .venv"
     "$python" -m venv .venv
 fi
-# Dependencies when pyproject.toml changed; eoskit itself every time. A
-# regular (not editable) install, so that Spark's discovery of pyspark_*
-# modules sees the data sources exactly as a user's installation would.
-stamp=.venv/.eoskit-deps-$(sha256sum pyproject.toml | cut -c1-16)
+# Dependencies when pyproject.toml or setup.py (the extras) changed; eoskit
+# itself every time. A regular (not editable) install, so that Spark's
+# discovery of pyspark_* modules sees the data sources exactly as a user's
+# installation would.
+stamp=.venv/.eoskit-deps-$(cat pyproject.toml setup.py | sha256sum | cut -c1-16)
 if [ ! -f "$stamp" ]; then
     echo "==> installing Python dependencies into .venv"
-    # A current pip: the one a venv starts with (23.x on Debian 12's Python)
-    # gives up on eoskit's extras that name eoskit's other extras.
+    # A current pip, whatever the venv started with (23.x on Debian 12's
+    # Python, which installs eoskit's extras too).
     .venv/bin/pip install -q --disable-pip-version-check --upgrade "pip>=24"
     .venv/bin/pip install -q --disable-pip-version-check ".[test]"
     touch "$stamp"

@@ -247,6 +247,64 @@ def test_a_bad_conf_is_refused_before_the_job_file_is_read(tmp_path, capsys):
     assert code == USAGE and "--conf 'spark.executor.memory': expected KEY=VALUE" in err
 
 
+#: A job file whose source cannot hold a batch back (not Pausable).
+_RATE_JOB = """from eoskit.runtime.pipeline import Pipeline
+
+
+class Rate:
+    def read_stream(self, spark): ...
+    def describe(self): return "rate"
+
+
+pipeline = Pipeline("job", Rate(), sink=object())
+"""
+
+
+@pytest.fixture
+def sessions_asked(monkeypatch) -> list[str]:
+    """eoskit's session builder replaced by one that starts nothing: the
+    names of the jobs ``eoskit run`` asked a session for."""
+    import eoskit.runtime.spark as spark
+
+    asked: list[str] = []
+
+    def get_session(app_name, conf=None):
+        asked.append(app_name)
+        raise RuntimeError("no session in a unit test")
+
+    monkeypatch.setattr(spark, "get_session", get_session)
+    return asked
+
+
+@pytest.mark.parametrize(("flags", "expected"), [
+    # Alone: refused before the job file runs (the file is missing here).
+    (["--checkpoint-interval", "0s"],
+     "setting checkpoint_interval (--checkpoint-interval) = '0s': expected a duration greater than zero"),
+    (["--restart-strategy", "sometimes"], "unknown restart strategy 'sometimes'"),
+    # With the job file's settings and source.
+    (["--incremental-checkpoints", "true"],
+     "setting incremental_checkpoints (--incremental-checkpoints) = True needs state_backend = 'rocksdb'"),
+    (["--min-pause", "2s"], "setting min_pause (--min-pause) = 2 s: the source rate cannot hold a batch back"),
+])
+def test_a_bad_setting_flag_is_refused_before_spark_starts(flags, expected, sessions_asked, tmp_path, capsys):
+    job = tmp_path / "job.py"
+    if "incremental" in flags[0] or "pause" in flags[0]:
+        job.write_text(_RATE_JOB)
+    code, _, err = run(capsys, "run", str(job), "--checkpoint-dir", str(tmp_path / "ck"), *flags)
+    assert code == USAGE and err.count("\n") == 1 and expected in err, err
+    assert sessions_asked == []
+
+
+def test_good_setting_flags_reach_the_session(sessions_asked, tmp_path, capsys):
+    """The other side of the test above: flags that pass are merged and the
+    session is asked for (here the stand-in refuses it)."""
+    job = tmp_path / "job.py"
+    job.write_text(_RATE_JOB)
+    run(capsys, "run", str(job), "--checkpoint-dir", str(tmp_path / "ck"),
+        "--checkpoint-interval", "2s", "--state-backend", "rocksdb", "--incremental-checkpoints", "true")
+    assert sessions_asked == ["job"]
+
+
 def test_every_exit_code_is_documented():
     docs = (Path(__file__).parents[1] / "docs" / "runtime.md").read_text()
     for code in cli_errors.EXIT_CODES:

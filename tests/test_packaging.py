@@ -177,7 +177,7 @@ def test_every_connector_s_libraries_are_in_its_extra():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     names = lambda reqs: {re.split(r"[\[<>=; ]", r)[0].lower().replace("_", "-") for r in reqs}  # noqa: E731
     core = names(project["dependencies"])
-    extras = {k: names(v) for k, v in project["optional-dependencies"].items()}
+    extras = {k: names(v) for k, v in _installed_extras().items()}
     distributions = packages_distributions()
     for plugin in sorted((ROOT / "connectors").glob("*/plugin.py")):
         folder = plugin.parent
@@ -195,3 +195,65 @@ def test_every_connector_s_libraries_are_in_its_extra():
                     needed |= {d.lower().replace("_", "-") for d in distributions.get(top, [top])}
         missing = needed - core - extras[extra]
         assert not missing, f"connectors/{folder.name} imports {sorted(missing)}, not in eoskit[{extra}]"
+
+
+def _installed():
+    """The installed eoskit's metadata: the dist-info beside the package, not
+    the eoskit.egg-info an in-tree build leaves in the working folder (first
+    on sys.path under python -m pytest, and without the licence file)."""
+    from importlib.metadata import Distribution
+
+    site = Path(importlib.import_module("eoskit.runtime").__file__).parents[2]
+    (info,) = site.glob("eoskit-*.dist-info")
+    return Distribution.at(info)
+
+
+def _installed_extras() -> dict[str, list[str]]:
+    """Each extra of the installed eoskit -> its requirements, as its
+    metadata says (setup.py declares them)."""
+    import re
+
+    meta = _installed().metadata
+    extras: dict[str, list[str]] = {name: [] for name in meta.get_all("Provides-Extra") or []}
+    for line in meta.get_all("Requires-Dist") or []:
+        requirement, _, marker = line.partition(";")
+        extra = re.search(r"""extra\s*==\s*["']([^"']+)["']""", marker)
+        if extra is not None:
+            extras[extra[1]].append(requirement.strip())
+    return extras
+
+
+def test_all_test_and_dev_hold_every_connector_s_requirements_written_out():
+    """setup.py derives ``all``, ``test`` and ``dev`` from the connectors'
+    extras, so they cannot drift; and no extra names eoskit's own extras
+    (``eoskit[kafka]``), which the pip Debian 12 ships (23.x) cannot
+    resolve (ResolutionImpossible)."""
+    import re
+
+    extras = _installed_extras()
+    derived = {"all", "test", "dev", "bench"}
+    connectors = set(extras) - derived
+    plugins = {re.search(r'extra="(\w+)"', p.read_text())[1]
+               for p in (ROOT / "connectors").glob("*/plugin.py")}
+    assert plugins <= connectors and {"kafka", "postgres", "mysql", "files", "s3"} <= connectors
+    for name, requirements in extras.items():
+        assert requirements, f"eoskit[{name}] installs nothing"
+        assert not [r for r in requirements if re.match(r"eoskit\b", r, re.I)], (name, requirements)
+    every = {r for c in connectors for r in extras[c]}
+    assert set(extras["all"]) == every
+    for name in ("test", "dev"):
+        assert set(extras[name]) >= every | set(extras["bench"]), name
+    assert extras["dev"] == extras["test"]
+
+
+def test_the_installed_package_is_typed_and_licensed():
+    """PEP 561: eoskit is a namespace package, so each subpackage carries
+    py.typed; the Apache-2.0 licence is in the metadata and the wheel."""
+    for package in ("eoskit.connectors", "eoskit.twophase", "eoskit.runtime", "eoskit.testing"):
+        folder = Path(importlib.import_module(package).__file__).parent
+        assert (folder / "py.typed").is_file(), f"{package} has no py.typed"
+    dist = _installed()
+    assert dist.metadata["License-Expression"] == "Apache-2.0"
+    assert dist.metadata.get_all("License-File") == ["LICENSE"]
+    licence = dist.read_text("licenses/LICENSE")
+    assert licence is not None and "Apache License" in licence and "Version 2.0, January 2004" in licence
