@@ -965,3 +965,55 @@ def test_purge_of_some_services_stops_every_one(tmp_path: Path):
     assert others.pids() == {"s3": pids["s3"]}
     services.purge()  # whatever it was made with: everything goes
     assert all(group_members(pid) == [] for pid in pids.values()) and not tmp_path.exists()
+
+
+def test_dev_up_only_parses_and_names_an_unknown_service(capsys: pytest.CaptureFixture[str]):
+    parser = _parser()
+    assert parser.parse_args(["dev", "up", "--only", "postgres,kafka"]).only == {"postgres", "kafka"}
+    assert parser.parse_args(["dev", "up"]).only is None
+    with pytest.raises(SystemExit) as info:
+        parser.parse_args(["dev", "up", "--only", "mysql"])
+    assert info.value.code == 2
+    assert f"argument --only: no such dev service: mysql; {VALID}" in capsys.readouterr().err
+    for name in ("down", "status", "env"):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["dev", name, "--only", "postgres"])
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--docker"], "--only starts some of the local services; the Docker services start as one set"),
+    (["--kafka-brokers", "3"], "--kafka-brokers 3 is about Kafka, which --only postgres leaves out"),
+])
+def test_dev_up_only_refuses_what_it_cannot_do(argv, message, tmp_path: Path, capsys):
+    from eoskit.runtime.dev.cli import main
+
+    assert main(["dev", "up", "--only", "postgres", "--dir", str(tmp_path / "dev"), *argv]) == 1
+    assert capsys.readouterr().err.startswith(f"eoskit dev up: {message}")
+    assert not (tmp_path / "dev").exists()
+
+
+def test_status_and_env_of_a_folder_show_the_services_chosen(tmp_path: Path, capsys):
+    from eoskit.runtime.dev.cli import main
+
+    state = DevState(only=["postgres"])
+    state.service("postgres").port = 5432
+    save_state(tmp_path, state)
+    assert main(["dev", "status", "--dir", str(tmp_path)]) == 1
+    assert capsys.readouterr().out == "postgres  stopped\n"
+    assert main(["dev", "env", "--dir", str(tmp_path)]) == 1
+    assert capsys.readouterr().err == (f"eoskit dev env: dev services in {tmp_path} are not running; "
+                                       f"start them with: eoskit dev up --only postgres --dir {tmp_path}\n")
+
+
+def test_dev_env_prints_only_the_chosen_services(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys):
+    from eoskit.runtime.dev.cli import main
+
+    state = _running(monkeypatch)
+    state.only = ["postgres", "s3"]
+    save_state(tmp_path, state)
+    assert main(["dev", "env", "--dir", str(tmp_path)]) == 0
+    assert capsys.readouterr().out == (
+        "export EOSKIT_POSTGRES_URL='postgresql+psycopg://eoskit:eoskit@127.0.0.1:20001/eoskit'\n"
+        "export EOSKIT_S3_ENDPOINT='http://127.0.0.1:20003'\n")
+    assert main(["dev", "status", "--dir", str(tmp_path)]) == 0
+    assert [line.split()[0] for line in capsys.readouterr().out.splitlines()] == ["postgres", "s3"]
