@@ -1017,3 +1017,133 @@ def test_dev_env_prints_only_the_chosen_services(tmp_path: Path, monkeypatch: py
         "export EOSKIT_S3_ENDPOINT='http://127.0.0.1:20003'\n")
     assert main(["dev", "status", "--dir", str(tmp_path)]) == 0
     assert [line.split()[0] for line in capsys.readouterr().out.splitlines()] == ["postgres", "s3"]
+
+
+# -- the pytest plugin: each service started when a test first asks for it ----------
+
+
+class FakeLocalServices:
+    """``LocalServices`` as the plugin uses it, over a shared set of running services."""
+
+    running: set[str]
+    calls: list[tuple[str, object]]
+
+    def __init__(self, root, only=None):
+        self.services = [argparse.Namespace(name=name) for name in SERVICE_NAMES if only is None or name in only]
+
+    def pids(self):
+        return {name: 1 for name in self.running}
+
+    def up(self):
+        names = [service.name for service in self.services]
+        self.calls.append(("up", names))
+        self.running.update(names)
+        ports = {name: port for port, name in enumerate(SERVICE_NAMES, start=20000)}
+        whole = make_endpoints(*(ports[name] for name in ("kafka", "postgres", "mariadb")), s3_port=ports["s3"])
+        fields = {"kafka": "kafka_bootstrap", "postgres": "postgres_url", "mariadb": "mysql_url", "s3": "s3_endpoint"}
+        return ServiceEndpoints(**{fields[name]: getattr(whole, fields[name]) for name in names})
+
+    def down(self, names):
+        self.calls.append(("down", list(names)))
+        self.running.difference_update(names)
+
+
+@pytest.fixture
+def fake_local():
+    class Fake(FakeLocalServices):
+        running: set[str] = set()
+        calls: list[tuple[str, object]] = []
+
+    return Fake
+
+
+def test_plugin_starts_each_service_alone_when_first_asked_and_stops_what_it_started(fake_local, tmp_path):
+    from eoskit.testing.pytest_plugin import SessionServices
+
+    fake_local.running.add("s3")  # running before the session: left running
+    session = SessionServices(tmp_path, {}, local=fake_local)
+    assert session.endpoints("postgres").postgres_url.endswith("@127.0.0.1:20001/eoskit")
+    assert session.endpoints("postgres").kafka_bootstrap is None
+    assert fake_local.calls == [("up", ["postgres"])]  # once: asked again, the same answer
+    assert session.endpoints("mariadb").mysql_url.endswith("@127.0.0.1:20002/eoskit")
+    assert session.endpoints("s3").s3_endpoint == "http://127.0.0.1:20003"
+    assert session.started == ["postgres", "mariadb"]
+    assert fake_local.running == {"postgres", "mariadb", "s3"}  # no Kafka: no test asked for it
+    session.close()
+    assert fake_local.calls[-1] == ("down", ["postgres", "mariadb"]) and fake_local.running == {"s3"}
+
+
+def test_plugin_s_service_endpoints_start_the_whole_set(fake_local, tmp_path):
+    from eoskit.testing.pytest_plugin import SessionServices
+
+    session = SessionServices(tmp_path, {"PYTEST_XDIST_WORKER": "gw0"}, local=fake_local)
+    session.endpoints("kafka")
+    assert session.endpoints() == make_endpoints(20000, 20001, 20002, s3_port=20003)
+    assert fake_local.calls == [("up", ["kafka"]), ("up", list(SERVICE_NAMES))]
+    session.close()  # a pytest-xdist worker: the others may still use them
+    assert fake_local.running == set(SERVICE_NAMES)
+
+
+def test_plugin_with_the_environment_or_docker_starts_no_service_alone(fake_local, tmp_path):
+    from eoskit.testing.pytest_plugin import SessionServices
+
+    given = SessionServices(tmp_path, ENDPOINTS.as_env(), local=fake_local)
+    assert given.endpoints("postgres") == ENDPOINTS and given.endpoints() == ENDPOINTS
+    given.close()
+
+    class Docker:
+        ups = 0
+
+        def __init__(self, root):
+            pass
+
+        def status(self):
+            return {"kafka": "stopped"}
+
+        def up(self):
+            Docker.ups += 1
+            return ENDPOINTS
+
+        def down(self):
+            Docker.ups = -1
+
+    docker = SessionServices(tmp_path, {"EOSKIT_SERVICES": "docker"}, local=fake_local, docker=Docker)
+    assert docker.endpoints("postgres") == ENDPOINTS == docker.endpoints("kafka")  # one set, started once
+    assert Docker.ups == 1
+    docker.close()
+    assert Docker.ups == -1 and fake_local.calls == []
+
+
+def test_pytest_plugin_session_using_postgres_starts_postgres_alone(tmp_path: Path):
+    """Through the fixtures, in a session of its own: ``LocalServices`` there is a fake."""
+    (tmp_path / "conftest.py").write_text(textwrap.dedent('''
+        import json, pathlib
+        import eoskit.runtime.dev
+        from eoskit.runtime.dev.endpoints import ServiceEndpoints
+
+        CALLS = pathlib.Path(__file__).with_name("calls.jsonl")
+
+        class Fake:
+            def __init__(self, root, only=None):
+                self.only = sorted(only) if only else None
+                self.services = []
+
+            def pids(self):
+                return {}
+
+            def up(self):
+                with CALLS.open("a") as calls:
+                    calls.write(json.dumps(["up", self.only]) + "\\n")
+                return ServiceEndpoints(postgres_url="postgresql+psycopg://eoskit:eoskit@127.0.0.1:1/eoskit")
+
+        eoskit.runtime.dev.LocalServices = Fake
+    '''))
+    done = _run_plugin_session(tmp_path, """
+        def test_one(postgres):
+            assert postgres.endswith("@127.0.0.1:1/eoskit")
+
+        def test_two(postgres):
+            pass
+    """, {})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "calls.jsonl").read_text().splitlines() == ['["up", ["postgres"]]']
