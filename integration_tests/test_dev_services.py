@@ -1,5 +1,6 @@
 """The dev services for real: the CLI starts Kafka, PostgreSQL, MariaDB and
-S3 (moto), clients use them, and `down` leaves no process behind.
+S3 (moto), or some of them alone (`--only`), clients use them, and `down`
+leaves no process behind.
 
 The folder is under pytest's tmp dir, which (as root) the postgres user
 cannot enter, so this also covers the relocated PostgreSQL data dir.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,6 +26,7 @@ import pytest
 
 from eoskit.runtime.dev import LocalServices, MissingBinaryError
 from eoskit.runtime.dev import kafka as kafka_mod
+from eoskit.runtime.dev import postgres as postgres_mod
 from eoskit.runtime.dev.endpoints import s3_storage_options
 from eoskit.runtime.dev.kafka import KafkaService
 from eoskit.runtime.dev.ports import pick_free_port
@@ -225,6 +228,54 @@ def test_up_twice_status_env_connect_down(folder: Path):
     assert dev("env", *where, check=False).returncode == 1
 
     dev("down", "--purge", *where)
+    assert not folder.exists() and not data_dir.exists()
+
+
+@pytest.fixture
+def postgres_folder(tmp_path: Path):
+    """A folder for PostgreSQL alone: skips only where PostgreSQL is missing."""
+    folder = tmp_path / "dev"
+    try:
+        for service in LocalServices(folder, only="postgres").services:
+            service.check_installed()
+    except MissingBinaryError as exc:
+        pytest.skip(str(exc))
+    yield folder
+    dev("down", "--purge", "--dir", str(folder), check=False)  # whatever happened
+
+
+def test_up_only_postgres_starts_postgres_alone(postgres_folder: Path):
+    """What a plug-in author whose sink needs PostgreSQL alone runs: no
+    Kafka, MariaDB or S3 server starts, psql reaches the database, and
+    status, env and down speak of PostgreSQL only."""
+    folder, where = postgres_folder, ["--dir", str(postgres_folder)]
+    up = dev("up", "--only", "postgres", *where)
+    assert [line.split()[0] for line in up.stdout.splitlines() if "running on" in line] == ["postgres"], up.stdout
+    state = recorded(folder)
+    assert set(state) == {"postgres"} and state["postgres"]["pid"]
+    pid, data_dir = state["postgres"]["pid"], Path(state["postgres"]["extra"]["data_dir"])
+    assert json.loads((folder / "state.json").read_text())["only"] == ["postgres"]
+    for other in ("kafka", "mariadb", "s3"):  # never started: no folder, no process
+        assert not (folder / other).exists(), other
+    assert [p for p in processes_mentioning(folder) if "kafka" in p or "mariadb" in p or "moto" in p] == []
+
+    status = dev("status", *where).stdout.splitlines()
+    assert len(status) == 1 and status[0].startswith("postgres") and "running on 127.0.0.1:" in status[0]
+    lines = dev("env", *where).stdout.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("export EOSKIT_POSTGRES_URL='postgresql+psycopg://"), lines
+    url = lines[0].partition("=")[2].strip("'").replace("postgresql+psycopg://", "postgresql://", 1)
+
+    # An independent client: psql, from PostgreSQL's own programs.
+    psql = shutil.which("psql") or str(postgres_mod.find_bindir() / "psql")
+    if not Path(psql).is_file():
+        pytest.skip("no psql here (Debian package postgresql-client)")
+    answer = subprocess.run([psql, url, "-At", "-c", "SHOW max_prepared_transactions", "-c", "SELECT 1"],
+                            capture_output=True, text=True, timeout=30)
+    assert answer.returncode == 0, answer.stderr
+    assert answer.stdout.splitlines() == ["64", "1"]
+
+    dev("down", "--purge", *where)
+    assert group_members(pid) == [] and processes_mentioning(folder) == []
     assert not folder.exists() and not data_dir.exists()
 
 

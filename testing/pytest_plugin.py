@@ -28,15 +28,19 @@ installed PySpark under ``EOSKIT_CLUSTER_DIR`` (default ``.eoskit/cluster``
 in the pytest root dir; ``eoskit.runtime.dev.cluster``).
 
 Nothing starts until a test asks for one of these fixtures, and then only
-once per session. Services this session started are stopped at its end;
-services that were already running are left running.
+once per session, and only what it asks for: ``kafka``, ``postgres``,
+``mysql`` and ``s3`` each start their own local service alone (a session
+whose tests use PostgreSQL alone starts PostgreSQL alone), while
+``service_endpoints`` starts all four; the Docker services start as one
+set. Services this session started are stopped at its end; services that
+were already running are left running.
 """
 
 from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,52 +54,119 @@ DEFAULT_KAFKA_CLUSTER_DIR = ".eoskit/kafka-cluster"
 DEFAULT_CLUSTER_DIR = ".eoskit/cluster"
 
 
-@pytest.fixture(scope="session")
-def service_endpoints(request: pytest.FixtureRequest) -> Iterator[ServiceEndpoints]:
-    """Endpoints of running Kafka, PostgreSQL, MySQL/MariaDB and S3 services."""
-    # Imported here so that merely having the plugin installed costs nothing.
-    from eoskit.runtime.dev import DockerServices, LocalServices
-    from eoskit.runtime.dev.endpoints import endpoints_from_env
+class SessionServices:
+    """The services of one pytest session, each started when a test first
+    asks for it.
 
-    given = endpoints_from_env(os.environ)
-    if given is not None:
-        yield given
-        return
+    From the environment (``EOSKIT_KAFKA_BOOTSTRAP``, ``EOSKIT_POSTGRES_URL``
+    and ``EOSKIT_MYSQL_URL`` all set): used as they are, nothing started.
+    With ``EOSKIT_SERVICES=docker``: the containers, which start as one set
+    at the first ask. Otherwise local processes under ``root``, one service
+    at a time: :meth:`endpoints` starts the ones asked for that do not run
+    (``LocalServices(root, only=...)``), and :meth:`close` stops those this
+    session started, unless it is a pytest-xdist worker (the others may
+    still use them). ``local`` and ``docker`` make the ``LocalServices`` and
+    ``DockerServices`` of ``root`` (tests give fakes).
+    """
+
+    def __init__(self, root: str | os.PathLike[str], environ: Mapping[str, str],
+                 local: Callable[..., Any] | None = None, docker: Callable[..., Any] | None = None) -> None:
+        # Imported here so that merely having the plugin installed costs nothing.
+        from eoskit.runtime.dev.endpoints import endpoints_from_env
+
+        self.root = root
+        self.given = endpoints_from_env(environ)
+        self.use_docker = environ.get("EOSKIT_SERVICES", "").strip().lower() == "docker"
+        self.xdist_worker = bool(environ.get("PYTEST_XDIST_WORKER"))
+        self._local = local
+        self._docker = docker
+        self._docker_services: Any = None
+        self._docker_started = False
+        self._asked: dict[frozenset[str], ServiceEndpoints] = {}
+        #: The local services this session started, in the order it did.
+        self.started: list[str] = []
+
+    def endpoints(self, *names: str) -> ServiceEndpoints:
+        """The endpoints of the dev services ``names`` (``kafka``,
+        ``postgres``, ``mariadb``, ``s3``; all of them when none), started
+        now if they do not run. Local ones started alone carry only their
+        own endpoints; the environment's and Docker's carry every one."""
+        if self.given is not None:
+            return self.given
+        if self.use_docker:
+            return self._docker_up()
+        key = frozenset(names)
+        if key not in self._asked:
+            local = self._local_services(only=key or None)
+            running = set(local.pids())
+            self._asked[key] = local.up()
+            self.started += [service.name for service in local.services
+                             if service.name not in running and service.name not in self.started]
+        return self._asked[key]
+
+    def close(self) -> None:
+        """Stop what this session started (Docker's containers, or its local
+        services one by one); leave what ran before it."""
+        if self._docker_services is not None and self._docker_started:
+            self._docker_services.down()
+        # Under pytest-xdist other workers may still use them: leave them running
+        # (stop with `eoskit dev down --dir .eoskit/test`).
+        if self.started and not self.xdist_worker:
+            self._local_services().down(self.started)
+
+    def _local_services(self, only: frozenset[str] | None = None) -> Any:
+        if self._local is None:
+            from eoskit.runtime.dev import LocalServices
+
+            self._local = LocalServices
+        return self._local(self.root, only=only)
+
+    def _docker_up(self) -> ServiceEndpoints:
+        if self._docker_services is None:
+            if self._docker is None:
+                from eoskit.runtime.dev import DockerServices
+
+                self._docker = DockerServices
+            docker = self._docker(self.root)
+            self._docker_started = not all(text.startswith("running") for text in docker.status().values())
+            self._docker_services = docker
+            self._asked[frozenset()] = docker.up()
+        return self._asked[frozenset()]
+
+
+@pytest.fixture(scope="session")
+def eoskit_services(request: pytest.FixtureRequest) -> Iterator[SessionServices]:
+    """The session's :class:`SessionServices`: ``eoskit_services.endpoints("postgres")``
+    starts (or finds) PostgreSQL alone; the fixtures below go through it."""
     root = os.environ.get("EOSKIT_DEV_DIR") or Path(request.config.rootpath) / DEFAULT_TEST_DIR
-    if os.environ.get("EOSKIT_SERVICES", "").strip().lower() == "docker":
-        docker = DockerServices(root)
-        started_here = not all(text.startswith("running") for text in docker.status().values())
-        endpoints = docker.up()
-        yield endpoints
-        if started_here:
-            docker.down()
-        return
-    local = LocalServices(root)
-    running_before = set(local.pids())
-    endpoints = local.up()
-    yield endpoints
-    # Under pytest-xdist other workers may still use them: leave them running
-    # (stop with `eoskit dev down --dir .eoskit/test`).
-    started_here = [service.name for service in local.services if service.name not in running_before]
-    if started_here and not os.environ.get("PYTEST_XDIST_WORKER"):
-        local.down(started_here)
+    services = SessionServices(root, os.environ)
+    try:
+        yield services
+    finally:
+        services.close()
 
 
 @pytest.fixture(scope="session")
-def kafka(service_endpoints: ServiceEndpoints) -> str:
-    """Kafka bootstrap servers, ``"127.0.0.1:PORT"``."""
-    return service_endpoints.kafka_bootstrap
+def service_endpoints(eoskit_services: SessionServices) -> ServiceEndpoints:
+    """Endpoints of running Kafka, PostgreSQL, MySQL/MariaDB and S3 services (all four started)."""
+    return eoskit_services.endpoints()
+
+
+@pytest.fixture(scope="session")
+def kafka(eoskit_services: SessionServices) -> str:
+    """Kafka bootstrap servers, ``"127.0.0.1:PORT"`` (Kafka started alone)."""
+    return eoskit_services.endpoints("kafka").kafka_bootstrap
 
 
 @pytest.fixture
-def kafka_secure(service_endpoints: ServiceEndpoints) -> dict[str, str]:
+def kafka_secure(kafka: str, eoskit_services: SessionServices) -> dict[str, str]:
     """The ``kafka.*`` options, in Spark's names, of a client of the broker's
     SASL_SSL listener (SCRAM-SHA-512 over TLS, a PEM truststore):
     ``kafka.bootstrap.servers``, ``kafka.security.protocol``,
     ``kafka.sasl.mechanism``, ``kafka.sasl.jaas.config``,
     ``kafka.ssl.truststore.location`` and ``kafka.ssl.truststore.type``.
     A new dict per test, so a test may change it."""
-    options = service_endpoints.kafka_secure_options()
+    options = eoskit_services.endpoints("kafka").kafka_secure_options()
     if options is None:
         pytest.fail(
             "this test needs the Kafka broker's SASL_SSL listener, which the local dev services "
@@ -108,28 +179,30 @@ def kafka_secure(service_endpoints: ServiceEndpoints) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def postgres(service_endpoints: ServiceEndpoints) -> str:
-    """SQLAlchemy URL of a PostgreSQL database with prepared transactions enabled."""
-    return service_endpoints.postgres_url
+def postgres(eoskit_services: SessionServices) -> str:
+    """SQLAlchemy URL of a PostgreSQL database with prepared transactions
+    enabled (PostgreSQL started alone)."""
+    return eoskit_services.endpoints("postgres").postgres_url
 
 
 @pytest.fixture(scope="session")
-def mysql(service_endpoints: ServiceEndpoints) -> str:
-    """SQLAlchemy URL (``mysql+pymysql://``) of a MySQL/MariaDB database."""
-    return service_endpoints.mysql_url
+def mysql(eoskit_services: SessionServices) -> str:
+    """SQLAlchemy URL (``mysql+pymysql://``) of a MySQL/MariaDB database (MariaDB started alone)."""
+    return eoskit_services.endpoints("mariadb").mysql_url
 
 
 @pytest.fixture(scope="session")
-def s3(service_endpoints: ServiceEndpoints) -> str:
-    """Endpoint URL of an S3-compatible server, ``"http://127.0.0.1:PORT"``."""
-    if service_endpoints.s3_endpoint is None:
+def s3(eoskit_services: SessionServices) -> str:
+    """Endpoint URL of an S3-compatible server, ``"http://127.0.0.1:PORT"`` (started alone)."""
+    endpoint = eoskit_services.endpoints("s3").s3_endpoint
+    if endpoint is None:
         pytest.fail(
             "this test needs S3, but EOSKIT_S3_ENDPOINT is not set while EOSKIT_KAFKA_BOOTSTRAP, "
             "EOSKIT_POSTGRES_URL and EOSKIT_MYSQL_URL are: run `eoskit dev up` and "
             '`eval "$(eoskit dev env)"` again (with your --dir) to export all four',
             pytrace=False,
         )
-    return service_endpoints.s3_endpoint
+    return endpoint
 
 
 @pytest.fixture

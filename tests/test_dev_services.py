@@ -1,7 +1,8 @@
 """Unit tests of the dev services' pure parts: ports, env, state, paths, CLI wiring.
 
 No server is started here (see integration_tests/test_dev_services.py);
-the only processes are a short `sleep` to check process-group cleanup.
+the only processes are short `sleep`s to check process-group cleanup and
+the orchestration, standing in for servers.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from eoskit.runtime.dev import mariadb as mariadb_mod
 from eoskit.runtime.dev import postgres as postgres_mod
 from eoskit.runtime.dev import s3 as s3_mod
 from eoskit.runtime.dev.endpoints import endpoints_from_env, make_endpoints, render_env, s3_storage_options
+from eoskit.runtime.dev.local import SERVICE_NAMES, SERVICES, parse_services, recorded_only
 from eoskit.runtime.dev.ports import choose_port, is_port_free, pick_free_port
 from eoskit.runtime.dev.processes import (
     ProcessRef,
@@ -844,3 +846,304 @@ def test_dev_up_takes_kafka_brokers():
     assert parser.parse_args(["dev", "up"]).kafka_brokers is None
     with pytest.raises(SystemExit):
         parser.parse_args(["dev", "up", "--kafka-brokers", "2"])
+
+
+# -- some services alone (`eoskit dev up --only`, the pytest plugin) ----------------
+
+VALID = "the dev services are kafka, postgres, mariadb, s3"
+
+
+def test_service_names_are_the_service_classes_own():
+    assert SERVICE_NAMES == tuple(cls.name for cls in SERVICES) == ("kafka", "postgres", "mariadb", "s3")
+    assert [s.name for s in LocalServices(Path("/nowhere")).services] == list(SERVICE_NAMES)
+
+
+def test_only_takes_names_by_commas_or_as_a_list():
+    assert parse_services("postgres") == {"postgres"}
+    assert parse_services(" kafka , s3,") == {"kafka", "s3"}
+    assert parse_services(["mariadb", "mariadb"]) == {"mariadb"}
+
+
+@pytest.mark.parametrize(("given", "message"), [
+    ("mysql", f"no such dev service: mysql; {VALID}"),
+    ("postgres,pg,kafka-2,pg", f"no such dev service: pg, kafka-2; {VALID}"),
+    (" , ", f"no dev service named; {VALID}"),
+    ([], f"no dev service named; {VALID}"),
+])
+def test_an_unknown_service_is_named_with_the_valid_ones(given, message):
+    with pytest.raises(ValueError) as info:
+        parse_services(given)
+    assert str(info.value) == message
+    with pytest.raises(ValueError) as info:
+        LocalServices(Path("/nowhere"), only=given)
+    assert str(info.value) == message
+
+
+def test_local_services_of_some_services_handle_only_those(tmp_path: Path):
+    postgres = LocalServices(tmp_path / "dev", only="postgres")
+    assert [s.name for s in postgres.services] == ["postgres"]
+    assert [s.name for s in postgres.every] == ["kafka", "postgres", "mariadb", "s3"]
+    assert postgres.status() == {"postgres": "stopped"} and postgres.endpoints() is None
+    with pytest.raises(ValueError, match="no such dev service: kafka"):
+        postgres.kill("kafka")  # not among its services
+    kafka = LocalServices(tmp_path / "dev", kafka_brokers=3, only=["s3", "kafka"])
+    assert [s.name for s in kafka.services] == ["kafka", "kafka-2", "kafka-3", "s3"]  # kafka: every node
+    assert LocalServices(tmp_path / "x", kafka_only=True).only == {"kafka"}
+    assert not (tmp_path / "dev").exists() and not (tmp_path / "x").exists()
+
+
+def _running(monkeypatch: pytest.MonkeyPatch) -> DevState:
+    """A state whose four services all run (as far as ``_alive`` is told)."""
+    monkeypatch.setattr(LocalServices, "_alive", staticmethod(lambda entry: True))
+    state = DevState()
+    for port, name in enumerate(SERVICE_NAMES, start=20000):
+        entry = state.service(name)
+        entry.port, entry.pid = port, 1
+    return state
+
+
+def test_endpoints_of_some_services_name_only_those(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    state = _running(monkeypatch)
+    endpoints = LocalServices(tmp_path, only="postgres")._endpoints(state)
+    assert endpoints == ServiceEndpoints(postgres_url="postgresql+psycopg://eoskit:eoskit@127.0.0.1:20001/eoskit")
+    assert render_env(endpoints) == "export EOSKIT_POSTGRES_URL='postgresql+psycopg://eoskit:eoskit@127.0.0.1:20001/eoskit'\n"
+    assert LocalServices(tmp_path, only="kafka,s3")._endpoints(state).as_env() == {
+        "EOSKIT_KAFKA_BOOTSTRAP": "127.0.0.1:20000", "EOSKIT_S3_ENDPOINT": "http://127.0.0.1:20003"}
+    # The whole set is what it was.
+    assert LocalServices(tmp_path)._endpoints(state) == make_endpoints(20000, 20001, 20002, s3_port=20003)
+    state.services["postgres"].pid = None
+    monkeypatch.setattr(LocalServices, "_alive", staticmethod(lambda entry: entry.pid is not None))
+    assert LocalServices(tmp_path, only="postgres")._endpoints(state) is None
+    assert LocalServices(tmp_path, only="mariadb")._endpoints(state) is not None
+
+
+def test_up_records_the_services_chosen_until_the_whole_set_is(tmp_path: Path):
+    def up(only: str | None) -> None:
+        services = LocalServices(tmp_path, only=only)
+        services.services = [_fake_service(tmp_path, None, name) for name in (only or "one").split(",")]
+        services.start()
+
+    assert recorded_only(tmp_path) is None  # nothing here yet
+    up("postgres")
+    assert load_state(tmp_path).only == ["postgres"] and recorded_only(tmp_path) == {"postgres"}
+    up("s3,postgres")
+    assert recorded_only(tmp_path) == {"postgres", "s3"}
+    assert LocalServices(tmp_path, only=recorded_only(tmp_path)).status().keys() == {"postgres", "s3"}
+    up("kafka,mariadb")  # all four chosen, one by one: the whole set
+    assert load_state(tmp_path).only is None
+    LocalServices(tmp_path).purge()
+    up("kafka")
+    up(None)  # the whole set: no choice left to remember
+    assert load_state(tmp_path).only is None and recorded_only(tmp_path) is None
+    up("kafka")  # ... and later choices do not shrink it
+    assert recorded_only(tmp_path) is None
+    LocalServices(tmp_path).purge()
+
+
+def test_a_folder_from_before_only_keeps_all_four(tmp_path: Path):
+    state = DevState()
+    state.service("kafka").port = 9092
+    save_state(tmp_path, state)
+    assert '"only"' not in (tmp_path / "state.json").read_text()
+    services = LocalServices(tmp_path, only="postgres")
+    assert services._record_only(load_state(tmp_path)) is None
+    state.only = ["postgres", "gone-in-a-later-version"]
+    save_state(tmp_path, state)
+    assert load_state(tmp_path) == state and recorded_only(tmp_path) == {"postgres"}
+
+
+def test_purge_of_some_services_stops_every_one(tmp_path: Path):
+    services = LocalServices(tmp_path, only="postgres")
+    services.services = [_fake_service(tmp_path, None, "postgres")]
+    services.start()
+    others = LocalServices(tmp_path, only="s3")
+    others.services = [_fake_service(tmp_path, None, "s3")]
+    others.start()
+    pids = others.pids()
+    assert pids.keys() == {"postgres", "s3"}
+    services.down()  # its own services only
+    assert others.pids() == {"s3": pids["s3"]}
+    services.purge()  # whatever it was made with: everything goes
+    assert all(group_members(pid) == [] for pid in pids.values()) and not tmp_path.exists()
+
+
+def test_dev_up_only_parses_and_names_an_unknown_service(capsys: pytest.CaptureFixture[str]):
+    parser = _parser()
+    assert parser.parse_args(["dev", "up", "--only", "postgres,kafka"]).only == {"postgres", "kafka"}
+    assert parser.parse_args(["dev", "up"]).only is None
+    with pytest.raises(SystemExit) as info:
+        parser.parse_args(["dev", "up", "--only", "mysql"])
+    assert info.value.code == 2
+    assert f"argument --only: no such dev service: mysql; {VALID}" in capsys.readouterr().err
+    for name in ("down", "status", "env"):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["dev", name, "--only", "postgres"])
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--docker"], "--only starts some of the local services; the Docker services start as one set"),
+    (["--kafka-brokers", "3"], "--kafka-brokers 3 is about Kafka, which --only postgres leaves out"),
+])
+def test_dev_up_only_refuses_what_it_cannot_do(argv, message, tmp_path: Path, capsys):
+    from eoskit.runtime.dev.cli import main
+
+    assert main(["dev", "up", "--only", "postgres", "--dir", str(tmp_path / "dev"), *argv]) == 1
+    assert capsys.readouterr().err.startswith(f"eoskit dev up: {message}")
+    assert not (tmp_path / "dev").exists()
+
+
+def test_status_and_env_of_a_folder_show_the_services_chosen(tmp_path: Path, capsys):
+    from eoskit.runtime.dev.cli import main
+
+    state = DevState(only=["postgres"])
+    state.service("postgres").port = 5432
+    save_state(tmp_path, state)
+    assert main(["dev", "status", "--dir", str(tmp_path)]) == 1
+    assert capsys.readouterr().out == "postgres  stopped\n"
+    assert main(["dev", "env", "--dir", str(tmp_path)]) == 1
+    assert capsys.readouterr().err == (f"eoskit dev env: dev services in {tmp_path} are not running; "
+                                       f"start them with: eoskit dev up --only postgres --dir {tmp_path}\n")
+
+
+def test_dev_env_prints_only_the_chosen_services(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys):
+    from eoskit.runtime.dev.cli import main
+
+    state = _running(monkeypatch)
+    state.only = ["postgres", "s3"]
+    save_state(tmp_path, state)
+    assert main(["dev", "env", "--dir", str(tmp_path)]) == 0
+    assert capsys.readouterr().out == (
+        "export EOSKIT_POSTGRES_URL='postgresql+psycopg://eoskit:eoskit@127.0.0.1:20001/eoskit'\n"
+        "export EOSKIT_S3_ENDPOINT='http://127.0.0.1:20003'\n")
+    assert main(["dev", "status", "--dir", str(tmp_path)]) == 0
+    assert [line.split()[0] for line in capsys.readouterr().out.splitlines()] == ["postgres", "s3"]
+
+
+# -- the pytest plugin: each service started when a test first asks for it ----------
+
+
+class FakeLocalServices:
+    """``LocalServices`` as the plugin uses it, over a shared set of running services."""
+
+    running: set[str]
+    calls: list[tuple[str, object]]
+
+    def __init__(self, root, only=None):
+        self.services = [argparse.Namespace(name=name) for name in SERVICE_NAMES if only is None or name in only]
+
+    def pids(self):
+        return {name: 1 for name in self.running}
+
+    def up(self):
+        names = [service.name for service in self.services]
+        self.calls.append(("up", names))
+        self.running.update(names)
+        ports = {name: port for port, name in enumerate(SERVICE_NAMES, start=20000)}
+        whole = make_endpoints(*(ports[name] for name in ("kafka", "postgres", "mariadb")), s3_port=ports["s3"])
+        fields = {"kafka": "kafka_bootstrap", "postgres": "postgres_url", "mariadb": "mysql_url", "s3": "s3_endpoint"}
+        return ServiceEndpoints(**{fields[name]: getattr(whole, fields[name]) for name in names})
+
+    def down(self, names):
+        self.calls.append(("down", list(names)))
+        self.running.difference_update(names)
+
+
+@pytest.fixture
+def fake_local():
+    class Fake(FakeLocalServices):
+        running: set[str] = set()
+        calls: list[tuple[str, object]] = []
+
+    return Fake
+
+
+def test_plugin_starts_each_service_alone_when_first_asked_and_stops_what_it_started(fake_local, tmp_path):
+    from eoskit.testing.pytest_plugin import SessionServices
+
+    fake_local.running.add("s3")  # running before the session: left running
+    session = SessionServices(tmp_path, {}, local=fake_local)
+    assert session.endpoints("postgres").postgres_url.endswith("@127.0.0.1:20001/eoskit")
+    assert session.endpoints("postgres").kafka_bootstrap is None
+    assert fake_local.calls == [("up", ["postgres"])]  # once: asked again, the same answer
+    assert session.endpoints("mariadb").mysql_url.endswith("@127.0.0.1:20002/eoskit")
+    assert session.endpoints("s3").s3_endpoint == "http://127.0.0.1:20003"
+    assert session.started == ["postgres", "mariadb"]
+    assert fake_local.running == {"postgres", "mariadb", "s3"}  # no Kafka: no test asked for it
+    session.close()
+    assert fake_local.calls[-1] == ("down", ["postgres", "mariadb"]) and fake_local.running == {"s3"}
+
+
+def test_plugin_s_service_endpoints_start_the_whole_set(fake_local, tmp_path):
+    from eoskit.testing.pytest_plugin import SessionServices
+
+    session = SessionServices(tmp_path, {"PYTEST_XDIST_WORKER": "gw0"}, local=fake_local)
+    session.endpoints("kafka")
+    assert session.endpoints() == make_endpoints(20000, 20001, 20002, s3_port=20003)
+    assert fake_local.calls == [("up", ["kafka"]), ("up", list(SERVICE_NAMES))]
+    session.close()  # a pytest-xdist worker: the others may still use them
+    assert fake_local.running == set(SERVICE_NAMES)
+
+
+def test_plugin_with_the_environment_or_docker_starts_no_service_alone(fake_local, tmp_path):
+    from eoskit.testing.pytest_plugin import SessionServices
+
+    given = SessionServices(tmp_path, ENDPOINTS.as_env(), local=fake_local)
+    assert given.endpoints("postgres") == ENDPOINTS and given.endpoints() == ENDPOINTS
+    given.close()
+
+    class Docker:
+        ups = 0
+
+        def __init__(self, root):
+            pass
+
+        def status(self):
+            return {"kafka": "stopped"}
+
+        def up(self):
+            Docker.ups += 1
+            return ENDPOINTS
+
+        def down(self):
+            Docker.ups = -1
+
+    docker = SessionServices(tmp_path, {"EOSKIT_SERVICES": "docker"}, local=fake_local, docker=Docker)
+    assert docker.endpoints("postgres") == ENDPOINTS == docker.endpoints("kafka")  # one set, started once
+    assert Docker.ups == 1
+    docker.close()
+    assert Docker.ups == -1 and fake_local.calls == []
+
+
+def test_pytest_plugin_session_using_postgres_starts_postgres_alone(tmp_path: Path):
+    """Through the fixtures, in a session of its own: ``LocalServices`` there is a fake."""
+    (tmp_path / "conftest.py").write_text(textwrap.dedent('''
+        import json, pathlib
+        import eoskit.runtime.dev
+        from eoskit.runtime.dev.endpoints import ServiceEndpoints
+
+        CALLS = pathlib.Path(__file__).with_name("calls.jsonl")
+
+        class Fake:
+            def __init__(self, root, only=None):
+                self.only = sorted(only) if only else None
+                self.services = []
+
+            def pids(self):
+                return {}
+
+            def up(self):
+                with CALLS.open("a") as calls:
+                    calls.write(json.dumps(["up", self.only]) + "\\n")
+                return ServiceEndpoints(postgres_url="postgresql+psycopg://eoskit:eoskit@127.0.0.1:1/eoskit")
+
+        eoskit.runtime.dev.LocalServices = Fake
+    '''))
+    done = _run_plugin_session(tmp_path, """
+        def test_one(postgres):
+            assert postgres.endswith("@127.0.0.1:1/eoskit")
+
+        def test_two(postgres):
+            pass
+    """, {})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "calls.jsonl").read_text().splitlines() == ['["up", ["postgres"]]']

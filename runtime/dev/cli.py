@@ -24,7 +24,7 @@ from .docker import DockerServices
 from .endpoints import render_env
 from .errors import DevServicesError
 from . import network
-from .local import DEFAULT_ROOT, LocalServices
+from .local import DEFAULT_ROOT, SERVICE_NAMES, LocalServices, parse_services, recorded_only
 
 
 def _uses_docker(directory: str) -> bool:
@@ -33,7 +33,18 @@ def _uses_docker(directory: str) -> bool:
 
 
 def _services(directory: str) -> LocalServices | DockerServices:
-    return DockerServices(directory, keep=True) if _uses_docker(directory) else LocalServices(directory)
+    """The folder's services: those its ``up`` calls chose (``--only``), or all."""
+    if _uses_docker(directory):
+        return DockerServices(directory, keep=True)
+    return LocalServices(directory, only=recorded_only(directory))
+
+
+def _only(text: str) -> frozenset[str]:
+    """``--only``'s value, parsed; argparse reports a bad one with this message."""
+    try:
+        return parse_services(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _print_status(status: dict[str, str]) -> None:
@@ -45,16 +56,25 @@ def _print_status(status: dict[str, str]) -> None:
 def cmd_up(args: argparse.Namespace) -> int:
     """Start (or reuse) the services and say how to use them."""
     services: LocalServices | DockerServices
+    only: frozenset[str] | None = args.only
     if args.docker and args.kafka_brokers not in (None, 1):
         raise DevServicesError("--kafka-brokers 3 runs local Kafka nodes; the Docker services have one broker")
     if args.network and args.docker:
         raise DevServicesError("--network runs the local services on hosts of their own; not with --docker")
-    if args.network:
-        names = [s.name for s in LocalServices(args.dir, kafka_brokers=args.kafka_brokers).services]
-        services = network.up(args.dir, names, args.kafka_brokers)
+    if args.docker and only is not None:
+        raise DevServicesError("--only starts some of the local services; the Docker services start as one set "
+                               "(leave out --only, or --docker)")
+    if only is not None and args.kafka_brokers is not None and "kafka" not in only:
+        raise DevServicesError(f"--kafka-brokers {args.kafka_brokers} is about Kafka, which "
+                               f"--only {','.join(sorted(only))} leaves out")
+    if args.docker:
+        services = DockerServices(args.dir, keep=True)
+    elif args.network or network.is_networked(args.dir):
+        # Every service of a networked folder runs on a lab host: one that --only adds later gets its host then.
+        names = [s.name for s in LocalServices(args.dir, kafka_brokers=args.kafka_brokers, only=only).services]
+        services = network.up(args.dir, names, args.kafka_brokers, only=only)
     else:
-        services = (DockerServices(args.dir, keep=True) if args.docker
-                    else LocalServices(args.dir, kafka_brokers=args.kafka_brokers))
+        services = LocalServices(args.dir, kafka_brokers=args.kafka_brokers, only=only)
     services.up()
     _print_status(services.status())
     if network.is_networked(args.dir):
@@ -65,7 +85,8 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def cmd_down(args: argparse.Namespace) -> int:
-    """Stop the services; ``--purge`` also deletes their data."""
+    """Stop the services (every one that runs, whatever ``up --only`` chose);
+    ``--purge`` also deletes their data."""
     if _uses_docker(args.dir):  # first: a purge deletes docker.json
         DockerServices(args.dir, keep=True).down()
     local = LocalServices(args.dir)
@@ -81,18 +102,22 @@ def cmd_down(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    """Print each service's state; exit 0 only if all are running."""
+    """Print the state of each service of the folder (those ``up --only``
+    chose); exit 0 only if all of them are running."""
     status = _services(args.dir).status()
     _print_status(status)
     return 0 if all(text.startswith("running") for text in status.values()) else 1
 
 
 def cmd_env(args: argparse.Namespace) -> int:
-    """Print ``export`` lines (the only output that shows the passwords)."""
+    """Print ``export`` lines (the only output that shows the passwords): the
+    variables of the folder's services (those ``up --only`` chose)."""
     endpoints = _services(args.dir).endpoints()
     if endpoints is None:
+        only = recorded_only(args.dir)
+        chosen = "" if only is None or _uses_docker(args.dir) else f" --only {','.join(sorted(only))}"
         raise DevServicesError(f"dev services in {args.dir} are not running; "
-                               f"start them with: eoskit dev up --dir {args.dir}")
+                               f"start them with: eoskit dev up{chosen} --dir {args.dir}")
     sys.stdout.write(render_env(endpoints))
     if network.is_networked(args.dir):
         print(f"# jobs under test run on the lab's job host: ip netns exec {network.job_host(args.dir).netns} ...")
@@ -181,6 +206,10 @@ def register_cli(subparsers: Any) -> None:
         sub.add_argument("--dir", default=DEFAULT_ROOT, help=f"services folder (default {DEFAULT_ROOT})")
         sub.set_defaults(func=guarded(f"dev {name}", handler))
     commands.choices["up"].add_argument("--docker", action="store_true", help="use Docker containers instead")
+    commands.choices["up"].add_argument(
+        "--only", type=_only, default=None, metavar="SERVICE[,SERVICE...]",
+        help=f"start only these services, of {', '.join(SERVICE_NAMES)} (kafka: every Kafka node); "
+             "the folder remembers them, and later `status` and `env` show those, `down` stops what runs")
     commands.choices["up"].add_argument(
         "--kafka-brokers", type=int, choices=(1, 3), default=None,
         help="Kafka nodes: 1 (the default) or 3 (replication factor 3, min.insync.replicas 2; the extra "

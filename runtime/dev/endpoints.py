@@ -52,12 +52,14 @@ class ServiceEndpoints:
     ``postgres_url`` and ``mysql_url`` are SQLAlchemy URLs (they carry the
     password, so never put them in error messages or logs). ``s3_endpoint``
     is an ``http://host:port`` URL, or None when the endpoints come from an
-    environment that names no S3 server.
+    environment that names no S3 server. A field is None, too, for a
+    service left out of a partial set (``LocalServices(only=...)``,
+    ``eoskit dev up --only``); the whole set has the first three.
     """
 
-    kafka_bootstrap: str
-    postgres_url: str
-    mysql_url: str
+    kafka_bootstrap: str | None = None
+    postgres_url: str | None = None
+    mysql_url: str | None = None
     s3_endpoint: str | None = None
     #: The broker's SASL_SSL listener (``host:port``), the PEM file of the CA
     #: that signed its certificate, and its SCRAM-SHA-512 user; None when not
@@ -85,14 +87,11 @@ class ServiceEndpoints:
         }
 
     def as_env(self) -> dict[str, str]:
-        """The variables that the pytest plugin and examples read."""
-        env = {
-            ENV_KAFKA: self.kafka_bootstrap,
-            ENV_POSTGRES: self.postgres_url,
-            ENV_MYSQL: self.mysql_url,
-        }
-        if self.s3_endpoint is not None:
-            env[ENV_S3] = self.s3_endpoint
+        """The variables that the pytest plugin and examples read: those of
+        the services in the set (a partial set names only its own)."""
+        named = ((ENV_KAFKA, self.kafka_bootstrap), (ENV_POSTGRES, self.postgres_url),
+                 (ENV_MYSQL, self.mysql_url), (ENV_S3, self.s3_endpoint))
+        env = {name: value for name, value in named if value is not None}
         secure = (self.kafka_secure_bootstrap, self.kafka_ca_location, self.kafka_sasl_username,
                   self.kafka_sasl_password)
         if all(v is not None for v in secure):

@@ -11,12 +11,13 @@ import os
 import shutil
 import signal
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .base import LocalService
-from .endpoints import HOST, ServiceEndpoints, make_endpoints, postgres_url, mysql_url, s3_endpoint_url
+from .endpoints import (KAFKA_SASL_PASSWORD, KAFKA_SASL_USER, ServiceEndpoints, mysql_url, postgres_url,
+                        s3_endpoint_url)
 from .errors import DevServicesError, ServiceStartError
 from .kafka import NODE_COUNTS, KafkaService, new_cluster_id
 from .mariadb import MariaDBService
@@ -27,6 +28,36 @@ from .s3 import S3Service
 from .state import STATE_FILE, DevState, ServiceState, load_state, locked, save_state
 
 DEFAULT_ROOT = ".eoskit/dev"
+
+#: The dev services, in the order they start. Their names are what
+#: ``eoskit dev up --only`` and ``LocalServices(only=...)`` choose by;
+#: ``kafka`` stands for every Kafka node (``kafka-2``, ``kafka-3``).
+SERVICES: tuple[type[LocalService], ...] = (KafkaService, PostgresService, MariaDBService, S3Service)
+SERVICE_NAMES: tuple[str, ...] = tuple(service.name for service in SERVICES)
+
+
+def parse_services(names: str | Iterable[str]) -> frozenset[str]:
+    """The dev services ``names`` chooses: ``"postgres"``, ``"kafka,s3"``
+    (``--only``'s form, blanks around the commas ignored) or those names as
+    a list. ValueError naming what is not a dev service, with the names
+    that are, or when it names none."""
+    parts = names.split(",") if isinstance(names, str) else list(names)
+    chosen = [part.strip() for part in parts if part.strip()]
+    valid = ", ".join(SERVICE_NAMES)
+    if not chosen:
+        raise ValueError(f"no dev service named; the dev services are {valid}")
+    unknown = [name for name in dict.fromkeys(chosen) if name not in SERVICE_NAMES]
+    if unknown:
+        raise ValueError(f"no such dev service: {', '.join(unknown)}; the dev services are {valid}")
+    return frozenset(chosen)
+
+
+def recorded_only(root: str | os.PathLike[str]) -> frozenset[str] | None:
+    """The services the folder's ``up`` calls chose (``--only``); None: all
+    of them (or nothing chose: a new folder, or one from before ``--only``)."""
+    only = load_state(Path(root).absolute()).only
+    known = frozenset(name for name in only or () if name in SERVICE_NAMES)
+    return known or None
 
 
 @dataclass(frozen=True)
@@ -48,7 +79,8 @@ class LocalServices:
 
     def __init__(self, root: str | os.PathLike[str] = DEFAULT_ROOT, timeout: float = 60.0,
                  kafka_brokers: int | None = None, kafka_only: bool = False,
-                 hosts: Mapping[str, Placement] | None = None) -> None:
+                 hosts: Mapping[str, Placement] | None = None,
+                 only: str | Iterable[str] | None = None) -> None:
         """``kafka_brokers``: 1 (the default) or 3 Kafka nodes, the extra ones
         the services ``kafka-2`` and ``kafka-3``; None: as many as the folder
         last ran (its state file remembers), else 1. ``kafka_only``: the
@@ -56,7 +88,10 @@ class LocalServices:
         bootstrap is :meth:`kafka_bootstrap`), e.g. a test's own cluster.
         ``hosts``: service name -> the lab host it runs on and listens at
         (network-fault tests); remembered in the state file, so that later
-        calls on the folder find them without it."""
+        calls on the folder find them without it. ``only``: the services
+        (names of :data:`SERVICES`, see :func:`parse_services`) that ``up``,
+        ``start``, ``status``, ``endpoints`` and ``down()`` handle; None: all.
+        ``up`` records the choice in the state file (:func:`recorded_only`)."""
         self.root = Path(root).absolute()
         self.timeout = timeout
         recorded = self._recorded_brokers()
@@ -70,17 +105,21 @@ class LocalServices:
                 f"`eoskit dev down --purge --dir {self.root}`")
         self.kafka_brokers = kafka_brokers or recorded or 1
         self.kafka_only = kafka_only
+        self.only: frozenset[str] | None = (frozenset({KafkaService.name}) if kafka_only else
+                                            None if only is None else parse_services(only))
         self.kafka_nodes = [KafkaService(self.root, node, self.kafka_brokers)
                             for node in range(1, self.kafka_brokers + 1)]
-        self.services: list[LocalService] = [*self.kafka_nodes]
-        if not kafka_only:
-            self.services += [PostgresService(self.root), MariaDBService(self.root), S3Service(self.root)]
+        #: Every service the folder may run, and those this object handles.
+        self.every: list[LocalService] = [
+            service for cls in SERVICES for service in (self.kafka_nodes if cls is KafkaService else [cls(self.root)])]
+        self.services: list[LocalService] = [service for service in self.every if self._chosen(service)]
         self._place(hosts)
 
     # -- public API -------------------------------------------------------
 
     def up(self) -> ServiceEndpoints:
-        """Start whatever is not running; reuse what is. Returns the endpoints."""
+        """Start whatever is not running; reuse what is. Returns the endpoints
+        (of the chosen services only, with ``only``)."""
         if self.kafka_only:
             raise ValueError("a kafka_only LocalServices has no endpoints of the other services: "
                              "use start() and kafka_bootstrap()")
@@ -98,11 +137,13 @@ class LocalServices:
             service.check_installed()
         with locked(self.root):
             state = load_state(self.root)
-            if self.kafka_brokers > 1:
+            state.only = self._record_only(state)
+            cluster = self.kafka_brokers > 1 and self.kafka_nodes[0] in self.services
+            if cluster:
                 state.service("kafka").extra["nodes"] = str(self.kafka_brokers)
             started: list[LocalService] = []
             try:
-                if self.kafka_brokers > 1:
+                if cluster:
                     started += self._start_cluster(state)
                 for service in self.services:
                     if service in self.kafka_nodes and self.kafka_brokers > 1:
@@ -130,18 +171,13 @@ class LocalServices:
         return ",".join(f"{node.address}:{port}" for node, port in zip(self.kafka_nodes, ports))
 
     def down(self, names: Collection[str] | None = None) -> None:
-        """Stop every process this folder started, or only the services ``names`` (data is kept)."""
+        """Stop every process this object's services run (without ``only``:
+        every process the folder started), or only the services ``names``
+        (data is kept)."""
         unknown = set(names or ()) - {service.name for service in self.services}
         if unknown:
             raise ValueError(f"no such dev service: {', '.join(sorted(unknown))}")
-        if not (self.root / STATE_FILE).is_file():
-            return  # nothing was ever started here; do not create the folder
-        with locked(self.root):
-            state = load_state(self.root)
-            for service in reversed(self.services):
-                if names is None or service.name in names:
-                    self._stop(service, state)
-            save_state(self.root, state)
+        self._stop_all([service for service in self.services if names is None or service.name in names])
 
     def restart(self, name: str, while_down: Callable[[], None] | None = None) -> None:
         """Stop the running service ``name`` the way ``down`` does and start
@@ -189,8 +225,8 @@ class LocalServices:
             stop_process(ProcessRef(entry.pid, entry.start_time), sig=signal.SIGKILL)
 
     def purge(self) -> None:
-        """Stop everything and delete the folder, data included."""
-        self.down()
+        """Stop everything (whatever ``only`` says) and delete the folder, data included."""
+        self._stop_all(list(dict.fromkeys([*self.every, *self.services])))
         state = load_state(self.root)
         recorded = state.service("postgres").extra.get("data_dir")
         for data_dir in {Path(recorded) if recorded else None, fallback_data_dir(self.root)}:
@@ -211,7 +247,7 @@ class LocalServices:
         return result
 
     def endpoints(self) -> ServiceEndpoints | None:
-        """Endpoints if all services are running, else None."""
+        """Endpoints if all of this object's services are running, else None."""
         return self._endpoints(load_state(self.root))
 
     def pids(self) -> dict[str, int]:
@@ -225,13 +261,26 @@ class LocalServices:
 
     # -- internals --------------------------------------------------------
 
+    def _chosen(self, service: LocalService) -> bool:
+        """Whether ``only`` takes ``service`` (a Kafka node by its class's name, ``kafka``)."""
+        return self.only is None or type(service).name in self.only
+
+    def _record_only(self, state: DevState) -> list[str] | None:
+        """What the state file says ``up`` chose, after this ``up``: the
+        services chosen so far and now, or None once the whole set was
+        (and for a folder whose services ran before it recorded a choice)."""
+        if self.only is None or (state.services and state.only is None):
+            return None
+        chosen = {*(state.only or ()), *self.only}
+        return None if chosen >= set(SERVICE_NAMES) else sorted(chosen)
+
     def _place(self, hosts: Mapping[str, Placement] | None) -> None:
         """Put each service on its lab host: given, or as the state file recorded."""
-        unknown = set(hosts or ()) - {service.name for service in self.services}
+        unknown = set(hosts or ()) - {service.name for service in self.every}
         if unknown:
             raise ValueError(f"no such dev service: {', '.join(sorted(unknown))}")
         recorded = load_state(self.root).services if (self.root / STATE_FILE).is_file() else {}
-        for service in self.services:
+        for service in self.every:
             given = (hosts or {}).get(service.name)
             entry = recorded.get(service.name)
             if given is None and entry is not None and entry.extra.get("netns"):
@@ -244,28 +293,31 @@ class LocalServices:
         return entry.pid is not None and is_alive(ProcessRef(entry.pid, entry.start_time))
 
     def _endpoints(self, state: DevState) -> ServiceEndpoints | None:
-        ports: dict[str, int] = {}
+        """The endpoints of this object's services if all run, else None;
+        each at its address (loopback, or its lab host's)."""
+        at: dict[str, tuple[str, int]] = {}
         for service in self.services:
             entry = state.services.get(service.name)
             if entry is None or not entry.port or not self._alive(entry):
                 return None
-            ports[service.name] = entry.port
-        kafka = self.kafka_nodes[0]
-        secure = state.services["kafka"].ports.get("secure")
-        endpoints = make_endpoints(ports["kafka"], ports["postgres"], ports["mariadb"], HOST, s3_port=ports["s3"],
-                                   kafka_secure_port=secure,
-                                   kafka_ca_location=str(kafka.ca_path) if secure and kafka.ca_path.is_file() else None)
-        at = {service.name: service.address for service in self.services}
-        if set(at.values()) != {HOST}:  # services on lab hosts of their own
-            endpoints = replace(endpoints, postgres_url=postgres_url(at["postgres"], ports["postgres"]),
-                                mysql_url=mysql_url(at["mariadb"], ports["mariadb"]),
-                                s3_endpoint=s3_endpoint_url(at["s3"], ports["s3"]))
-        nodes = [(node.address, state.services[node.name]) for node in self.kafka_nodes]
-        return replace(
-            endpoints,
-            kafka_bootstrap=",".join(f"{host}:{entry.port}" for host, entry in nodes),
-            kafka_secure_bootstrap=None if endpoints.kafka_secure_bootstrap is None else
-            ",".join(f"{host}:{entry.ports['secure']}" for host, entry in nodes))
+            at[service.name] = (service.address, entry.port)
+        endpoints = ServiceEndpoints()
+        if "postgres" in at:
+            endpoints = replace(endpoints, postgres_url=postgres_url(*at["postgres"]))
+        if "mariadb" in at:
+            endpoints = replace(endpoints, mysql_url=mysql_url(*at["mariadb"]))
+        if "s3" in at:
+            endpoints = replace(endpoints, s3_endpoint=s3_endpoint_url(*at["s3"]))
+        if "kafka" in at:
+            nodes = [(node.address, state.services[node.name]) for node in self.kafka_nodes]
+            endpoints = replace(endpoints, kafka_bootstrap=",".join(f"{host}:{entry.port}" for host, entry in nodes))
+            ca = self.kafka_nodes[0].ca_path
+            if state.services["kafka"].ports.get("secure") and ca.is_file():
+                endpoints = replace(
+                    endpoints, kafka_secure_bootstrap=",".join(f"{host}:{entry.ports['secure']}" for host, entry in nodes),
+                    kafka_ca_location=str(ca), kafka_sasl_username=KAFKA_SASL_USER,
+                    kafka_sasl_password=KAFKA_SASL_PASSWORD)
+        return endpoints
 
     def _recorded_brokers(self) -> int | None:
         """The Kafka node count the state file remembers, if Kafka ever ran here."""
@@ -382,6 +434,16 @@ class LocalServices:
                     f"{tail(service.log_path)}"
                 )
             time.sleep(0.2)
+
+    def _stop_all(self, services: list[LocalService]) -> None:
+        """Stop ``services``, the last started first."""
+        if not (self.root / STATE_FILE).is_file():
+            return  # nothing was ever started here; do not create the folder
+        with locked(self.root):
+            state = load_state(self.root)
+            for service in reversed(services):
+                self._stop(service, state)
+            save_state(self.root, state)
 
     def _stop(self, service: LocalService, state: DevState) -> None:
         entry = state.services.get(service.name)

@@ -52,10 +52,13 @@ def job_host(root: str | Path) -> Host:
     return lab(root).hosts[JOB_HOST]
 
 
-def up(root: str | Path, service_names: Iterable[str], kafka_brokers: int | None = None) -> LocalServices:
+def up(root: str | Path, service_names: Iterable[str], kafka_brokers: int | None = None,
+       only: Iterable[str] | None = None) -> LocalServices:
     """Start (or reuse) the folder's services on a lab's hosts, the lab made
-    on the first call. A folder whose services ran on this host before is
-    refused: their data names this host's addresses."""
+    on the first call, a host added for each of ``service_names`` that has
+    none yet (``only``: the services chosen, as ``LocalServices`` takes
+    them). A folder whose services ran on this host before is refused:
+    their data names this host's addresses."""
     root = Path(root).absolute()
     why = Lab.available()
     if why is not None:
@@ -81,8 +84,11 @@ def up(root: str | Path, service_names: Iterable[str], kafka_brokers: int | None
         placed = made
     else:
         placed = lab(root)
+        for name in service_names:  # chosen with --only after the lab was made
+            if name not in placed.hosts:
+                placed.host(name)
     hosts = {name: Placement(host.ip, host.netns) for name, host in placed.hosts.items() if name != JOB_HOST}
-    return LocalServices(root, kafka_brokers=kafka_brokers, hosts=hosts)
+    return LocalServices(root, kafka_brokers=kafka_brokers, hosts=hosts, only=only)
 
 
 def down(root: str | Path) -> None:

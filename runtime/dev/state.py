@@ -45,9 +45,15 @@ class ServiceState:
 
 @dataclass
 class DevState:
-    """All services of one folder, keyed by service name."""
+    """All services of one folder, keyed by service name.
+
+    ``only``: the services the folder's ``up`` calls chose
+    (``eoskit dev up --only``), sorted; None when they started the whole
+    set, or when nothing chose (a folder from before ``--only``).
+    """
 
     services: dict[str, ServiceState] = field(default_factory=dict)
+    only: list[str] | None = None
 
     def service(self, name: str) -> ServiceState:
         """The entry for ``name``, created empty if missing."""
@@ -55,7 +61,10 @@ class DevState:
 
     def to_json(self) -> str:
         """Serialised form (stable key order, for humans reading the file)."""
-        data = {"version": FORMAT_VERSION, "services": {k: asdict(v) for k, v in sorted(self.services.items())}}
+        data: dict[str, object] = {"version": FORMAT_VERSION,
+                                   "services": {k: asdict(v) for k, v in sorted(self.services.items())}}
+        if self.only is not None:
+            data["only"] = list(self.only)
         return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
     @classmethod
@@ -71,7 +80,8 @@ class DevState:
                 extra=dict(entry.get("extra") or {}),
                 ports={str(k): int(v) for k, v in (entry.get("ports") or {}).items()},
             )
-        return cls(services=services)
+        only = data.get("only")
+        return cls(services=services, only=None if only is None else [str(name) for name in only])
 
 
 def load_state(root: Path) -> DevState:
