@@ -917,7 +917,7 @@ def test_endpoints_of_some_services_name_only_those(tmp_path: Path, monkeypatch:
     assert LocalServices(tmp_path, only="mariadb")._endpoints(state) is not None
 
 
-def test_up_records_the_services_chosen_until_the_whole_set_is(tmp_path: Path):
+def test_up_records_the_services_chosen_and_running_until_the_whole_set_is(tmp_path: Path):
     def up(only: str | None) -> None:
         services = LocalServices(tmp_path, only=only)
         services.services = [_fake_service(tmp_path, None, name) for name in (only or "one").split(",")]
@@ -929,24 +929,28 @@ def test_up_records_the_services_chosen_until_the_whole_set_is(tmp_path: Path):
     up("s3,postgres")
     assert recorded_only(tmp_path) == {"postgres", "s3"}
     assert LocalServices(tmp_path, only=recorded_only(tmp_path)).status().keys() == {"postgres", "s3"}
-    up("kafka,mariadb")  # all four chosen, one by one: the whole set
+    LocalServices(tmp_path, only="s3").down()
+    up("kafka")  # what runs after it: postgres (still) and kafka, not the stopped s3
+    assert recorded_only(tmp_path) == {"kafka", "postgres"}
+    up("s3,mariadb")  # all four running: the whole set
     assert load_state(tmp_path).only is None
     LocalServices(tmp_path).purge()
     up("kafka")
-    up(None)  # the whole set: no choice left to remember
+    up(None)  # the whole set chosen: no choice left to remember
     assert load_state(tmp_path).only is None and recorded_only(tmp_path) is None
-    up("kafka")  # ... and later choices do not shrink it
-    assert recorded_only(tmp_path) is None
     LocalServices(tmp_path).purge()
 
 
-def test_a_folder_from_before_only_keeps_all_four(tmp_path: Path):
+def test_a_folder_whose_services_all_stopped_records_what_up_only_starts(tmp_path: Path):
+    """A folder that once ran the whole set (from before --only, its state
+    naming no choice), everything stopped: ``up --only postgres`` records
+    postgres, so that ``dev env`` and ``dev status`` name what runs."""
     state = DevState()
-    state.service("kafka").port = 9092
+    state.service("kafka").port = 9092  # ran once; no process now
     save_state(tmp_path, state)
     assert '"only"' not in (tmp_path / "state.json").read_text()
     services = LocalServices(tmp_path, only="postgres")
-    assert services._record_only(load_state(tmp_path)) is None
+    assert services._record_only(load_state(tmp_path)) == ["postgres"]
     state.only = ["postgres", "gone-in-a-later-version"]
     save_state(tmp_path, state)
     assert load_state(tmp_path) == state and recorded_only(tmp_path) == {"postgres"}

@@ -267,11 +267,13 @@ class LocalServices:
 
     def _record_only(self, state: DevState) -> list[str] | None:
         """What the state file says ``up`` chose, after this ``up``: the
-        services chosen so far and now, or None once the whole set was
-        (and for a folder whose services ran before it recorded a choice)."""
-        if self.only is None or (state.services and state.only is None):
+        services chosen now and those of the folder that still run, or None
+        once that is the whole set (or this ``up`` chose no subset)."""
+        if self.only is None:
             return None
-        chosen = {*(state.only or ()), *self.only}
+        running = {type(service).name for service in self.every
+                   if (entry := state.services.get(service.name)) is not None and self._alive(entry)}
+        chosen = running | set(self.only)
         return None if chosen >= set(SERVICE_NAMES) else sorted(chosen)
 
     def _place(self, hosts: Mapping[str, Placement] | None) -> None:
