@@ -23,7 +23,7 @@ from eoskit.testing.conformance import Workload
 from eoskit.testing.conformance.kafka import KafkaTopicTarget
 from eoskit.testing.conformance.mysql import CLIENT, MySQLTarget
 from eoskit.testing.conformance.postgres import PostgresTarget
-from eoskit.testing.conformance.scenarios import Paused, Run
+from eoskit.testing.conformance.scenarios import Paused, Run, Runs
 from eoskit.twophase import crash
 from eoskit.twophase.txn_id import batch_prefix, sink_prefix
 
@@ -75,20 +75,9 @@ def workload(net) -> Workload:
 def net_run(net, workload, tmp_path, spark):
     """A ``Run`` whose job runs on the lab's job host, its table made and
     dropped; recoveries run in the test's own session (the tester's view)."""
-    made: list[Run] = []
-
-    def make(target) -> Run:
-        run = Run(target, workload, tmp_path / f"run{len(made)}", spark, launcher=net.launcher())
-        run.workdir.mkdir(parents=True)
-        target.create_table(run.table)
-        made.append(run)
-        return run
-
-    yield make
-    for run in made:
-        for txn in run.target.prepared(sink_prefix(run.sink_id)):
-            run.target.rollback(txn)
-        run.target.drop_table(run.table)
+    runs = Runs(tmp_path, spark=spark, launcher=net.launcher())
+    yield lambda target: runs.make(target, workload)
+    runs.close()
 
 
 def decided_ids(run: Run, batch: int) -> list[str]:
@@ -424,30 +413,14 @@ def net_cluster(tmp_path_factory):
     """A three-node Kafka cluster (replication factor 3, min.insync.replicas
     2) with each node on a host of its own, and a job host, in a lab of its
     own (another subnet than ``net``'s)."""
-    from eoskit.runtime.dev import LocalServices
-    from eoskit.runtime.dev.local import Placement
-    from eoskit.runtime.dev.netlab import Lab
+    from eoskit.testing.pytest_plugin import services_on_lab_hosts
 
-    why = Lab.available()
-    if why is not None:
-        pytest.skip(f"the network lab cannot run here: {why}")
-    lab = Lab(subnet="10.215.0.0/24", timeout=3600.0).start()
-    services = None
-    try:
-        lab.tester()
-        hosts = {name: lab.host(name) for name in ("job", "kafka", "kafka-2", "kafka-3")}
-        services = LocalServices(tmp_path_factory.mktemp("net-cluster"), kafka_brokers=3, kafka_only=True,
-                                 hosts={n: Placement(h.ip, h.netns) for n, h in hosts.items() if n != "job"})
+    with services_on_lab_hosts(tmp_path_factory.mktemp("net-cluster"), ("kafka", "kafka-2", "kafka-3"),
+                               subnet="10.215.0.0/24", kafka_brokers=3, kafka_only=True) as (lab, hosts, services):
         services.start()
         bootstrap = services.kafka_bootstrap()
         assert bootstrap is not None
         yield lab, hosts, bootstrap
-    finally:
-        try:
-            if services is not None:
-                services.down()
-        finally:
-            lab.close()
 
 
 def _cluster_run(lab, hosts, bootstrap, tmp_path, spark) -> Run:

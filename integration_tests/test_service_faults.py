@@ -32,7 +32,7 @@ from eoskit.twophase import crash
 from eoskit.testing.conformance import ConformanceTarget, Workload
 from eoskit.testing.conformance.kafka import KafkaTopicTarget
 from eoskit.testing.conformance.postgres import PostgresTarget
-from eoskit.testing.conformance.scenarios import Paused, Run, wait_for_file
+from eoskit.testing.conformance.scenarios import Paused, Run, Runs, wait_for_file
 from eoskit.twophase.txn_id import sink_prefix
 
 RECORDS, PARTITIONS, BATCHES = 20_000, 4, 4
@@ -149,20 +149,9 @@ def workload(kafka: str) -> Workload:
 def fault_run(tmp_path: Path) -> Iterator[Callable[[ConformanceTarget, Workload], Run]]:
     """Make a Run (table created); afterwards roll back what it left
     prepared and drop its table, as the conformance kit does."""
-    made: list[Run] = []
-
-    def make(target: ConformanceTarget, workload: Workload) -> Run:
-        run = Run(target, workload, tmp_path / f"run{len(made)}")
-        run.workdir.mkdir(parents=True)
-        target.create_table(run.table)
-        made.append(run)
-        return run
-
-    yield make
-    for run in made:
-        for txn in run.target.prepared(sink_prefix(run.sink_id)):
-            run.target.rollback(txn)
-        run.target.drop_table(run.table)
+    runs = Runs(tmp_path)
+    yield runs.make
+    runs.close()
 
 
 # -- a job paused at a point while the fault happens -------------------------

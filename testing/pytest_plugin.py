@@ -40,7 +40,8 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -322,6 +323,38 @@ class NetServices:
         return tuple(self.job.argv([]))
 
 
+@contextmanager
+def services_on_lab_hosts(root: Path, names: Iterable[str], *, subnet: str | None = None,
+                          timeout: float = 3600.0, **local: Any) -> Iterator[tuple[Any, dict[str, Any], Any]]:
+    """A network lab started (its tester link made), a host in it for each
+    service ``names`` and for the ``job``, and the ``LocalServices`` of
+    ``root`` placed on those hosts (``local``: its other arguments), not yet
+    started: ``(lab, hosts, services)``. At the end the services are
+    stopped and the lab removed, every namespace, link and rule, whatever
+    happened. Skips, saying why, where a lab cannot run."""
+    from eoskit.runtime.dev import LocalServices
+    from eoskit.runtime.dev.local import Placement
+    from eoskit.runtime.dev.netlab import Lab
+
+    why = Lab.available()
+    if why is not None:
+        pytest.skip(f"the network lab cannot run here: {why}")
+    lab = Lab(timeout=timeout, **({} if subnet is None else {"subnet": subnet})).start()
+    services = None
+    try:
+        lab.tester()
+        hosts = {name: lab.host(name) for name in ("job", *names)}
+        services = LocalServices(root, hosts={name: Placement(h.ip, h.netns) for name, h in hosts.items()
+                                              if name != "job"}, **local)
+        yield lab, hosts, services
+    finally:
+        try:
+            if services is not None:
+                services.down()
+        finally:
+            lab.close()
+
+
 @pytest.fixture(scope="session")
 def network_services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NetServices]:
     """A network lab (``eoskit.runtime.dev.netlab``) with the dev services on
@@ -333,26 +366,6 @@ def network_services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NetSe
     ``network_services.lab`` between ``.job`` and ``.hosts["postgres"]``
     (``kafka``, ``mariadb``, ``s3``), and read the services from the test at
     ``.endpoints`` (the lab's tester link)."""
-    from eoskit.runtime.dev import LocalServices
-    from eoskit.runtime.dev.local import Placement
-    from eoskit.runtime.dev.netlab import Lab
-
-    why = Lab.available()
-    if why is not None:
-        pytest.skip(f"the network lab cannot run here: {why}")
-    lab = Lab(timeout=4 * 3600.0).start()
-    services = None
-    try:
-        lab.tester()
-        hosts = {name: lab.host(name) for name in ("job", "kafka", "postgres", "mariadb", "s3")}
-        services = LocalServices(tmp_path_factory.mktemp("net-services"),
-                                 hosts={name: Placement(h.ip, h.netns) for name, h in hosts.items()
-                                        if name != "job"})
-        endpoints = services.up()
-        yield NetServices(lab, hosts, services, endpoints)
-    finally:
-        try:
-            if services is not None:
-                services.down()
-        finally:
-            lab.close()
+    with services_on_lab_hosts(tmp_path_factory.mktemp("net-services"),
+                               ("kafka", "postgres", "mariadb", "s3"), timeout=4 * 3600.0) as (lab, hosts, services):
+        yield NetServices(lab, hosts, services, services.up())

@@ -749,6 +749,31 @@ def run_scenario(
     try:
         scenario.run(run)
     finally:
-        for txn in target.prepared(sink_prefix(run.sink_id)):
-            target.rollback(txn)
-        target.drop_table(run.table)
+        clean_up(run)
+
+
+def clean_up(run: Run) -> None:
+    """Roll back what ``run`` left prepared and drop its table."""
+    for txn in run.target.prepared(sink_prefix(run.sink_id)):
+        run.target.rollback(txn)
+    run.target.drop_table(run.table)
+
+
+class Runs:
+    """The runs one test makes (``make``: a ``Run``, its table created),
+    each cleaned up by :meth:`close` as :func:`run_scenario` cleans up its
+    own; ``run_args`` go to every ``Run`` (``spark``, ``launcher``, ...)."""
+
+    def __init__(self, root: Path, **run_args: Any) -> None:
+        self.root, self.run_args, self.made = root, run_args, []
+
+    def make(self, target: ConformanceTarget, workload: Workload) -> Run:
+        run = Run(target, workload, self.root / f"run{len(self.made)}", **self.run_args)
+        run.workdir.mkdir(parents=True)
+        target.create_table(run.table)
+        self.made.append(run)
+        return run
+
+    def close(self) -> None:
+        for run in self.made:
+            clean_up(run)
