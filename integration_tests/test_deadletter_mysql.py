@@ -111,7 +111,7 @@ def test_refused_rows_go_to_the_dead_letter_table_inside_the_xa_transaction(mysq
     assert (writer.rows, writer.dead_letters) == (len(ROWS), len(POISON))
     assert query(mysql, f"SELECT count(*) FROM `{table}`") == [(0,)]
     assert dead_letters(mysql, table) == []  # prepared, not visible
-    assert sink.commit_prepared(txn_id)
+    assert sink.committer().commit(txn_id)
     assert query(mysql, f"SELECT id, name, amount FROM `{table}` ORDER BY id") == [
         (1, "a", 1), (2, "b", 2), (6, "f", 6), (8, "h", 8)]
     letters = dead_letters(mysql, table)
@@ -132,7 +132,7 @@ def test_a_rolled_back_xa_transaction_takes_its_dead_letters_with_it(mysql, tabl
     query(mysql, f"CREATE TABLE `{table}` {TABLE}")
     sink = sink_for(mysql, table, deadLetterTable=f"{table}_dlq")
     txn_id, _ = prepare(sink, ROWS)
-    assert sink.rollback_prepared(txn_id)
+    assert sink.committer().roll_back(txn_id)
     assert query(mysql, f"SELECT count(*) FROM `{table}`") == [(0,)]
     assert dead_letters(mysql, table) == []
 
@@ -159,7 +159,7 @@ def test_a_row_over_max_allowed_packet_is_set_aside_before_it_is_sent(mysql, tab
     sink = sink_for(mysql, table, deadLetterTable=f"{table}_dlq")
     sink._packet = 200_000
     txn_id, writer = prepare(sink, [(1, "a", 1, 1.0), (2, "x" * 300_000, 2, 1.0), (3, "c", 3, 1.0)])
-    assert sink.commit_prepared(txn_id)
+    assert sink.committer().commit(txn_id)
     assert [r[0] for r in query(mysql, f"SELECT id FROM `{table}` ORDER BY id")] == [1, 3]
     [letter] = dead_letters(mysql, table)
     assert "over the server's max_allowed_packet (200000 bytes)" in letter[4] and letter[3] == 2

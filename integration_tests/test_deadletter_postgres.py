@@ -105,7 +105,7 @@ def test_refused_rows_go_to_the_dead_letter_table_with_the_batch(postgres, table
     # Prepared, not committed: neither the rows nor their dead letters are visible.
     assert query(postgres, f"SELECT count(*) FROM {table}") == [(0,)]
     assert dead_letters(postgres, table) == []
-    assert sink.commit_prepared(txn_id)
+    assert sink.committer().commit(txn_id)
     assert query(postgres, f"SELECT id, name, amount FROM {table} ORDER BY id") == [
         (1, "a", 1), (2, "b", 2), (6, "f", 6), (8, "h", 8)]
     letters = dead_letters(postgres, table)
@@ -123,12 +123,12 @@ def test_a_rolled_back_batch_takes_its_dead_letters_with_it(postgres, table):
     query(postgres, f"CREATE TABLE {table} {TABLE}")
     sink = sink_for(postgres, table, deadLetterTable=f"{table}_dlq")
     txn_id, _ = prepare(sink, ROWS)
-    assert sink.rollback_prepared(txn_id)
+    assert sink.committer().roll_back(txn_id)
     assert query(postgres, f"SELECT count(*) FROM {table}") == [(0,)]
     assert dead_letters(postgres, table) == []
     # A replay writes them once.
     txn_id, _ = prepare(sink, ROWS)
-    assert sink.commit_prepared(txn_id)
+    assert sink.committer().commit(txn_id)
     assert len(dead_letters(postgres, table)) == len(POISON)
 
 

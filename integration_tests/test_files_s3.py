@@ -73,7 +73,7 @@ def test_a_commit_cut_between_copy_and_delete_finishes_without_duplicates(s3, s3
     h.s3.copy_object(Bucket=s3_bucket, Key=f"out/{first['path']}",
                      CopySource={"Bucket": s3_bucket, "Key": f"out/{first['staged']}"})
     assert len(h.ids()) == 10  # mid-commit, a reader sees whole files only
-    Coordinator(h.sink, h.decisions).commit(acks, 0)
+    Coordinator(h.sink.committer(), h.decisions).commit(acks, 0)
     assert h.ids() == list(range(40))
     assert not [k for k in h.keys() if "/_eoskit/staging/" in k]
     [batch] = committed_batches(h.path, {"endpoint_url": s3, "key": "testing", "secret": "testing"})

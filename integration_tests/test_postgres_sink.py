@@ -322,7 +322,7 @@ def refused(sink, rows: list[tuple]) -> str:
         return str(exc)
     finally:
         txn.abort()
-    sink.rollback_prepared(txn_id)
+    sink.committer().roll_back(txn_id)
     pytest.fail("the rows were not refused")
 
 

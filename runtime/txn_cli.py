@@ -42,7 +42,7 @@ def _list(args: argparse.Namespace) -> int:
     from eoskit.twophase.in_doubt import list_in_doubt
 
     sink, decisions = _sink(args), _decisions(args)
-    entries = list_in_doubt(sink, decisions)
+    entries = list_in_doubt(sink.committer(), decisions)
     print(f"sink id {decisions.sink_id} in {sink.describe()}: "
           f"{len(entries)} prepared transaction(s)")
     for entry in entries:
@@ -56,7 +56,7 @@ def _resolve(args: argparse.Namespace) -> int:
     orphans = "rollback" if args.rollback_orphans else "commit" if args.commit_orphans else None
     sink, decisions = _sink(args), _decisions(args)
     try:
-        result = resolve_in_doubt(sink, decisions, orphans)
+        result = resolve_in_doubt(sink.committer(), decisions, orphans)
     except ValueError as exc:  # ids without a decision log need --rollback/--commit-orphans
         raise UsageError(str(exc)) from exc
     print(f"committed {len(result['committed'])}, rolled back {len(result['rolled_back'])}")

@@ -95,7 +95,7 @@ def traceback_of(qualified: str, message: str) -> str:
 @pytest.mark.parametrize("qualified, permanent", [
     ("eoskit.twophase.contract.SinkError", True),
     ("eoskit.twophase.contract.ServiceUnavailableError", False),  # a SinkError that says transient
-    ("eoskit.connectors.sql.sink.ConnectionLostError", False),
+    ("eoskit.connectors.sql.reconnect.ConnectionLostError", False),
     ("eoskit.twophase.coordinator.OrphanedTransactionsError", True),
     ("eoskit.twophase.coordinator.LostPreparedTransactionError", False),  # a CoordinatorError that says transient
     ("eoskit.connectors.kafka.client.KafkaAuthenticationError", True),

@@ -41,7 +41,7 @@ CHILD = textwrap.dedent('''
                                       "pad": pa.array([os.urandom(width).hex() for _ in ids])})])
 
     acks = [write_task(sink, decisions, CommitMode.TWOPHASE, rows(0, 100, 8), identity=(0, 0, 0))]
-    Coordinator(sink, decisions).commit(acks, 0)
+    Coordinator(sink.committer(), decisions).commit(acks, 0)
     if limit:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
@@ -53,7 +53,7 @@ CHILD = textwrap.dedent('''
     table = ds.dataset(out, format="parquet").to_table()
     print(json.dumps({"error": error, "ids": sorted(table.column("id").to_pylist()),
                       "staging": os.listdir(os.path.join(out, "_eoskit", "staging")),
-                      "prepared": sink.list_prepared("eoskit:full:")}))
+                      "prepared": sink.committer().in_doubt("eoskit:full:")}))
 ''')
 
 

@@ -53,10 +53,10 @@ class Harness:
                           identity=(batch, partition, attempt))
 
     def commit(self, acks, batch: int):
-        return Coordinator(self.sink, self.decisions).commit(acks, batch)
+        return Coordinator(self.sink.committer(), self.decisions).commit(acks, batch)
 
     def prepared(self) -> list[str]:
-        return self.sink.list_prepared(f"eoskit:{SINK_ID}:")
+        return self.sink.committer().in_doubt(f"eoskit:{SINK_ID}:")
 
 
 def read_ids(root: str) -> list[int]:
@@ -111,7 +111,7 @@ def test_memory_file_system_works_like_a_disk(tmp_path):
 def test_a_commit_repeated_after_a_crash_between_moves_finishes_without_duplicates(out, tmp_path):
     h = Harness(out, tmp_path / "ck")
     acks = [h.task(0, p, range(p * 50, p * 50 + 50)) for p in range(3)]
-    Coordinator(h.sink, h.decisions).decisions.decide(0, [a.txn_id for a in acks], 150)
+    Coordinator(h.sink.committer(), h.decisions).decisions.decide(0, [a.txn_id for a in acks], 150)
     # The driver died mid-commit: the first transaction's file moved, the
     # second's copied but not deleted (an object store's copy-then-delete).
     first = json.loads(Path(out, layout.prepared_manifest(acks[0].txn_id)).read_text())["files"][0]
@@ -123,7 +123,7 @@ def test_a_commit_repeated_after_a_crash_between_moves_finishes_without_duplicat
     assert read_ids(out) == list(range(150))
     assert h.prepared() == [] and h.decisions.get(0).done
     assert [m.rows for m in committed_batches(out)] == [150]
-    assert h.sink.commit_prepared(acks[0].txn_id) is False  # already committed
+    assert h.sink.committer().commit(acks[0].txn_id) is False  # already committed
 
 
 def test_a_staged_file_lost_before_commit_is_an_error_not_a_silent_gap(out, tmp_path):
@@ -179,7 +179,7 @@ def test_more_partition_values_than_open_files(out, tmp_path):
         writer.write(pa.record_batch({"id": pa.array(ids, pa.int64()), "amount": pa.array(ids, pa.int64()),
                                       "customer": pa.array([f"k{i % 50}" for i in ids])}))
     writer.prepare()
-    assert sink.commit_prepared("eoskit:files1:0:0:0x00aa01")
+    assert sink.committer().commit("eoskit:files1:0:0:0x00aa01")
     assert read_ids(out) == list(range(200))
     assert all(len(os.listdir(f"{out}/customer=k{k}")) in (1, 2) for k in range(50))
 

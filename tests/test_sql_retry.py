@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from eoskit.connectors.sql.sink import (
+from eoskit.connectors.sql.reconnect import (
     MAX_DELAY_S,
     Attempt,
     ConnectionLostError,
@@ -24,13 +24,13 @@ class _Everyone(set):
 def servers_reached_before(monkeypatch):
     """These tests are about a connection lost after it worked (a server
     never reached fails at once: test_a_server_never_reached_fails_at_once)."""
-    from eoskit.connectors.sql import sink
+    from eoskit.connectors.sql import reconnect as sink
 
     monkeypatch.setattr(sink, "_reached", _Everyone())
 
 
 def test_a_server_never_reached_fails_at_once(monkeypatch):
-    from eoskit.connectors.sql import sink
+    from eoskit.connectors.sql import reconnect as sink
 
     monkeypatch.setattr(sink, "_reached", set())
     tries = []
@@ -49,7 +49,7 @@ def test_a_process_of_a_running_query_waits_for_a_server_it_has_not_reached_yet(
     """A Python worker the query starts while the database restarts (a
     retried task's, the abort's) has never talked to it, but the query's
     start-up check did: it waits for the server like the others."""
-    from eoskit.connectors.sql import sink
+    from eoskit.connectors.sql import reconnect as sink
 
     monkeypatch.setattr(sink, "_reached", set())
     tries = []
@@ -132,7 +132,7 @@ class FakeServer:
 
 
 def commit(server: FakeServer, txn: str, clock: Clock, within: float = 60.0) -> bool:
-    """Shaped like the sinks' ``_finish``: connect (outside ``sending``),
+    """Shaped like ``SqlCommitter._finish``: connect (outside ``sending``),
     send the statement (inside), "not found" counts only after a maybe
     applied try."""
     def attempt(state: Attempt) -> bool:

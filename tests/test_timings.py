@@ -105,7 +105,7 @@ def test_the_protocol_records_its_task_and_commit_phases(recording, tmp_path):
     decisions.create()
     acks = [write_task(sink, decisions, CommitMode.TWOPHASE, iter(fakes.batches(p, p + 1)),
                        identity=(4, p, 0)) for p in range(2)]
-    Coordinator(sink, decisions).commit(acks, 4)
+    Coordinator(sink.committer(), decisions).commit(acks, 4)
     assert sorted(v for _, values in db.committed for v in values) == [0, 1, 1, 2]
     table = timings.per_batch(timings.load(str(recording)))
     assert set(table) == {4}

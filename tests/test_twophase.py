@@ -11,6 +11,7 @@ from pyspark.sql.types import StructType
 from eoskit.twophase.adapter import TransactionalDataSource
 from eoskit.twophase.contract import (
     CommitMode,
+    Committer,
     DirectCommitting,
     MarkedCommitting,
     MarkedWriter,
@@ -74,7 +75,8 @@ class FakeTransaction(PreparingWriter, MarkedWriter):
         self.values = []
 
 
-class FakeSink(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
+class FakeSink(TwoPhaseCommitting, MarkedCommitting, DirectCommitting, Committer):
+    """A sink that is its own committer: one fake database behind both roles."""
     kind = "fake"
 
     def __init__(self, db: FakeDatabase) -> None:
@@ -92,17 +94,20 @@ class FakeSink(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
     def begin_direct(self, marker, attempt: int) -> FakeTransaction:
         return FakeTransaction(self.db, f"direct-{marker.partition}-{attempt}")
 
-    def commit_prepared(self, txn_id: str) -> bool:
+    def committer(self) -> "FakeSink":
+        return self
+
+    def commit(self, txn_id: str) -> bool:
         values = self.db.prepared.pop(txn_id, None)
         if values is None:
             return False
         self.db.committed.append((txn_id, values))
         return True
 
-    def rollback_prepared(self, txn_id: str) -> bool:
+    def roll_back(self, txn_id: str) -> bool:
         return self.db.prepared.pop(txn_id, None) is not None
 
-    def list_prepared(self, prefix: str) -> list[str]:
+    def in_doubt(self, prefix: str) -> list[str]:
         return sorted(t for t in self.db.prepared if t.startswith(prefix))
 
     # Every optional hook a real sink has, recorded so that tests see each call.
@@ -229,7 +234,7 @@ def test_crash_after_some_commits_then_commit_call_completes(env):
     db, sink, decisions, coordinator = env
     messages = [task(sink, decisions, 8, p, [p]) for p in range(3)]
     decision = decisions.decide(8, [m.txn_id for m in messages], 3)
-    sink.commit_prepared(decision.commit[0])  # one commit, then the driver died
+    sink.commit(decision.commit[0])  # one commit, then the driver died
     coordinator.commit([None, None, None], 8)  # Spark re-runs commit with replay acks
     assert committed_values(db) == [0, 1, 2]
 
@@ -302,7 +307,7 @@ def test_abort_of_a_decided_batch_rolls_forward(env):
 def test_acked_transaction_gone_before_the_decision_fails_the_batch(env):
     db, sink, decisions, coordinator = env
     message = task(sink, decisions, 6, 0, [1])
-    sink.rollback_prepared(message.txn_id)
+    sink.roll_back(message.txn_id)
     with pytest.raises(LostPreparedTransactionError, match="no longer prepared"):
         coordinator.commit([message], 6)
     assert decisions.get(6) is None
@@ -311,14 +316,14 @@ def test_acked_transaction_gone_before_the_decision_fails_the_batch(env):
 def test_decided_transaction_vanishing_before_its_first_commit_is_an_error(env):
     db, sink, decisions, coordinator = env
     message = task(sink, decisions, 6, 0, [1])
-    original = sink.list_prepared
+    original = sink.in_doubt
 
     def list_then_lose(prefix):
         ids = original(prefix)
         db.prepared.pop(message.txn_id, None)
         return ids
 
-    sink.list_prepared = list_then_lose
+    sink.in_doubt = list_then_lose
     with pytest.raises(CoordinatorError, match="vanished"):
         coordinator.commit([message], 6)
 
@@ -474,7 +479,6 @@ def test_no_two_capabilities_share_a_method_name():
 
     capabilities = (TwoPhaseCommitting, MarkedCommitting, DirectCommitting)
     own = {c: {n for n in vars(c) if not n.startswith("_")} - set(dir(Sink)) for c in capabilities}
-    own[MarkedCommitting] |= {n for n in vars(ProvesOutcomes) if not n.startswith("_")}
     for i, first in enumerate(capabilities):
         for second in capabilities[i + 1:]:
             assert not own[first] & own[second], (first.__name__, second.__name__)
@@ -619,13 +623,13 @@ class EvidenceSink(FakeSink, ProvesOutcomes):
     def begin_prepared(self, txn_id: str) -> EvidenceTransaction:
         return EvidenceTransaction(self.db, txn_id)
 
-    def commit_prepared(self, txn_id: str) -> bool:
+    def commit(self, txn_id: str) -> bool:
         if txn_id in self.lose_reply:  # committed, the reply lost, the retry finds nothing
             self.lose_reply.discard(txn_id)
-            super().commit_prepared(txn_id)
+            super().commit(txn_id)
             self.fates[f"xid-{txn_id}"] = Outcome.COMMITTED
             return False
-        return super().commit_prepared(txn_id)
+        return super().commit(txn_id)
 
     def outcome(self, txn_id: str, evidence: str) -> Outcome:
         return self.fates.get(evidence, Outcome.UNKNOWN)
@@ -664,7 +668,7 @@ def test_a_decided_id_rolled_back_by_someone_else_stops_the_commit_even_on_a_rep
     messages = [task(sink, decisions, 0, p, [p]) for p in range(2)]
     decision = decisions.decide(0, [m.txn_id for m in messages], 2,
                                 {m.txn_id: m.evidence for m in messages})
-    sink.rollback_prepared(messages[0].txn_id)  # by hand, after the decision
+    sink.roll_back(messages[0].txn_id)  # by hand, after the decision
     sink.fates[messages[0].evidence] = Outcome.ROLLED_BACK
     with pytest.raises(CoordinatorError, match="was rolled back: its rows are missing"):
         coordinator.commit(messages, 0)  # a repeat: the decision was written before

@@ -90,7 +90,7 @@ class TransactionalStreamWriter(DataSourceStreamArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         with timings.span("driver.commit", batchId):
             if isinstance(self.sink, TwoPhaseCommitting) and self.commit_mode is CommitMode.TWOPHASE:
-                Coordinator(self.sink, self.decisions).commit(messages, batchId)  # type: ignore[arg-type]
+                Coordinator(self.sink.committer(), self.decisions).commit(messages, batchId)
             elif isinstance(self.sink, MarkedCommitting) and self.commit_mode is CommitMode.IDEMPOTENT:
                 marked.commit(self.sink, self.decisions, batchId,
                               [m for m in messages if m is not None])
@@ -101,7 +101,7 @@ class TransactionalStreamWriter(DataSourceStreamArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         if isinstance(self.sink, TwoPhaseCommitting) and self.commit_mode is CommitMode.TWOPHASE:
-            Coordinator(self.sink, self.decisions).abort(batchId)
+            Coordinator(self.sink.committer(), self.decisions).abort(batchId)
 
 
 class TransactionalDataSource(DataSource):
@@ -184,7 +184,8 @@ class TransactionalDataSource(DataSource):
                 _checked[key] = sink
             if twophase:
                 with timings.span("plan.sweep"):
-                    settled = Coordinator(sink, decisions).sweep(planned)
+                    assert isinstance(sink, TwoPhaseCommitting)
+                    settled = Coordinator(sink.committer(), decisions).sweep(planned)
                 if settled["committed"] or settled["rolled_back"]:
                     decisions.record_settled(settled["committed"], settled["rolled_back"])
             if self.commit_mode().exactly_once:  # at-least-once keeps nothing beside the checkpoint

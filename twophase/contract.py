@@ -1,23 +1,36 @@
 """The contracts a sink plug-in implements, one per commit capability.
 
-A sink is one ``Sink`` (checked on the driver) plus the capabilities it has:
+A sink has three roles, as Flink's Sink V2 splits them:
 
-- ``TwoPhaseCommitting``: a task prepares its transaction; the driver commits
-  or rolls it back by id once the batch is decided (commit mode
-  ``twophase``; PostgreSQL, MySQL/MariaDB, files).
+- the declaration (``Sink``), checked on the driver before data moves: where
+  it writes, what it refuses, what it creates;
+- a writer per task attempt (``TaskWriter`` and its kinds), on an executor:
+  it writes a task's Arrow batches and ends them by the capability's rule;
+- for two-phase sinks, a committer (``Committer``), on the driver: it ends
+  prepared transactions by id and lists those in doubt. What travels from
+  writer to committer is typed: the task's ack (``twophase/messages.py``)
+  carries the transaction id and the writer's evidence.
+
+The capabilities, one per commit mode:
+
+- ``TwoPhaseCommitting``: a task prepares its transaction; the driver's
+  committer commits or rolls it back by id once the batch is decided
+  (commit mode ``twophase``; PostgreSQL, MySQL/MariaDB, files).
 - ``MarkedCommitting``: a task commits its own transaction, and inside that
   same atomic commit records a progress marker (sink id, batch, partition);
   a replayed task finds its marker and writes nothing (commit mode
   ``idempotent``; Kafka, and the SQL sinks where prepared transactions are
-  not allowed).
+  not allowed). Its driver side is bookkeeping, two optional hooks on the
+  declaration, not a committer: the rows are committed by then.
 - ``DirectCommitting``: a task commits by itself, nothing more (commit mode
   ``at_least_once``).
 
-A two-phase sink may also prove outcomes (``ProvesOutcomes``): tell, once a
-transaction is no longer prepared, whether it committed. A commit whose
-reply was lost (a timeout, a connection cut with the statement on the
-wire) may have committed, and its retry hears "no such transaction"; with
-this capability the coordinator settles that from evidence, never a guess.
+A two-phase sink's committer may also prove outcomes (``ProvesOutcomes``):
+tell, once a transaction is no longer prepared, whether it committed. A
+commit whose reply was lost (a timeout, a connection cut with the statement
+on the wire) may have committed, and its retry hears "no such transaction";
+with this capability the coordinator settles that from evidence, never a
+guess.
 
 A sink implements the capabilities of the modes it supports and nothing
 else; ``commit_modes`` derives the allowed ``commitMode`` values from them.
@@ -27,8 +40,8 @@ with different arguments would resolve to one of them for both callers.
 
 Where things run: eoskit pickles the sink to executors (the ``begin_*``
 methods and the writers they return run there, once per task attempt) and to
-the driver's planning and commit processes (``check``, and each capability's
-driver-side methods). Everything a method needs must therefore be in the
+the driver's planning and commit processes (``check``, ``committer()`` and
+the marked hooks). Everything a method needs must therefore be in the
 sink's own attributes (built from the data source options); connections are
 opened lazily and may be cached per process.
 
@@ -117,12 +130,13 @@ class TaskWriter(ABC):
     Raising from ``write`` or the ending fails the task; eoskit then calls
     ``abort``, which must not raise for a transaction that is already gone.
 
-    ``rows`` counts every row the task was given, ``dead_letters`` those of
-    them the sink set aside as dead letters in the same transaction (a sink
-    with a dead-letter destination; 0 otherwise).
+    eoskit counts the task's rows itself (``twophase/task.py``), from the
+    batches it hands to ``write``. ``bytes`` is what the writer sent, for
+    metrics (0 if it does not count them); ``dead_letters`` the rows it set
+    aside as dead letters in the same transaction (a sink with a dead-letter
+    destination; 0 otherwise).
     """
 
-    rows: int = 0
     bytes: int = 0
     dead_letters: int = 0
 
@@ -150,8 +164,8 @@ class PreparingWriter(TaskWriter):
     def prepare(self) -> None:
         """Make the transaction durable and committable by its id from any
         process, while still invisible (PREPARE TRANSACTION, XA PREPARE, a
-        closed staging file). After it returns, only ``commit_prepared`` or
-        ``rollback_prepared`` may end it."""
+        closed staging file). After it returns, only its sink's committer
+        (``Committer.commit`` or ``roll_back``) may end it."""
 
 
 class CommittingWriter(TaskWriter):
@@ -208,27 +222,32 @@ class Sink(ABC):
         """Release connections held by this process (optional)."""
 
 
-class TwoPhaseCommitting(Sink):
-    """Capability ``twophase``: prepare in tasks, commit by id on the driver."""
+class Committer(ABC):
+    """The driver's half of a two-phase sink: it ends prepared transactions
+    by id and lists them. Made by ``TwoPhaseCommitting.committer()``;
+    picklable. The coordinator (``twophase/coordinator.py``) calls it on the
+    driver; a task calls ``roll_back`` and ``in_doubt`` on an executor too,
+    for its own earlier attempts (``twophase/task.py``)."""
 
     @abstractmethod
-    def begin_prepared(self, txn_id: str) -> PreparingWriter:
-        """On an executor: open the transaction a task writes into."""
+    def commit(self, txn_id: str) -> bool:
+        """Commit a prepared transaction. Return False if no prepared
+        transaction has this id (already committed or rolled back); eoskit
+        decides from its decision log whether that is fine. Raising fails
+        the batch's commit, which is repeated."""
 
     @abstractmethod
-    def commit_prepared(self, txn_id: str) -> bool:
-        """On the driver: commit a prepared transaction. Return False if no
-        prepared transaction has this id (already committed or rolled back);
-        eoskit decides from its decision log whether that is fine."""
+    def roll_back(self, txn_id: str) -> bool:
+        """Roll back a prepared transaction; False if there is none."""
 
     @abstractmethod
-    def rollback_prepared(self, txn_id: str) -> bool:
-        """Roll back a prepared transaction; False if there is none.
-        May run on the driver or on an executor."""
+    def in_doubt(self, prefix: str) -> list[str]:
+        """Ids of every prepared transaction whose id starts with ``prefix``,
+        sorted."""
 
-    @abstractmethod
-    def list_prepared(self, prefix: str) -> list[str]:
-        """Ids of every prepared transaction whose id starts with ``prefix``."""
+    def describe(self) -> str:
+        """Where it commits, without secrets, for messages."""
+        return type(self).__name__
 
     def decision_applied(self, sink_id: str, batch: int, txn_ids: Sequence[str]) -> None:
         """On the driver, after every id of ``batch``'s decision (``txn_ids``,
@@ -249,22 +268,37 @@ class Outcome(str, Enum):
     UNKNOWN = "unknown"
 
 
-class ProvesOutcomes(TwoPhaseCommitting):
-    """Capability of a two-phase sink: the fate of an id that is gone."""
+class ProvesOutcomes(Committer):
+    """A committer that tells the fate of an id that is gone."""
 
     @abstractmethod
     def outcome(self, txn_id: str, evidence: str) -> Outcome:
-        """On the driver, for an id ``commit_prepared`` found no longer
-        prepared: whether it committed, read from ``evidence`` (what its
-        writer's ``prepare`` left, ``PreparingWriter.evidence``). Never a
-        guess: ``UNKNOWN`` when the evidence cannot tell. Raising (the
-        server unreachable) fails the batch's commit, which is repeated."""
+        """On the driver, for an id ``commit`` found no longer prepared:
+        whether it committed, read from ``evidence`` (what its writer's
+        ``prepare`` left, ``PreparingWriter.evidence``). Never a guess:
+        ``UNKNOWN`` when the evidence cannot tell. Raising (the server
+        unreachable) fails the batch's commit, which is repeated."""
 
     def forget_evidence(self, sink_id: str, below_batch: int) -> None:
         """On the driver, now and then: drop the evidence of ``sink_id``'s
         batches below ``below_batch``, whose decisions are forgotten (no
         commit will ask for it again). Optional: evidence that costs nothing
         to keep (a transaction id) has nothing to drop."""
+
+
+class TwoPhaseCommitting(Sink):
+    """Capability ``twophase``: tasks prepare (the writer), the driver
+    commits or rolls back by id once the batch is decided (the committer)."""
+
+    @abstractmethod
+    def begin_prepared(self, txn_id: str) -> PreparingWriter:
+        """On an executor: open the transaction a task writes into."""
+
+    @abstractmethod
+    def committer(self) -> Committer:
+        """The committer of this sink's prepared transactions (cheap: it
+        connects on first use). On the driver, and on an executor for a
+        task's own earlier attempts."""
 
 
 class MarkedCommitting(Sink):
@@ -331,7 +365,7 @@ def resolve_commit_mode(sink_type: type[Sink], requested: str | None) -> CommitM
 
 
 __all__ = [
-    "CommitMode", "CommittingWriter", "DirectCommitting", "EXACTLY_ONCE", "MarkedCommitting",
+    "CommitMode", "Committer", "CommittingWriter", "DirectCommitting", "EXACTLY_ONCE", "MarkedCommitting",
     "MarkedWriter", "Marker", "Outcome", "PreparingWriter", "ProvesOutcomes", "ServiceUnavailableError",
     "Sink", "SinkContext",
     "SinkError",

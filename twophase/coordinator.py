@@ -18,7 +18,7 @@ The commit of batch n, on the driver (``commit``):
    silently skipped.
 3. Roll back every other prepared id of batch n: losing and speculative
    attempts, attempts of a crashed run. Safe: the decision excludes them.
-   Then the sink's ``decision_applied`` hook (e.g. the files sink's batch
+   Then the committer's ``decision_applied`` hook (e.g. the files sink's batch
    manifest): idempotent, since a crash before step 4 runs it again.
 4. Mark the decision done. Every ``PRUNE_EVERY`` batches, forget the done
    decisions of batches Spark can no longer replay (older than its offset
@@ -44,7 +44,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from eoskit.twophase import crash, timings
-from eoskit.twophase.contract import Outcome, ProvesOutcomes, TwoPhaseCommitting
+from eoskit.twophase.contract import Committer, Outcome, ProvesOutcomes
 from eoskit.twophase.decision_log import Decision, DecisionLog, prune_due
 from eoskit.twophase.messages import TaskAck, evidence_of, prepared_ids
 from eoskit.twophase.txn_id import TxnId, batch_prefix, sink_prefix
@@ -69,10 +69,10 @@ class LostPreparedTransactionError(CoordinatorError):
 class OrphanedTransactionsError(CoordinatorError):
     """Prepared transactions of a sink whose decision log is gone."""
 
-    def __init__(self, sink: TwoPhaseCommitting, sink_id: str, ids: list[str], location: str) -> None:
+    def __init__(self, committer: Committer, sink_id: str, ids: list[str], location: str) -> None:
         self.ids = ids
         super().__init__(
-            f"{len(ids)} prepared transaction(s) of sink id {sink_id!r} in {sink.describe()} "
+            f"{len(ids)} prepared transaction(s) of sink id {sink_id!r} in {committer.describe()} "
             f"have no decision log under {location} (was the checkpoint deleted?): "
             f"{', '.join(ids[:10])}{' ...' if len(ids) > 10 else ''}. Nothing can tell whether "
             "they should commit. Inspect them with `eoskit txn list`, then settle them with "
@@ -82,10 +82,10 @@ class OrphanedTransactionsError(CoordinatorError):
 
 
 class Coordinator:
-    """Drives one sink's two-phase commit from the driver."""
+    """Drives one sink's two-phase commit from the driver, through its committer."""
 
-    def __init__(self, sink: TwoPhaseCommitting, decisions: DecisionLog) -> None:
-        self.sink = sink
+    def __init__(self, committer: Committer, decisions: DecisionLog) -> None:
+        self.committer = committer
         self.decisions = decisions
         self.sink_id = decisions.sink_id
 
@@ -99,12 +99,12 @@ class Coordinator:
             # Step 1: the decision, durable before any commit.
             acked = prepared_ids(messages)
             with timings.span("commit.list_prepared", batch):
-                prepared = set(self.sink.list_prepared(batch_prefix(self.sink_id, batch)))
+                prepared = set(self.committer.in_doubt(batch_prefix(self.sink_id, batch)))
             missing = [txn for txn in acked if txn not in prepared]
             if missing:
                 raise LostPreparedTransactionError(
                     f"batch {batch}: acked transactions are no longer prepared in "
-                    f"{self.sink.describe()}: {', '.join(missing)}; the batch is not "
+                    f"{self.committer.describe()}: {', '.join(missing)}; the batch is not "
                     "committed and will be replayed"
                 )
             rows = sum(m.rows for m in messages if m is not None)
@@ -119,7 +119,7 @@ class Coordinator:
         # Step 2: commit every decided id.
         with timings.span("commit.commit_prepared", batch):
             for index, txn in enumerate(decision.commit):
-                if not self.sink.commit_prepared(txn):
+                if not self.committer.commit(txn):
                     self._gone(decision, txn, first_time)
                 if index == 0 and len(decision.commit) > 1:
                     crash.crash_point(crash.DRIVER_AFTER_SOME_COMMITS, batch)
@@ -127,27 +127,27 @@ class Coordinator:
         # Step 3: roll back everything else of this batch.
         with timings.span("commit.roll_back_others", batch):
             decided = set(decision.commit)
-            for txn in self.sink.list_prepared(batch_prefix(self.sink_id, batch)):
+            for txn in self.committer.in_doubt(batch_prefix(self.sink_id, batch)):
                 if txn not in decided:
                     log.info("batch %d: rolling back %s (not in the decision)", batch, txn)
-                    self.sink.rollback_prepared(txn)
+                    self.committer.roll_back(txn)
         # Step 3b: the sink's per-batch work (idempotent: a crash before step 4 repeats it).
         with timings.span("commit.decision_applied", batch):
-            self.sink.decision_applied(self.sink_id, batch, decision.commit)
+            self.committer.decision_applied(self.sink_id, batch, decision.commit)
         # Step 4: done.
         with timings.span("commit.mark_done", batch):
             self.decisions.mark_done(decision)
             if prune_due(batch):
                 kept_from = self.decisions.prune(batch)
-                if isinstance(self.sink, ProvesOutcomes):
-                    self.sink.forget_evidence(self.sink_id, kept_from)
+                if isinstance(self.committer, ProvesOutcomes):
+                    self.committer.forget_evidence(self.sink_id, kept_from)
 
     def _gone(self, decision: Decision, txn: str, first_time: bool) -> None:
         """Step 2 found a decided id no longer prepared: go on only if it committed."""
         batch = decision.batch
         token = decision.evidence.get(txn)
-        if isinstance(self.sink, ProvesOutcomes) and token:
-            outcome = self.sink.outcome(txn, token)
+        if isinstance(self.committer, ProvesOutcomes) and token:
+            outcome = self.committer.outcome(txn, token)
             if outcome is Outcome.COMMITTED:
                 log.warning("batch %d: %s was committed by an earlier try whose reply was lost "
                             "(evidence %s)", batch, txn, token)
@@ -155,14 +155,14 @@ class Coordinator:
             said = ("was rolled back: its rows are missing" if outcome is Outcome.ROLLED_BACK
                     else "cannot say whether it committed: its rows may be missing")
             raise CoordinatorError(
-                f"batch {batch}: transaction {txn} is no longer prepared in {self.sink.describe()}, "
+                f"batch {batch}: transaction {txn} is no longer prepared in {self.committer.describe()}, "
                 f"and the server {said} (evidence {token!r}). Something other than this job ended "
                 "it (a ROLLBACK by hand, `eoskit txn resolve --rollback-orphans`); the batch "
                 "cannot be completed exactly once")
         if first_time:
             raise CoordinatorError(
                 f"batch {batch}: transaction {txn} vanished between the decision and "
-                f"its commit in {self.sink.describe()}; it was rolled back by someone "
+                f"its commit in {self.committer.describe()}; it was rolled back by someone "
                 "else, and its rows are missing"
             )
 
@@ -174,19 +174,19 @@ class Coordinator:
                 self._apply(decision, first_time=False)
             return
         self.decisions.mark_aborted(batch)
-        for txn in self.sink.list_prepared(batch_prefix(self.sink_id, batch)):
-            self.sink.rollback_prepared(txn)
+        for txn in self.committer.in_doubt(batch_prefix(self.sink_id, batch)):
+            self.committer.roll_back(txn)
 
     def sweep(self, planned_batch: int | None) -> dict[str, list[str]]:
         """Resolve every prepared id of this sink up to the batch being planned."""
         with timings.span("sweep.clear_aborted"):
             self.decisions.clear_aborted()
         with timings.span("sweep.list_prepared"):
-            prepared = self.sink.list_prepared(sink_prefix(self.sink_id))
+            prepared = self.committer.in_doubt(sink_prefix(self.sink_id))
         if not prepared:
             return {"committed": [], "rolled_back": []}
         if not self.decisions.exists():
-            raise OrphanedTransactionsError(self.sink, self.sink_id, sorted(prepared),
+            raise OrphanedTransactionsError(self.committer, self.sink_id, sorted(prepared),
                                        self.decisions.root)
         committed, rolled_back = [], []
         cache: dict[int, Decision | None] = {}
@@ -201,11 +201,11 @@ class Coordinator:
                 cache[parsed.batch] = self.decisions.get(parsed.batch)
             decision = cache[parsed.batch]
             if decision is not None and txn in decision.commit:
-                if not self.sink.commit_prepared(txn):  # listed a moment ago: a lost reply
+                if not self.committer.commit(txn):  # listed a moment ago: a lost reply
                     self._gone(decision, txn, first_time=False)
                 committed.append(txn)
             else:
-                self.sink.rollback_prepared(txn)
+                self.committer.roll_back(txn)
                 rolled_back.append(txn)
         for batch, decision in cache.items():
             if decision is not None and not decision.done:

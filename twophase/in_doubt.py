@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from eoskit.twophase.contract import TwoPhaseCommitting
+from eoskit.twophase.contract import Committer
 from eoskit.twophase.coordinator import Coordinator
 from eoskit.twophase.decision_log import DecisionLog
 from eoskit.twophase.txn_id import TxnId, sink_prefix
@@ -23,8 +23,8 @@ class InDoubt:
     verdict: str
 
 
-def list_in_doubt(sink: TwoPhaseCommitting, decisions: DecisionLog) -> list[InDoubt]:
-    prepared = sink.list_prepared(sink_prefix(decisions.sink_id))
+def list_in_doubt(committer: Committer, decisions: DecisionLog) -> list[InDoubt]:
+    prepared = committer.in_doubt(sink_prefix(decisions.sink_id))
     has_log = decisions.exists()
     out = []
     for txn in prepared:
@@ -45,22 +45,22 @@ def list_in_doubt(sink: TwoPhaseCommitting, decisions: DecisionLog) -> list[InDo
 
 
 def resolve_in_doubt(
-    sink: TwoPhaseCommitting, decisions: DecisionLog, orphans: str | None = None
+    committer: Committer, decisions: DecisionLog, orphans: str | None = None
 ) -> dict[str, list[str]]:
     """Settle by the decision log; ids without a log only by an explicit
     ``orphans`` choice (``rollback`` or ``commit``), never silently."""
     if decisions.exists():
-        return Coordinator(sink, decisions).sweep(planned_batch=None)
-    prepared = sink.list_prepared(sink_prefix(decisions.sink_id))
+        return Coordinator(committer, decisions).sweep(planned_batch=None)
+    prepared = committer.in_doubt(sink_prefix(decisions.sink_id))
     if not prepared:
         return {"committed": [], "rolled_back": []}
     if orphans == "rollback":
         for txn in prepared:
-            sink.rollback_prepared(txn)
+            committer.roll_back(txn)
         return {"committed": [], "rolled_back": prepared}
     if orphans == "commit":
         for txn in prepared:
-            sink.commit_prepared(txn)
+            committer.commit(txn)
         return {"committed": prepared, "rolled_back": []}
     raise ValueError(
         f"{len(prepared)} prepared transaction(s) of sink id {decisions.sink_id!r} have no "

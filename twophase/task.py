@@ -96,13 +96,19 @@ def _timed_input(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     return timings.time_inside(batches, lambda waited: timings.record("task.input", waited * 1000))
 
 
-def _write_all(writer: TaskWriter, batches: Iterator[pa.RecordBatch], batch: int) -> None:
+def _write_all(writer: TaskWriter, batches: Iterator[pa.RecordBatch], batch: int) -> int:
+    """Every Arrow batch into ``writer``; the rows written. eoskit counts
+    them here, not the writer: the count is what the ack reports and what
+    tells an empty task (nothing to prepare) from one with rows."""
+    rows = 0
     for index, record_batch in enumerate(batches):
         if record_batch.num_rows:
             with timings.span("task.write"):
                 writer.write(record_batch)
+            rows += record_batch.num_rows
         if index == 0:
             crash.crash_point(crash.TASK_DURING_WRITE, batch)
+    return rows
 
 
 def _two_phase(sink: TwoPhaseCommitting, decisions: DecisionLog, batches: Iterator[pa.RecordBatch],
@@ -118,8 +124,8 @@ def _two_phase(sink: TwoPhaseCommitting, decisions: DecisionLog, batches: Iterat
     txn_id = str(TxnId.new(decisions.sink_id, batch, partition, attempt))
     writer = sink.begin_prepared(txn_id)
     try:
-        _write_all(writer, batches, batch)
-        if writer.rows == 0:
+        rows = _write_all(writer, batches, batch)
+        if rows == 0:
             writer.abort()
             return NothingToCommit(batch, partition, attempt)
         crash.crash_point(crash.TASK_BEFORE_END, batch)
@@ -133,9 +139,9 @@ def _two_phase(sink: TwoPhaseCommitting, decisions: DecisionLog, batches: Iterat
     with timings.span("task.read_decision"):
         settled = _settled_without(decisions, batch, txn_id)
     if settled:
-        sink.rollback_prepared(txn_id)
+        sink.committer().roll_back(txn_id)
         return NothingToCommit(batch, partition, attempt, replay=True)
-    return PreparedTransaction(batch, partition, attempt, writer.rows, writer.bytes, txn_id,
+    return PreparedTransaction(batch, partition, attempt, rows, writer.bytes, txn_id,
                                writer.evidence, dead_letters=writer.dead_letters)
 
 
@@ -153,7 +159,7 @@ def _marked(sink: MarkedCommitting, marker: Marker, attempt: int,
                 _check_replay_rows(marker, expected, batches)
             return NothingToCommit(marker.batch, marker.partition, attempt, replay=True)
         # Step 2: rows and marker commit together.
-        _write_all(writer, batches, marker.batch)
+        rows = _write_all(writer, batches, marker.batch)
         crash.crash_point(crash.TASK_BEFORE_END, marker.batch)
         with timings.span("task.commit"):
             writer.commit()
@@ -162,14 +168,14 @@ def _marked(sink: MarkedCommitting, marker: Marker, attempt: int,
         raise
     crash.crash_point(crash.TASK_AFTER_COMMIT, marker.batch)
     crash.crash_point(crash.DRIVER_AFTER_TASK_COMMIT, marker.batch)
-    return CommittedByTask(marker.batch, marker.partition, attempt, writer.rows, writer.bytes,
+    return CommittedByTask(marker.batch, marker.partition, attempt, rows, writer.bytes,
                            dead_letters=writer.dead_letters)
 
 
 def _direct(writer: CommittingWriter, marker: Marker, attempt: int,
             batches: Iterator[pa.RecordBatch]) -> TaskAck:
     try:
-        _write_all(writer, batches, marker.batch)
+        rows = _write_all(writer, batches, marker.batch)
         crash.crash_point(crash.TASK_BEFORE_END, marker.batch)
         with timings.span("task.commit"):
             writer.commit()
@@ -178,7 +184,7 @@ def _direct(writer: CommittingWriter, marker: Marker, attempt: int,
         raise
     crash.crash_point(crash.TASK_AFTER_COMMIT, marker.batch)
     crash.crash_point(crash.DRIVER_AFTER_TASK_COMMIT, marker.batch)
-    return CommittedByTask(marker.batch, marker.partition, attempt, writer.rows, writer.bytes,
+    return CommittedByTask(marker.batch, marker.partition, attempt, rows, writer.bytes,
                            dead_letters=writer.dead_letters)
 
 
@@ -220,7 +226,8 @@ def _roll_back_earlier_attempts(
     coordinator finds it gone before deciding and fails the batch.)"""
     if attempt == 0:
         return
-    for txn in sink.list_prepared(task_prefix(sink_id, batch, partition)):
+    committer = sink.committer()
+    for txn in committer.in_doubt(task_prefix(sink_id, batch, partition)):
         parsed = TxnId.parse(txn)
         if parsed is not None and parsed.attempt < attempt:
-            sink.rollback_prepared(txn)
+            committer.roll_back(txn)

@@ -3,6 +3,7 @@ one Plugin per format, both from this folder."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 
 from eoskit.connectors.plugins import Plugin
@@ -10,8 +11,9 @@ from eoskit.connectors.plugins import Plugin
 
 def _in_doubt(kind: str, target: str, options: Mapping[str, str]):
     """A files sink's output directory (``eoskit txn --path``): any path that
-    holds an ``_eoskit`` directory."""
-    if kind != "path":
+    holds an ``_eoskit`` directory; never a local file (another plug-in's
+    target, e.g. a SQLite database)."""
+    if kind != "path" or os.path.isfile(target):
         return None
     from eoskit.connectors.files.layout import EOSKIT_DIR
     from eoskit.connectors.files.transactions import FilesTransactions

@@ -1,11 +1,12 @@
 """A directory of Parquet or JSON-lines files as a two-phase sink.
 
 The transaction of a task is its staging directory plus a manifest
-(``eoskit.connectors.files.layout``); the driver's side of the protocol:
+(``eoskit.connectors.files.layout``); the driver's side of the protocol,
+the committer (``files/committer.py``):
 
-- ``list_prepared``: the ``.prepared`` manifests in ``_eoskit/staging/``
+- ``in_doubt``: the ``.prepared`` manifests in ``_eoskit/staging/``
   (one listing).
-- ``commit_prepared``: 1. read the manifest (none: already committed or
+- ``commit``: 1. read the manifest (none: already committed or
   rolled back, return False); 2. move each staged file to its final name,
   where "staged gone and final present" counts as moved, so a repeated
   commit after a crash, or after an object store's copy without its
@@ -13,7 +14,7 @@ The transaction of a task is its staging directory plus a manifest
   remove the ``.prepared`` one and the empty staging directory.
 - ``outcome`` (of an id no longer prepared): committed if the final name
   of one of its files (the evidence its prepare left) exists.
-- ``rollback_prepared``: delete the staged files, then the manifest (the
+- ``roll_back``: delete the staged files, then the manifest (the
   order keeps a half-done rollback listed, so it is done again).
 - ``decision_applied`` (after every id of the batch is committed): write the
   batch's manifest under ``_eoskit/batches/`` from the ``.committed``
@@ -50,18 +51,16 @@ from pyspark.sql.types import (
 )
 
 from eoskit.connectors.files import layout
-from eoskit.connectors.files.manifests import compact, compacted_through
+from eoskit.connectors.files.committer import FilesCommitter
 from eoskit.connectors.files.settings import FilesSettings
 from eoskit.connectors.files.storage import Storage, describe_os_error
-from eoskit.connectors.files.writer import FilesWriter, StagedFile, read_manifest
+from eoskit.connectors.files.writer import FilesWriter, StagedFile
 from eoskit.twophase.contract import (
-    CommitMode,
     DirectCommitting,
     Marker,
     SinkContext,
     SinkError,
-    Outcome,
-    ProvesOutcomes,
+    TwoPhaseCommitting,
 )
 from eoskit.twophase.txn_id import TxnId
 
@@ -71,7 +70,7 @@ _PARTITION_TYPES = (StringType, LongType, IntegerType, ShortType, ByteType, Bool
                     DecimalType)
 
 
-class FilesTransactions(ProvesOutcomes, DirectCommitting):
+class FilesTransactions(TwoPhaseCommitting, DirectCommitting):
     """The sink for one output directory; picklable."""
 
     kind = "files"
@@ -170,25 +169,10 @@ class FilesTransactions(ProvesOutcomes, DirectCommitting):
         txn_id = str(TxnId.new(marker.sink_id, marker.batch, marker.partition, attempt))
         return FilesWriter(self, txn_id, marker.sink_id, marker.batch, marker.partition)
 
-    # -- the driver's side ----------------------------------------------------------------
+    def committer(self) -> FilesCommitter:
+        return FilesCommitter(self)
 
-    def list_prepared(self, prefix: str) -> list[str]:
-        entries = (layout.parse_staging_entry(n) for n in self.storage.list(layout.STAGING_DIR))
-        return sorted(e.txn_id for e in entries
-                      if e is not None and e.kind == "prepared" and e.txn_id.startswith(prefix))
-
-    def commit_prepared(self, txn_id: str) -> bool:
-        # Step 1: the manifest says what to move; none means already settled.
-        data = self.storage.read(layout.prepared_manifest(txn_id))
-        if data is None:
-            return False
-        # Step 2: every file to its final name (idempotent).
-        self.move_to_final(txn_id, read_manifest(data))
-        # Step 3: committed; the batch's manifest is made from this one.
-        self.storage.write_atomic(layout.committed_manifest(txn_id), data)
-        self.storage.remove(layout.prepared_manifest(txn_id))
-        self.storage.remove_tree(layout.staging_dir(txn_id))
-        return True
+    # -- shared by the writer and the committer ---------------------------------------
 
     def move_to_final(self, txn_id: str, files: Sequence[StagedFile]) -> None:
         directories = set()
@@ -204,76 +188,8 @@ class FilesTransactions(ProvesOutcomes, DirectCommitting):
             directories.add(posixpath.dirname(staged.path))
         self.storage.sync_dirs(directories)
 
-    def outcome(self, txn_id: str, evidence: str) -> Outcome:
-        """``evidence`` is the final name of one of the transaction's files
-        (``FilesWriter.prepare``): only its commit puts a file there."""
-        if self.storage.exists(evidence):
-            return Outcome.COMMITTED
-        if self.storage.exists(layout.prepared_manifest(txn_id)):
-            return Outcome.UNKNOWN
-        return Outcome.ROLLED_BACK
-
-    def rollback_prepared(self, txn_id: str) -> bool:
-        prepared = self.storage.exists(layout.prepared_manifest(txn_id))
-        self.discard(txn_id)
-        return prepared
-
     def discard(self, txn_id: str) -> None:
         """Delete a transaction's staged files, then its manifest."""
         self.storage.remove_tree(layout.staging_dir(txn_id))
         self.storage.remove(layout.prepared_manifest(txn_id))
 
-    def decision_applied(self, sink_id: str, batch: int, txn_ids: Sequence[str]) -> None:
-        if self.settings.commit_mode is not CommitMode.TWOPHASE:
-            return
-        target = layout.batch_manifest(sink_id, batch)
-        if not self.storage.exists(target):
-            self._write_batch_manifest(sink_id, batch, txn_ids, target)
-        for txn in txn_ids:
-            self.storage.remove(layout.committed_manifest(txn))
-        self._remove_unprepared(sink_id, batch)
-        if (batch + 1) % layout.COMPACT_EVERY == 0:
-            compact(self.storage, sink_id, batch)
-
-    def _write_batch_manifest(self, sink_id: str, batch: int, txn_ids: Sequence[str], target: str) -> None:
-        files, missing = [], []
-        for txn in txn_ids:
-            data = self.storage.read(layout.committed_manifest(txn))
-            if data is None:
-                missing.append(txn)
-            else:
-                files += [{"path": f.path, "rows": f.rows, "bytes": f.bytes}
-                          for f in read_manifest(data)]
-        if txn_ids and len(missing) == len(txn_ids) and compacted_through(self.storage, sink_id) >= batch:
-            # A repeat after a crash that came after this batch's compaction:
-            # the compact file lists it, and its .committed manifests went
-            # with the first application.
-            return
-        if missing:
-            log.warning("batch %d: no committed manifest for %s; the batch manifest lists "
-                        "the other transactions' files only", batch, ", ".join(missing))
-        self.storage.write_atomic(target, json.dumps({
-            "sinkId": sink_id, "batch": batch, "format": self.settings.format,
-            "files": sorted(files, key=lambda f: f["path"]),
-            "rows": sum(f["rows"] for f in files), "bytes": sum(f["bytes"] for f in files),
-            "transactions": sorted(txn_ids), "committedAt": time.time(),
-        }, sort_keys=True, indent=1).encode())
-
-    def _remove_unprepared(self, sink_id: str, batch: int) -> None:
-        """Staging directories of this sink's batches up to ``batch`` that
-        never got a manifest: tasks killed while writing. Every task of these
-        batches has finished (a zombie that prepares later finds the
-        decision without it and rolls back by itself)."""
-        entries = [layout.parse_staging_entry(n) for n in self.storage.list(layout.STAGING_DIR)]
-        kinds: dict[str, set[str]] = {}
-        for entry in filter(None, entries):
-            kinds.setdefault(entry.txn_id, set()).add(entry.kind)
-        for txn, kind in kinds.items():
-            # A committed transaction's directory is empty: its files were moved first.
-            if "files" not in kind or ("prepared" in kind and "committed" not in kind):
-                continue
-            parsed = TxnId.parse(txn)
-            if parsed is not None and parsed.sink_id == sink_id and parsed.batch <= batch:
-                log.info("removing the staging directory of %s (no manifest: a task killed "
-                         "mid-write; or committed)", txn)
-                self.storage.remove_tree(layout.staging_dir(txn))

@@ -34,5 +34,4 @@ class MySQLSink(SqlPipelineSink):
     ``sinkId``, ``createTable``, ``markerTable``)."""
 
     data_source = MySQLDataSource
-    backends = BACKENDS
     default_port = 3306

@@ -33,7 +33,6 @@ from collections.abc import Callable
 import dataclasses
 import logging
 import re
-import time
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -44,6 +43,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.pool import NullPool
 
 from eoskit.connectors.mysql import checks
+from eoskit.connectors.mysql.committer import MySQLCommitter
 from eoskit.connectors.mysql.connection import (
     cached_connection,
     close_quietly,
@@ -66,18 +66,18 @@ from eoskit.connectors.mysql.plugin import BACKENDS
 from eoskit.connectors.sql import deadletter
 from eoskit.connectors.sql.refusals import Refusal
 from eoskit.connectors.sql.settings import SqlSinkSettings
-from eoskit.connectors.sql.sink import Attempt, SqlSink, parse_url, safe
+from eoskit.connectors.sql.reconnect import Attempt
+from eoskit.connectors.sql.sink import SqlSink, parse_url, safe
 from eoskit.connectors.sql.tables import TargetTable, resolve_table
 from eoskit.connectors.sql.writer import SqlWriter
 from eoskit.twophase.contract import (
     CommitMode,
     Marker,
-    Outcome,
     ServiceUnavailableError,
     SinkContext,
     SinkError,
 )
-from eoskit.twophase.txn_id import TxnId, sink_prefix
+from eoskit.twophase.txn_id import TxnId
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +86,6 @@ DRIVER = "mysql+pymysql"
 EVIDENCE = "marker row"
 
 # Server error numbers the sink reacts to.
-XAER_NOTA = 1397  # unknown XID (or still attached to the session that prepared it)
-XA_RBROLLBACK = 1402  # the branch was rolled back (a read-only branch, on XA COMMIT)
 LOCK_WAIT_TIMEOUT = 1205
 DEADLOCK = 1213
 PACKET_TOO_LARGE = 1153
@@ -142,9 +140,6 @@ def refused_row_facts(text: str, table: str) -> tuple[str | None, str | None, in
     return column, constraint, int(row["row"]) if row else None
 
 
-#: How long ``XA COMMIT`` / ``XA ROLLBACK`` wait for a prepared transaction
-#: to be detached from the session that prepared it (see connection.py).
-DETACH_WAIT_S = 30.0
 #: Upper bound of one INSERT statement; lowered to fit max_allowed_packet.
 MAX_STATEMENT_BYTES = 4 << 20
 
@@ -160,9 +155,8 @@ class MySQLWriter(SqlWriter):
     sink: "MySQLTransactions"
     _conn: pymysql.connections.Connection | None
 
-    def __init__(self, sink: "MySQLTransactions", txn_id: str, two_phase: bool,
-                 marker: Marker | None = None) -> None:
-        super().__init__(sink, txn_id, two_phase, marker)
+    def __init__(self, sink: "MySQLTransactions", txn_id: str, marker: Marker | None = None) -> None:
+        super().__init__(sink, txn_id, marker)
         self._sql: tuple[bytes, bytes, int] | None = None
 
     def _start_transaction(self, attempt: Attempt) -> pymysql.connections.Connection:
@@ -463,8 +457,7 @@ class MySQLTransactions(SqlSink):
     BACKENDS = BACKENDS
     JDBC = JDBC
     WRITER = MySQLWriter
-    END_PREPARED = "XA {verb}"
-    LIST_PREPARED = "XA RECOVER"
+    COMMITTER = MySQLCommitter
 
     def __init__(self, settings: SqlSinkSettings, schema: StructType) -> None:
         self.settings = settings
@@ -551,89 +544,6 @@ class MySQLTransactions(SqlSink):
             cursor.execute(f"DELETE FROM {self.marker_table_sql} WHERE sink_id = %s AND batch < %s",
                            (sink_id, below_batch))
 
-    def _end_prepared(self, statement: str, txn_id: str, attempt: Attempt) -> bool:
-        """``XA COMMIT`` / ``XA ROLLBACK``. XAER_NOTA for an id that ``XA
-        RECOVER`` still lists means the session that prepared it has not
-        finished disconnecting: wait; one it no longer lists is False. A
-        server error other than a lost session fails with a ``SinkError``
-        naming the statement (a lost one is raised as it is, for
-        ``reconnecting`` to try again)."""
-        try:
-            return self._end_xa(statement, txn_id, attempt)
-        except pymysql.MySQLError as exc:
-            if connection_lost(exc):
-                raise
-            raise SinkError(f"{statement} {txn_id} failed in {self.describe()}: "
-                            f"{error_text(exc)}") from None
-
-    def _end_xa(self, statement: str, txn_id: str, attempt: Attempt) -> bool:
-        deadline = time.monotonic() + DETACH_WAIT_S
-        delay = 0.01
-        while True:
-            conn = cached_connection(self.url, self.settings.limits)
-            try:
-                with attempt.sending(), conn.cursor() as cursor:
-                    cursor.execute(f"{statement} %s", (txn_id,))
-                return True
-            except pymysql.MySQLError as exc:
-                code = error_code(exc)
-                if code == XA_RBROLLBACK:
-                    # A read-only branch: the server ends it as rolled back;
-                    # there was nothing to commit, and it is gone now.
-                    log.info("%s %s: read-only branch, ended as rolled back", statement, txn_id)
-                    return True
-                if code != XAER_NOTA:
-                    raise
-            if txn_id not in self._prepared_ids(txn_id):
-                return False
-            if time.monotonic() > deadline:
-                raise SinkError(
-                    f"prepared transaction {txn_id} in {self.describe()} is still attached to "
-                    f"the session that prepared it after {DETACH_WAIT_S:.0f} s; that session "
-                    "(a stuck task?) must disconnect before it can be committed or rolled back"
-                )
-            time.sleep(delay)
-            delay = min(delay * 2, 0.25)
-
-    def _outcome(self, txn_id: str, evidence: str) -> Outcome:
-        """The XA transaction's evidence row (``MySQLWriter._insert_evidence``):
-        there, it committed; not there and not prepared, it rolled back."""
-        with cached_connection(self.url, self.settings.limits).cursor() as cursor:
-            cursor.execute(f"SELECT COUNT(*) FROM {self.marker_table_sql} WHERE sink_id = %s", (txn_id,))
-            found = int(cursor.fetchone()[0])
-        if found:
-            return Outcome.COMMITTED
-        return Outcome.UNKNOWN if txn_id in self._prepared_ids(txn_id) else Outcome.ROLLED_BACK
-
-    def forget_evidence(self, sink_id: str, below_batch: int) -> None:
-        """The evidence rows of batches whose decisions are forgotten."""
-        prefix = sink_prefix(sink_id)
-        with cached_connection(self.url, self.settings.limits).cursor() as cursor:
-            cursor.execute(f"DELETE FROM {self.marker_table_sql} WHERE LEFT(sink_id, %s) = %s "
-                           "AND batch < %s", (len(prefix), prefix, below_batch))
-
-    def _prepared_ids(self, prefix: str) -> list[str]:
-        """``XA RECOVER`` on the cached session: formatID, gtrid_length,
-        bqual_length, data; the gtrid is the first gtrid_length bytes of
-        data. eoskit's ids use the default formatID 1 and no bqual; anything
-        else is someone else's. A lost session raises (the caller retries)."""
-        with cached_connection(self.url, self.settings.limits).cursor() as cursor:
-            try:
-                cursor.execute("XA RECOVER")
-            except pymysql.MySQLError as exc:
-                if connection_lost(exc):
-                    raise
-                raise SinkError(checks.xa_rights_message(exc, self.url)) from None
-            rows = cursor.fetchall()
-        found = []
-        for format_id, gtrid_length, bqual_length, data in rows:
-            if int(format_id) != 1 or int(bqual_length) != 0:
-                continue
-            raw = data if isinstance(data, bytes) else str(data).encode()
-            gtrid = raw[: int(gtrid_length)].decode("utf-8", errors="replace")
-            if gtrid.startswith(prefix):
-                found.append(gtrid)
-        return sorted(found)
 
 
 __all__ = ["MySQLWriter", "MySQLTransactions"]

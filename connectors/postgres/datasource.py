@@ -26,5 +26,4 @@ class PostgresSink(SqlPipelineSink):
     ``sinkId``, ``createTable``, ``markerTable``)."""
 
     data_source = PostgresDataSource
-    backends = ("postgresql",)
     default_port = 5432

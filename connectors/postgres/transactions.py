@@ -3,7 +3,9 @@
 by id from the driver.
 
 With a dead-letter table (``deadLetterTable``), each Arrow batch is one
-COPY inside a savepoint. A refused COPY is rolled back to its savepoint and
+COPY inside a savepoint (psycopg's ``conn.transaction()`` inside the task's
+open transaction: a refused block is rolled back to it, and the task's
+transaction goes on). A refused COPY is rolled back to its savepoint and
 the batch bisected, each half COPYed in a savepoint of its own, down to the
 single refused rows, which go to the dead-letter table by an INSERT in the
 same transaction (``eoskit.connectors.dead_letters``). In upsert mode each
@@ -17,12 +19,8 @@ this; only a refusal pays for the bisection.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 import hashlib
 import logging
-import time
 
 import psycopg
 import pyarrow as pa
@@ -40,6 +38,7 @@ from eoskit.connectors.postgres.connection import (
     drop_connection,
     with_limits,
 )
+from eoskit.connectors.postgres.committer import PostgresCommitter
 from eoskit.connectors.postgres.csv import to_copy_csv
 from eoskit.connectors.postgres.dialect import in_schema, table_sql
 from eoskit.connectors.postgres.failures import lost as connection_lost
@@ -48,14 +47,14 @@ from eoskit.connectors.postgres.plugin import BACKENDS
 from eoskit.connectors.sql import deadletter
 from eoskit.connectors.sql.refusals import Refusal
 from eoskit.connectors.sql.settings import SqlSinkSettings
-from eoskit.connectors.sql.sink import Attempt, SqlSink, parse_url, safe
+from eoskit.connectors.sql.reconnect import Attempt
+from eoskit.connectors.sql.sink import SqlSink, parse_url, safe
 from eoskit.connectors.sql.tables import TargetTable, resolve_table
 from eoskit.connectors.sql.writer import SqlWriter
 from eoskit.twophase import timings
 from eoskit.twophase.contract import (
     CommitMode,
     Marker,
-    Outcome,
     ServiceUnavailableError,
     SinkContext,
     SinkError,
@@ -66,9 +65,6 @@ log = logging.getLogger(__name__)
 #: How long a task waits for a row lock before failing: a wait longer than
 #: this is two tasks of one batch writing the same key (see _lock_error).
 LOCK_TIMEOUT = "60s"
-#: How long ``COMMIT PREPARED`` waits for a prepared transaction that
-#: another session (an earlier try whose reply was lost) is still ending.
-BUSY_WAIT_S = 30.0
 #: The staging table's column of a row's offset in its Arrow batch
 #: (dead-letter mode; otherwise an identity column: the arrival order).
 ROW_COLUMN = "__eoskit_row"
@@ -122,9 +118,8 @@ class PostgresWriter(SqlWriter):
     sink: "PostgresTransactions"
     _conn: psycopg.Connection | None
 
-    def __init__(self, sink: "PostgresTransactions", txn_id: str, two_phase: bool,
-                 marker: Marker | None = None) -> None:
-        super().__init__(sink, txn_id, two_phase, marker)
+    def __init__(self, sink: "PostgresTransactions", txn_id: str, marker: Marker | None = None) -> None:
+        super().__init__(sink, txn_id, marker)
         self._copy_cm = None
         self._copy = None
         self._columns: list[str] | None = None
@@ -163,18 +158,24 @@ class PostgresWriter(SqlWriter):
         ).format(in_schema(self.sink.target, self.sink.settings.marker_table)),
             (marker.sink_id, marker.batch, marker.partition)).rowcount
 
+    def _create_stage(self, row_column: sql.Composable) -> sql.Composable:
+        """Upsert's staging table, for this transaction only: the target's
+        columns and defaults, and ``ROW_COLUMN`` (``row_column``: how it is
+        filled) to keep each row's place. Returns its qualified name."""
+        assert self._conn is not None
+        target = self.sink.target
+        self._stage = "eoskit_stage_" + hashlib.sha1(self.txn_id.encode()).hexdigest()[:16]
+        stage = in_schema(target, self._stage)
+        self._conn.execute(sql.SQL(
+            "CREATE UNLOGGED TABLE {} (LIKE {} INCLUDING DEFAULTS, {} {})"
+        ).format(stage, table_sql(target), sql.Identifier(ROW_COLUMN), row_column))
+        return stage
+
     def _begin(self, columns: list[str]) -> None:
         conn = self._open()
-        target = self.sink.target
-        into = table_sql(target)
+        into = table_sql(self.sink.target)
         if self.sink.settings.mode == "upsert":
-            self._stage = "eoskit_stage_" + hashlib.sha1(self.txn_id.encode()).hexdigest()[:16]
-            stage = sql.Identifier(*([target.schema] if target.schema else []), self._stage)
-            conn.execute(sql.SQL(
-                "CREATE UNLOGGED TABLE {} (LIKE {} INCLUDING DEFAULTS, "
-                "__eoskit_row bigint GENERATED ALWAYS AS IDENTITY)"
-            ).format(stage, into))
-            into = stage
+            into = self._create_stage(sql.SQL("bigint GENERATED ALWAYS AS IDENTITY"))
         self._columns = columns = self.sink.table_columns(columns)
         cursor = conn.cursor()
         self._copy_cm = cursor.copy(sql.SQL("COPY {} ({}) FROM STDIN WITH (FORMAT csv)").format(
@@ -199,38 +200,15 @@ class PostgresWriter(SqlWriter):
     # -- dead-letter mode ---------------------------------------------------
 
     def _begin_setting_aside(self, columns: list[str]) -> None:
-        conn = self._open()
-        target = self.sink.target
-        into = table_sql(target)
+        self._open()
+        into = table_sql(self.sink.target)
         self._columns = self.sink.table_columns(columns)
         copied = list(self._columns)
         if self.sink.settings.mode == "upsert":
-            self._stage = "eoskit_stage_" + hashlib.sha1(self.txn_id.encode()).hexdigest()[:16]
-            stage = in_schema(target, self._stage)
-            conn.execute(sql.SQL(
-                "CREATE UNLOGGED TABLE {} (LIKE {} INCLUDING DEFAULTS, {} bigint NOT NULL)"
-            ).format(stage, into, sql.Identifier(ROW_COLUMN)))
-            into = stage
+            into = self._create_stage(sql.SQL("bigint NOT NULL"))
             copied.append(ROW_COLUMN)
         self._into = sql.SQL("COPY {} ({}) FROM STDIN WITH (FORMAT csv)").format(
             into, sql.SQL(", ").join(map(sql.Identifier, copied)))
-
-    @contextmanager
-    def _savepoint(self) -> Iterator[None]:
-        """The block's statements, or none of them: a refused statement is
-        rolled back to the savepoint and the transaction goes on."""
-        assert self._conn is not None
-        self._conn.execute("SAVEPOINT eoskit_rows")
-        try:
-            yield
-        except psycopg.Error:
-            try:
-                self._conn.execute("ROLLBACK TO SAVEPOINT eoskit_rows")
-                self._conn.execute("RELEASE SAVEPOINT eoskit_rows")
-            except psycopg.Error:
-                pass  # the connection is gone; the original error tells why
-            raise
-        self._conn.execute("RELEASE SAVEPOINT eoskit_rows")
 
     def _copy_rows(self, rows: pa.RecordBatch, start: int, length: int) -> None:
         """COPY rows [start, start + length) of the Arrow batch, atomically."""
@@ -239,7 +217,7 @@ class PostgresWriter(SqlWriter):
             part = part.append_column(ROW_COLUMN, pa.array(range(start, start + length), pa.int64()))
         data = to_copy_csv(part)
         assert self._conn is not None and self._into is not None
-        with self._savepoint():
+        with self._conn.transaction():  # a savepoint, nested as psycopg nests them
             with self._conn.cursor().copy(self._into) as copy:
                 copy.write(data)
         self.bytes += len(data)
@@ -270,7 +248,7 @@ class PostgresWriter(SqlWriter):
         stage = in_schema(self.sink.target, self._stage)
         refused: list[tuple[int, BaseException]] = []
         try:
-            with self._savepoint():
+            with self._conn.transaction():  # a savepoint, nested as psycopg nests them
                 self._conn.execute(self._merge_sql())
         except psycopg.Error as exc:
             if not refused_row(exc):
@@ -291,7 +269,7 @@ class PostgresWriter(SqlWriter):
 
     def _merge_rows(self, rows: list[int]) -> None:
         assert self._conn is not None
-        with self._savepoint():
+        with self._conn.transaction():  # a savepoint, nested as psycopg nests them
             self._conn.execute(self._merge_sql(subset=True), (rows,))
 
     def _merge_previous_of_key(self, row: int) -> tuple[int | None, BaseException | None]:
@@ -347,7 +325,7 @@ class PostgresWriter(SqlWriter):
         a constraint violation) with its table, column and position (``row``:
         the row's position among the task's rows, where the caller knows it)."""
         target = self.sink.target
-        if not (exc.sqlstate or "").startswith(("22", "23")):
+        if not refused_row(exc):
             return _describe_error(exc, target.qualified)
         diag = exc.diag
 
@@ -380,7 +358,7 @@ class PostgresWriter(SqlWriter):
         key = target.key
         columns = [sql.Identifier(c) for c in self._columns or []]
         updates = [c for c in self._columns or [] if c not in key]
-        stage = sql.Identifier(*([target.schema] if target.schema else []), self._stage)
+        stage = in_schema(target, self._stage)
         on_conflict = (
             sql.SQL("DO UPDATE SET {}").format(sql.SQL(", ").join(
                 sql.SQL("{} = EXCLUDED.{}").format(sql.Identifier(c), sql.Identifier(c))
@@ -415,7 +393,7 @@ class PostgresWriter(SqlWriter):
         """``PREPARE TRANSACTION``: the session is free again at once. Its
         transaction id (with epoch, ``txid_current``) is the evidence of its
         outcome: ``txid_status`` tells committed from rolled back once the
-        prepared transaction is gone (``PostgresTransactions._outcome``)."""
+        prepared transaction is gone (``PostgresCommitter._outcome``)."""
         assert self._conn is not None
         try:
             self.evidence = str(self._conn.execute("SELECT txid_current()").fetchone()[0])
@@ -458,8 +436,7 @@ class PostgresTransactions(SqlSink):
     JDBC = JDBC
     BACKENDS = BACKENDS
     WRITER = PostgresWriter
-    END_PREPARED = "{verb} PREPARED"
-    LIST_PREPARED = "listing prepared transactions"
+    COMMITTER = PostgresCommitter
 
     def __init__(self, settings: SqlSinkSettings, schema: StructType) -> None:
         self.settings = settings
@@ -508,39 +485,3 @@ class PostgresTransactions(SqlSink):
         conn = cached_connection(self.url, self.settings.limits)
         conn.execute(sql.SQL("DELETE FROM {} WHERE sink_id = %s AND batch < %s").format(
             in_schema(self.target, self.settings.marker_table)), (sink_id, below_batch))
-
-    def _end_prepared(self, statement: str, txn_id: str, attempt: Attempt) -> bool:
-        """``COMMIT PREPARED`` / ``ROLLBACK PREPARED``; "no such prepared
-        transaction" (UndefinedObject) is False."""
-        conn = cached_connection(self.url, self.settings.limits)
-        deadline = time.monotonic() + BUSY_WAIT_S
-        while True:
-            try:
-                with attempt.sending():
-                    conn.execute(sql.SQL(statement + " {}").format(sql.Literal(txn_id)))
-            except psycopg.errors.UndefinedObject:
-                return False
-            except psycopg.errors.ObjectInUse:
-                # "prepared transaction ... is busy": an earlier try's session,
-                # cut off from us, is still ending it; its outcome comes soon.
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
-                continue
-            return True
-
-    def _outcome(self, txn_id: str, evidence: str) -> Outcome:
-        """``txid_status`` of the transaction id its prepare recorded: the
-        server's own commit log ("in progress" would be a transaction still
-        prepared, and NULL one too old for the log: neither says)."""
-        status = cached_connection(self.url, self.settings.limits).execute(
-            "SELECT txid_status(%s)", (int(evidence),)).fetchone()[0]
-        return {"committed": Outcome.COMMITTED, "aborted": Outcome.ROLLED_BACK}.get(status, Outcome.UNKNOWN)
-
-    def _prepared_ids(self, prefix: str) -> list[str]:
-        """From ``pg_prepared_xacts``, this database's only."""
-        rows = cached_connection(self.url, self.settings.limits).execute(
-            "SELECT gid FROM pg_prepared_xacts WHERE database = current_database() "
-            "AND left(gid, length(%s)) = %s ORDER BY gid", (prefix, prefix)
-        ).fetchall()
-        return [r[0] for r in rows]

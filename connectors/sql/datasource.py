@@ -50,7 +50,6 @@ class SqlPipelineSink:
     ``foreach_batch()``, on the same commit protocol."""
 
     data_source: ClassVar[type[SqlDataSource]]
-    backends: ClassVar[tuple[str, ...]]
     #: The server's port when the URL names none.
     default_port: ClassVar[int]
 
@@ -67,7 +66,8 @@ class SqlPipelineSink:
                                   "argument and in its options; give it once")
         # Every option check the data source makes; its settings hold the URL
         # it connects with (a JDBC URL and user/password options translated).
-        self._url = parse_url(self.data_source(self.all_options()).settings.url, self.backends)
+        self._url = parse_url(self.data_source(self.all_options()).settings.url,
+                              self.data_source.sink_type.BACKENDS)  # type: ignore[attr-defined]
         check_output_mode(self.output_mode, self.data_source.short_name)
 
     @property

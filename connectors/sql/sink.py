@@ -1,58 +1,27 @@
-"""What both SQL sinks do the same way, on the driver and on executors.
+"""A SQL table as a sink: the declaration both SQL databases share.
 
-``SqlSink`` is the base of ``PostgresTransactions`` and ``MySQLTransactions``:
-their target and dead-letter tables (each found once, by the sink's own
-lookup against its database, and cached), a sink made to settle prepared
-transactions by hand (``for_url``), the writers it begins for each commit
-mode (its dialect's ``SqlWriter``, ``sql/writer.py``), the driver's commit,
-rollback and listing of prepared ids, and its calls that ride out a lost
-connection (``reconnecting``, at the end of this module), and its URL,
-parsed once and shown without its password (``parse_url``, ``safe``: the
-plug-in registry's helpers, which must load without SQLAlchemy, stay in
-``urls.py``). A dialect supplies the rest: its engine, its table lookup, its writer class, the
-statements that end a prepared transaction and list prepared ids, and which
-of its driver's errors mean a lost connection (its ``failures.py``).
+``SqlSink`` is the base of ``PostgresTransactions`` and ``MySQLTransactions``.
+It holds what the driver checks and what every role reads: the settings,
+the URL (parsed once and shown without its password: ``parse_url``,
+``safe``; the plug-in registry's helpers, which must load without
+SQLAlchemy, stay in ``urls.py``), the target and dead-letter tables (each
+found once, by the dialect's lookup against its database, and cached). It
+makes the other two roles:
 
-Riding out a lost database connection means trying again on a new
-connection, for a bounded time, remembering whether a lost try may have
-taken effect. The sink does it where repeating a call is safe:
+- a task's writer on an executor (``begin_*``: the dialect's ``SqlWriter``,
+  ``sql/writer.py``), one per task attempt and commit mode;
+- the driver's committer (``committer()``: the dialect's ``SqlCommitter``,
+  ``sql/committer.py``), which ends prepared transactions by id.
 
-- on the driver, the coordinator's calls (``commit_prepared``,
-  ``rollback_prepared``, ``list_prepared``): a database restart between the
-  decision and ``COMMIT PREPARED`` / ``XA COMMIT`` delays the commit instead
-  of failing the batch;
-- on executors, opening a task's transaction (``SqlWriter._open``): nothing
-  of it exists until the server has answered, and the server rolls back an
-  unprepared transaction whose session is gone, so a lost try leaves
-  nothing behind.
-
-Never around a task's writes or its prepare: what a lost connection did to
-those is the protocol's business (the task fails, Spark retries it with a
-new attempt id, and the retry or the next sweep rolls back whatever the
-lost attempt prepared).
-
-The one subtle case is a statement whose connection drops after it was
-sent and before the reply: it may have been applied. A ``COMMIT PREPARED``
-that did commit leaves nothing to commit, so the next try hears "no such
-prepared transaction", and so would one that somebody rolled back
-meanwhile. The sink never guesses which: it proves outcomes
-(``ProvesOutcomes``). Each task's prepare leaves evidence (PostgreSQL: the
-transaction's id, whose fate ``txid_status`` reports; MySQL: a row of the
-marker table written inside the XA transaction, there only if it
-committed), the coordinator writes it into the decision, and an id found
-gone is settled by ``outcome`` (``twophase/coordinator.py``, step 2). A
-call wraps the statement in ``attempt.sending()``, so that a lost
-connection inside it is logged as what it is.
-
-Which errors mean "the connection is lost" is each driver's own business:
-each sink passes its classifier (``lost`` in its ``failures.py``).
-Anything else is raised at once.
+Both ride out a lost connection through the sink's ``reconnecting``
+(``sql/reconnect.py``), where repeating is safe. A dialect supplies the
+rest: its engine, its table lookup, its writer and committer classes, and
+which of its driver's errors mean a lost connection (its ``failures.py``).
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from abc import abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -62,22 +31,27 @@ import sqlalchemy as sa
 from pyspark.sql.types import StructType
 from sqlalchemy.engine import URL, make_url
 
+from eoskit.connectors.sql.committer import SqlCommitter
 from eoskit.connectors.sql.deadletter import DeadLetterTable, source_columns_of
 from eoskit.connectors.sql.identifiers import parse_table_name
 from eoskit.connectors.sql.jdbc import JdbcDialect
-from eoskit.connectors.sql.network import RECONNECT_WITHIN
+from eoskit.connectors.sql.reconnect import Attempt, reconnecting
 from eoskit.connectors.sql.settings import SqlSinkSettings
 from eoskit.connectors.sql.tables import TargetTable, constraint_columns
-from eoskit.connectors.sql.writer import SqlWriter
+from eoskit.connectors.sql.writer import (
+    DirectSqlWriter,
+    MarkedSqlWriter,
+    PreparingSqlWriter,
+    SqlWriter,
+    kind_of,
+)
 from eoskit.twophase.options import OptionError
 from eoskit.twophase.contract import (
     CommitMode,
     DirectCommitting,
     MarkedCommitting,
     Marker,
-    Outcome,
-    ProvesOutcomes,
-    ServiceUnavailableError,
+    TwoPhaseCommitting,
 )
 from eoskit.twophase.txn_id import TxnId
 
@@ -85,23 +59,14 @@ T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
-#: How long a call keeps trying to get a connection back by default (the
-#: sink's option ``reconnectWithin``): long enough for a database restart
-#: (seconds to tens of seconds), short enough that a database that stays
-#: away fails the batch while someone is looking.
-RECONNECT_WITHIN_S = float(RECONNECT_WITHIN.default or 60)
-#: Backoff between tries: doubling from the first to the last, then flat.
-FIRST_DELAY_S = 0.1
-MAX_DELAY_S = 2.0
 
-
-class SqlSink(ProvesOutcomes, MarkedCommitting, DirectCommitting):
+class SqlSink(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
     """A SQL table as a sink with all three commit capabilities; picklable.
     A dialect sets ``settings``, ``schema``, ``url``, ``_target`` and
     ``_dead_letters`` (None) in its ``__init__``, names its database in
     ``DATABASE``, its URL backends in ``BACKENDS``, its JDBC mapping in
     ``JDBC``, its quotes in ``identifier_quotes`` and ``CREATE_LIKE``, and
-    its task's writer in ``WRITER``."""
+    its task's writer in ``WRITER`` and its committer in ``COMMITTER``."""
 
     DATABASE: ClassVar[str]
     BACKENDS: ClassVar[tuple[str, ...]]
@@ -114,11 +79,8 @@ class SqlSink(ProvesOutcomes, MarkedCommitting, DirectCommitting):
     CREATE_LIKE: ClassVar[str]
     #: A task's writer (``sql/writer.py``), made on an executor by ``begin_*``.
     WRITER: ClassVar[type[SqlWriter]]
-    #: The statement that ends a prepared transaction, ``verb`` COMMIT or
-    #: ROLLBACK (``{verb} PREPARED``, ``XA {verb}``), as messages name it.
-    END_PREPARED: ClassVar[str]
-    #: What listing the prepared ids is called in messages.
-    LIST_PREPARED: ClassVar[str]
+    #: The driver's committer of its prepared transactions (``sql/committer.py``).
+    COMMITTER: ClassVar[type[SqlCommitter]]
     #: Part of a running query, whose start-up check reached the server: a
     #: lost connection is waited for in every process of the job, even one
     #: that has not talked to the server yet (``reconnecting``). False
@@ -150,32 +112,12 @@ class SqlSink(ProvesOutcomes, MarkedCommitting, DirectCommitting):
     def _drop_connection(self) -> None:
         """Forget this process's cached connection to ``url``."""
 
-    @abstractmethod
-    def _end_prepared(self, statement: str, txn_id: str, attempt: Attempt) -> bool:
-        """Run ``statement`` (``END_PREPARED`` with its verb) for ``txn_id``
-        on the cached connection, the sending inside ``attempt.sending()``;
-        True if it ended the transaction, False if no prepared transaction
-        has the id. On the driver (``rollback_prepared`` on an executor
-        too), inside ``reconnecting``: a lost connection is tried again on a
-        new one; any other error fails the caller (the coordinator's call,
-        and with it the batch's commit, which a restart repeats)."""
-
-    @abstractmethod
-    def _outcome(self, txn_id: str, evidence: str) -> Outcome:
-        """The fate of ``txn_id``, no longer prepared, from ``evidence`` (its
-        writer's ``evidence``), read on the cached connection. Inside
-        ``reconnecting``, like ``_end_prepared``."""
-
-    @abstractmethod
-    def _prepared_ids(self, prefix: str) -> list[str]:
-        """The prepared ids starting with ``prefix``, sorted, read on the
-        cached connection. Inside ``reconnecting``, like ``_end_prepared``."""
-
     # -- the same for both ------------------------------------------------------
 
     @classmethod
     def for_url(cls, url: str) -> "SqlSink":
-        """Enough of a sink to list and settle prepared ids (no table needed)."""
+        """Enough of a sink for its committer to list and settle prepared
+        ids (``eoskit txn``; no table needed)."""
         settings = SqlSinkSettings(url=url, table=parse_table_name("-"), mode="append", key=(),
                                    commit_mode=CommitMode.TWOPHASE, create_table=False)
         sink = cls(settings, StructType([]))  # type: ignore[call-arg]
@@ -243,56 +185,23 @@ class SqlSink(ProvesOutcomes, MarkedCommitting, DirectCommitting):
             except sa.exc.SQLAlchemyError:
                 return ()
 
-    def begin_prepared(self, txn_id: str) -> SqlWriter:
-        return self.WRITER(self, txn_id, two_phase=True)
+    def begin_prepared(self, txn_id: str) -> PreparingSqlWriter:
+        return kind_of(self.WRITER, PreparingSqlWriter)(self, txn_id)  # type: ignore[return-value]
 
-    def begin_marked(self, marker: Marker, attempt: int) -> SqlWriter:
-        return self.WRITER(self, self._attempt_id(marker, attempt), two_phase=False, marker=marker)
+    def begin_marked(self, marker: Marker, attempt: int) -> MarkedSqlWriter:
+        return kind_of(self.WRITER, MarkedSqlWriter)(  # type: ignore[return-value]
+            self, self._attempt_id(marker, attempt), marker)
 
-    def begin_direct(self, marker: Marker, attempt: int) -> SqlWriter:
-        return self.WRITER(self, self._attempt_id(marker, attempt), two_phase=False)
+    def begin_direct(self, marker: Marker, attempt: int) -> DirectSqlWriter:
+        return kind_of(self.WRITER, DirectSqlWriter)(  # type: ignore[return-value]
+            self, self._attempt_id(marker, attempt))
+
+    def committer(self) -> SqlCommitter:
+        return self.COMMITTER(self)
 
     @staticmethod
     def _attempt_id(marker: Marker, attempt: int) -> str:
         return str(TxnId.new(marker.sink_id, marker.batch, marker.partition, attempt))
-
-    def commit_prepared(self, txn_id: str) -> bool:
-        return self._finish("COMMIT", txn_id)
-
-    def rollback_prepared(self, txn_id: str) -> bool:
-        return self._finish("ROLLBACK", txn_id)
-
-    def _finish(self, verb: str, txn_id: str) -> bool:
-        """Commit or roll back a prepared transaction by id; False if no
-        prepared transaction has the id. A lost connection is ridden out:
-        the statement is sent again on a new connection. If a try lost its
-        connection with the statement on the wire, the server may have
-        finished the transaction before the connection dropped, and a later
-        try hears "no such id": False all the same, for the coordinator to
-        settle from the evidence (``outcome``), never a guess here."""
-        statement = self.END_PREPARED.format(verb=verb)
-
-        def attempt(state: Attempt) -> bool:
-            if self._end_prepared(statement, txn_id, state):
-                return True
-            if state.maybe_applied:
-                log.info("%s %s: no such prepared transaction after a try whose connection was "
-                         "lost with the statement sent; its outcome is read from the evidence",
-                         statement, txn_id)
-            return False
-
-        return self.reconnecting(f"{statement} {txn_id}", attempt)
-
-    def outcome(self, txn_id: str, evidence: str) -> Outcome:
-        """What became of ``txn_id`` (no longer prepared); a read, tried again
-        over a lost connection."""
-        return self.reconnecting(f"reading the outcome of {txn_id}",
-                                 lambda _: self._outcome(txn_id, evidence))
-
-    def list_prepared(self, prefix: str) -> list[str]:
-        """Prepared ids starting with ``prefix``; a read, so a lost
-        connection is simply tried again."""
-        return self.reconnecting(self.LIST_PREPARED, lambda _: self._prepared_ids(prefix))
 
     def reconnecting(self, what: str, action: Callable[[Attempt], T]) -> T:
         """``action`` on the cached connection, tried again on a new one
@@ -300,100 +209,6 @@ class SqlSink(ProvesOutcomes, MarkedCommitting, DirectCommitting):
         return reconnecting(action, lost=self._connection_lost, drop=self._drop_connection,
                             what=f"{what} in {self.describe()}", server=safe(self.url),
                             reached=self.in_query, within=self.settings.limits.reconnect)
-
-
-# -- riding out a lost connection (see the module doc) ----------------------
-
-#: Servers this process has talked to: only a connection that was working
-#: is waited for. A server that never answered (a wrong address, a database
-#: that is down when a command starts) fails at once, unless the caller
-#: knows it answered another process of the same job (``reached``): a
-#: running query's start-up check reached it, and a Python worker the query
-#: starts while the server restarts (a task's, the commit's) must wait too.
-_reached: set[str] = set()
-
-
-class ConnectionLostError(ServiceUnavailableError):
-    """The database could not be reached (again within ``RECONNECT_WITHIN_S``)."""
-
-
-class Attempt:
-    """What one try of a call knows about the tries before it."""
-
-    def __init__(self, lost: Callable[[BaseException], bool]) -> None:
-        self._lost = lost
-        #: How many tries failed on a lost connection before this one.
-        self.retries = 0
-        #: An earlier try lost its connection while its statement was on
-        #: the wire (inside ``sending``): the statement may have taken effect.
-        self.maybe_applied = False
-
-    @contextmanager
-    def sending(self) -> Iterator[None]:
-        """Wrap the statement whose effect matters: if the connection is
-        lost inside, the statement counts as maybe applied from then on."""
-        try:
-            yield
-        except BaseException as exc:
-            if self._lost(exc):
-                self.maybe_applied = True
-            raise
-
-
-def reconnecting(
-    action: Callable[[Attempt], T],
-    *,
-    lost: Callable[[BaseException], bool],
-    drop: Callable[[], None],
-    what: str,
-    server: str | None = None,
-    reached: bool = False,
-    within: float = RECONNECT_WITHIN_S,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
-) -> T:
-    """``action(attempt)``, tried again after each error that ``lost``
-    calls a lost connection, for ``within`` seconds, if this process has
-    reached ``server`` before or ``reached`` says another process of the job
-    did. ``drop`` forgets the process's cached
-    connection before each new try, so that the action's next "get the
-    cached connection" connects anew. ``what`` names the call (with the
-    server, never a password) for the log and the final error."""
-    attempt = Attempt(lost)
-    deadline = clock() + within
-    delay = FIRST_DELAY_S
-    server = server or what
-    while True:
-        try:
-            result = action(attempt)
-            _reached.add(server)
-            return result
-        except Exception as exc:
-            if not lost(exc):
-                raise
-            drop()
-            if not reached and server not in _reached:
-                raise ConnectionLostError(f"{what}: cannot reach the database ({_first_line(exc)})") from exc
-            now = clock()
-            if now >= deadline:
-                raise ConnectionLostError(
-                    f"{what}: the connection to the database was lost and no new one could be "
-                    f"made within {within:.0f} s (last error: {_first_line(exc)}). Nothing is "
-                    "lost: once the database is reachable from this host again, start the job "
-                    "again and its next batch settles what is in doubt (the option "
-                    "reconnectWithin waits longer)"
-                ) from None
-            if attempt.retries == 0:
-                log.warning("%s: connection lost (%s); reconnecting for up to %.0f s",
-                            what, _first_line(exc), within)
-            attempt.retries += 1
-            sleep(min(delay, max(0.0, deadline - now)))
-            delay = min(delay * 2, MAX_DELAY_S)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 # -- the database URL -------------------------------------------------------

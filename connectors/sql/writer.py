@@ -1,10 +1,14 @@
 """A task's transaction in a SQL sink, the same for every dialect.
 
-``SqlWriter`` is the base of ``PostgresWriter`` and ``MySQLWriter``: one
-task attempt's writer, made by ``SqlSink.begin_*`` on an executor, for one
-of the three commit modes (``twophase``: a ``PreparingWriter``;
-``idempotent``: a ``MarkedWriter``; ``at_least_once``: its ``commit``
-alone). What a task does, in the order ``eoskit.twophase.task`` calls it:
+``SqlWriter`` is the base of ``PostgresWriter`` and ``MySQLWriter``, which
+supply a database's statements: one task attempt's writes. How the
+transaction ends is the writer's kind, one class per commit mode, each the
+contract's writer of that mode (``twophase/contract.py``):
+``PreparingSqlWriter`` (``twophase``: ``prepare``), ``DirectSqlWriter``
+(``at_least_once``: ``commit``) and ``MarkedSqlWriter`` (``idempotent``:
+``claim``, then ``commit``). ``SqlSink.begin_*`` makes a dialect's writer
+of the mode's kind (``kind_of``) on an executor. What a task does, in the
+order ``eoskit.twophase.task`` calls it:
 
 1. Open the transaction, lazily, on the first statement (``_open``): on a
    connection of the dialect's choosing, tried again on a new one while the
@@ -25,7 +29,7 @@ alone). What a task does, in the order ``eoskit.twophase.task`` calls it:
    id from the driver) or ``commit`` (the rows, and the marker, at once).
 5. ``abort`` on any failure, and after a replay's refused claim: roll back
    what is open, never raising; a prepared transaction is left to the
-   driver's ``rollback_prepared``.
+   driver's committer (``Committer.roll_back``).
 
 Writes and prepares are never retried in place (``SqlSink.reconnecting``
 wraps step 1 only): a lost connection fails the task, and the protocol's
@@ -38,6 +42,7 @@ runs and what raising means. All of them run on an executor, in the task.
 from __future__ import annotations
 
 from abc import abstractmethod
+from functools import cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import pyarrow as pa
@@ -45,21 +50,28 @@ import pyarrow as pa
 from eoskit.connectors.dead_letters import DeadLetter, dead_letter
 from eoskit.twophase.contract import (
     CommitMode,
+    CommittingWriter,
     Marker,
     MarkedWriter,
     PreparingWriter,
     ServiceUnavailableError,
     SinkError,
+    TaskWriter,
 )
 from eoskit.twophase.txn_id import TxnId
 
 if TYPE_CHECKING:
     # Annotations only: sink.py imports this module.
-    from eoskit.connectors.sql.sink import Attempt, SqlSink
+    from eoskit.connectors.sql.reconnect import Attempt
+    from eoskit.connectors.sql.sink import SqlSink
 
 
-class SqlWriter(PreparingWriter, MarkedWriter):
-    """One task attempt's transaction in a SQL table."""
+class SqlWriter(TaskWriter):
+    """One task attempt's transaction in a SQL table; its kind (below) says how it ends."""
+
+    #: Ends with ``prepare`` (a two-phase transaction: ``XA START``, a
+    #: session of its own), not ``commit``. Set by the kind.
+    two_phase: ClassVar[bool] = False
 
     #: The driver's base error class (``psycopg.Error``, ``pymysql.MySQLError``):
     #: what the statements of this module turn into a ``SinkError``.
@@ -70,12 +82,9 @@ class SqlWriter(PreparingWriter, MarkedWriter):
     #: driver raised it.
     DESCRIBE_OPEN_ERRORS: ClassVar[bool] = False
 
-    def __init__(self, sink: "SqlSink", txn_id: str, two_phase: bool,
-                 marker: Marker | None = None) -> None:
+    def __init__(self, sink: "SqlSink", txn_id: str, marker: Marker | None = None) -> None:
         self.sink = sink
         self.txn_id = txn_id
-        #: Made by ``begin_prepared``: ends with ``prepare``, never ``commit``.
-        self.two_phase = two_phase
         self.marker = marker
         self.rows = 0
         self.bytes = 0
@@ -183,11 +192,6 @@ class SqlWriter(PreparingWriter, MarkedWriter):
                 raise self._refused(exc) from None
         return self._conn
 
-    def claim(self) -> bool:
-        assert self.marker is not None
-        self._open()
-        return self._insert_marker(self.marker) == 1
-
     def write(self, batch: pa.RecordBatch) -> None:
         if self.sink.dead_letter_table is None:
             self._write_rows(batch)
@@ -221,25 +225,6 @@ class SqlWriter(PreparingWriter, MarkedWriter):
                             f"{table.qualified}: {self._error_text(exc)}") from None
         self.dead_letters += len(letters)
 
-    def prepare(self) -> None:
-        assert self.two_phase, "a marked or direct transaction commits by itself"
-        self._end_writes()
-        assert self._conn is not None
-        self._prepare_transaction()
-        # Only the driver's commit_prepared or rollback_prepared ends it now.
-        self._prepared = True
-        self._conn = None
-
-    def commit(self) -> None:
-        assert not self.two_phase, "a prepared transaction commits through commit_prepared"
-        self._end_writes()
-        if self._conn is not None:
-            try:
-                self._run("COMMIT")
-            except self.DriverError as exc:
-                raise self._refused(exc) from None
-            self._conn = None
-
     def abort(self) -> None:
         """Roll back, never raising; a no-op once prepared or committed."""
         conn, self._conn = self._conn, None
@@ -256,4 +241,52 @@ class SqlWriter(PreparingWriter, MarkedWriter):
         return self._constraints[constraint]
 
 
-__all__ = ["SqlWriter"]
+# -- the kinds: how a task's transaction ends -------------------------------------
+
+
+class PreparingSqlWriter(SqlWriter, PreparingWriter):
+    """Commit mode ``twophase``: step 4 ends with ``prepare``."""
+
+    two_phase = True
+
+    def prepare(self) -> None:
+        self._end_writes()
+        assert self._conn is not None
+        self._prepare_transaction()
+        # Only the driver's committer ends it now.
+        self._prepared = True
+        self._conn = None
+
+
+class DirectSqlWriter(SqlWriter, CommittingWriter):
+    """Commit mode ``at_least_once``: step 4 ends with ``commit``."""
+
+    def commit(self) -> None:
+        self._end_writes()
+        if self._conn is not None:
+            try:
+                self._run("COMMIT")
+            except self.DriverError as exc:
+                raise self._refused(exc) from None
+            self._conn = None
+
+
+class MarkedSqlWriter(DirectSqlWriter, MarkedWriter):
+    """Commit mode ``idempotent``: step 2's ``claim``, then ``commit`` ends
+    the rows and the marker at once."""
+
+    def claim(self) -> bool:
+        assert self.marker is not None
+        self._open()
+        return self._insert_marker(self.marker) == 1
+
+
+@cache
+def kind_of(writer: type[SqlWriter], kind: type[SqlWriter]) -> type[SqlWriter]:
+    """The dialect's ``writer`` (its statements) of ``kind`` (how it ends):
+    e.g. ``kind_of(PostgresWriter, PreparingSqlWriter)``. Made once per pair."""
+    return type(f"{kind.__name__.replace('Sql', writer.__name__.removesuffix('Writer'), 1)}",
+                (writer, kind), {"__module__": writer.__module__})
+
+
+__all__ = ["DirectSqlWriter", "MarkedSqlWriter", "PreparingSqlWriter", "SqlWriter", "kind_of"]
