@@ -215,7 +215,9 @@ class OptionSet:
         if self.settings is None:
             raise TypeError("an OptionSet made without OptionSet.of has no settings class")
         reading = Reading(self.normalise(options), options, owner, context)
-        made = self.settings(**{f.name: d.value(f, reading) for f, d in declarations(self.settings)})
+        for declared, declaration in declarations(self.settings):
+            reading.fields[declared.name] = declaration.value(declared, reading)
+        made = self.settings(**reading.fields)
         for check in getattr(self.settings, "CHECKS", ()):
             check(made, reading)
         return made
@@ -250,13 +252,15 @@ class Reading:
     ``derive`` and to the class's ``CHECKS``: the options with lower-case
     keys (``raw``, as ``OptionSet.normalise`` gives them) and as given
     (``given``, for passthrough prefixes), the name errors give the reader
-    (``owner``: ``eoskit-postgres``), and what the caller adds (``context``,
-    by key: ``reading["sink_type"]``)."""
+    (``owner``: ``eoskit-postgres``), what the caller adds (``context``,
+    by key: ``reading["sink_type"]``), and the fields read so far, in
+    declaration order (``fields``: a field may derive from an earlier one)."""
 
     raw: Mapping[str, str]
     given: Mapping[str, str]
     owner: str
     context: Mapping[str, Any] = field(default_factory=dict)
+    fields: dict[str, Any] = field(default_factory=dict)
 
     def __getitem__(self, key: str) -> Any:
         return self.context[key]
@@ -276,7 +280,7 @@ class Declaration:
         """The field's value: its option parsed (an ``OptionError`` naming
         it), required or absent, then derived. An absent option (None) gives
         the field's default without derivation; a field with no option is
-        always derived."""
+        always derived, as is an absent option's whose field has no default."""
         value = None if self.option is None else self.option.read(reading.raw)
         if self.required is not None and not value:
             raise OptionError(f"{reading.owner} needs the option '{self.option.name}'"
