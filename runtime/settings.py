@@ -1,5 +1,6 @@
 """A job's runtime settings, declared once: name, type, default, help, and the
-error for a bad value.
+error for a bad value, each in the ``Setting`` that declares its field of
+``JobSettings`` (``SETTINGS`` is read off the fields).
 
 ``Pipeline`` takes them as keyword arguments, a job file sets them on its
 ``Pipeline``, and ``eoskit run`` derives one flag per setting from the same
@@ -12,11 +13,11 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from eoskit.runtime.restart import RestartStrategy, parse_strategy
-from eoskit.twophase.options import Option, parse_bool, parse_duration
+from eoskit.twophase.options import Option, declarations, parse_bool, parse_duration, setting
 
 
 class SettingError(ValueError):
@@ -110,61 +111,57 @@ class Setting(Option[Any]):
             raise SettingError(f"setting {self.name} ({self.flag}) = {value!r}: {exc}") from None
 
 
-SETTINGS: tuple[Setting, ...] = (
-    Setting("checkpoint_interval", _positive_duration, 5.0,
-            "How often a micro-batch (a checkpoint) starts: Spark's processing-time trigger.",
-            flink="execution.checkpointing.interval"),
-    Setting("checkpoint_timeout", _positive_duration, None,
-            "A batch running longer than this is failed and handled by the restart strategy. "
-            "Default: no timeout.", flink="execution.checkpointing.timeout"),
-    Setting("min_pause", _duration, 0.0,
-            "Least time between the end of one batch (its commit) and the start of the next, "
-            "however short the interval: the eoskit-kafka source reports no new data until it "
-            "has passed. 0: none. Not applied to --until-caught-up runs.",
-            flink="execution.checkpointing.min-pause"),
-    Setting("tolerable_failures", _non_negative_int, 0,
-            "Consecutive failed batches tolerated before the job fails; each is retried "
-            "by a restart from the checkpoint, without counting against the restart strategy.",
-            flink="execution.checkpointing.tolerable-failed-checkpoints"),
-    Setting("retained_checkpoints", _retained, 100,
-            "Batches kept in the checkpoint's logs (Spark's minBatchesToRetain): how far back "
-            "`eoskit checkpoint list` and savepoints can reach.",
-            flink="state.checkpoints.num-retained"),
-    Setting("mode", _mode, "exactly_once",
-            "exactly_once or at_least_once: sets the commitMode of every eoskit sink.",
-            flink="execution.checkpointing.mode"),
-    Setting("restart_strategy", _strategy, None,
-            "none, fixed_delay(attempts, delay), failure_rate(max_failures, interval, delay) or "
-            "exponential_delay(initial, max, multiplier, reset_after, jitter). Default: "
-            "exponential_delay with Flink's defaults.", flink="restart-strategy.type"),
-    Setting("state_backend", _backend, "hashmap",
-            "Where keyed state lives: hashmap (Spark's HDFS-backed state store: state in "
-            "executor memory, a delta file per batch) or rocksdb (RocksDB state store: state on "
-            "local disk, needed by transformWithState). Fixed for the life of a checkpoint.",
-            flink="state.backend.type"),
-    Setting("incremental_checkpoints", parse_bool, False,
-            "rocksdb only: a batch's commit uploads a changelog of the keys it changed, and "
-            "RocksDB snapshots are uploaded in the background (Spark's RocksDB changelog "
-            "checkpointing). May be switched on or off between runs.",
-            flink="execution.checkpointing.incremental"),
-)
-
-BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
-
-
 @dataclass(frozen=True)
 class JobSettings:
-    """The checked settings of one job. Build with ``JobSettings.of(...)``."""
+    """The checked settings of one job, each field declared by its
+    ``Setting`` (``setting``): ``SETTINGS``, the flags and the docs are
+    derived from them. Build with ``JobSettings.of(...)``."""
 
-    checkpoint_interval: float = 5.0
-    checkpoint_timeout: float | None = None
-    min_pause: float = 0.0
-    tolerable_failures: int = 0
-    retained_checkpoints: int = 100
-    mode: str = "exactly_once"
-    restart_strategy: RestartStrategy | None = None
-    state_backend: str = "hashmap"
-    incremental_checkpoints: bool = False
+    checkpoint_interval: float = setting(
+        Setting("checkpoint_interval", _positive_duration, 5.0,
+                "How often a micro-batch (a checkpoint) starts: Spark's processing-time trigger.",
+                flink="execution.checkpointing.interval"))
+    checkpoint_timeout: float | None = setting(
+        Setting("checkpoint_timeout", _positive_duration, None,
+                "A batch running longer than this is failed and handled by the restart strategy. "
+                "Default: no timeout.", flink="execution.checkpointing.timeout"))
+    min_pause: float = setting(
+        Setting("min_pause", _duration, 0.0,
+                "Least time between the end of one batch (its commit) and the start of the next, "
+                "however short the interval: the eoskit-kafka source reports no new data until it "
+                "has passed. 0: none. Not applied to --until-caught-up runs.",
+                flink="execution.checkpointing.min-pause"))
+    tolerable_failures: int = setting(
+        Setting("tolerable_failures", _non_negative_int, 0,
+                "Consecutive failed batches tolerated before the job fails; each is retried "
+                "by a restart from the checkpoint, without counting against the restart strategy.",
+                flink="execution.checkpointing.tolerable-failed-checkpoints"))
+    retained_checkpoints: int = setting(
+        Setting("retained_checkpoints", _retained, 100,
+                "Batches kept in the checkpoint's logs (Spark's minBatchesToRetain): how far back "
+                "`eoskit checkpoint list` and savepoints can reach.",
+                flink="state.checkpoints.num-retained"))
+    mode: str = setting(
+        Setting("mode", _mode, "exactly_once",
+                "exactly_once or at_least_once: sets the commitMode of every eoskit sink.",
+                flink="execution.checkpointing.mode"))
+    restart_strategy: RestartStrategy | None = setting(
+        Setting("restart_strategy", _strategy, None,
+                "none, fixed_delay(attempts, delay), failure_rate(max_failures, interval, delay) or "
+                "exponential_delay(initial, max, multiplier, reset_after, jitter). Default: "
+                "exponential_delay with Flink's defaults.", flink="restart-strategy.type"))
+    state_backend: str = setting(
+        Setting("state_backend", _backend, "hashmap",
+                "Where keyed state lives: hashmap (Spark's HDFS-backed state store: state in "
+                "executor memory, a delta file per batch) or rocksdb (RocksDB state store: state on "
+                "local disk, needed by transformWithState). Fixed for the life of a checkpoint.",
+                flink="state.backend.type"))
+    incremental_checkpoints: bool = setting(
+        Setting("incremental_checkpoints", parse_bool, False,
+                "rocksdb only: a batch's commit uploads a changelog of the keys it changed, and "
+                "RocksDB snapshots are uploaded in the background (Spark's RocksDB changelog "
+                "checkpointing). May be switched on or off between runs.",
+                flink="execution.checkpointing.incremental"))
 
     def __post_init__(self) -> None:
         # The one check that spans two settings, here so that flags merged
@@ -185,25 +182,32 @@ class JobSettings:
         for name, value in values.items():
             value = BY_NAME[name].check(value)
             if value is not None:
-                checked[name] = value
+                checked[_FIELD[name]] = value
         return cls(**checked)
 
     def override(self, values: Mapping[str, Any]) -> "JobSettings":
         """These settings with ``values`` (e.g. command-line flags) on top."""
         given = {k: v for k, v in values.items() if v is not None}
-        return replace(self, **{k: BY_NAME[k].check(v) for k, v in given.items()})
+        return replace(self, **{_FIELD[k]: BY_NAME[k].check(v) for k, v in given.items()})
 
     def strategy(self) -> RestartStrategy:
         return self.restart_strategy or parse_strategy("exponential_delay")
 
 
+#: The settings, in the order of their fields (and of flags and docs).
+SETTINGS: tuple[Setting, ...] = tuple(d.option for _, d in declarations(JobSettings))
+BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+#: Setting name (the Pipeline keyword) -> JobSettings field.
+_FIELD = {d.option.name: f.name for f, d in declarations(JobSettings)}
+
+
 def add_flags(parser: argparse.ArgumentParser) -> None:
     """One ``eoskit run`` flag per setting, derived from the declarations."""
     group = parser.add_argument_group("job settings (override the job file's)")
-    for setting in SETTINGS:
-        default = "" if setting.default is None else f" (default {setting.default})"
-        group.add_argument(setting.flag, dest=f"setting_{setting.name}", metavar="VALUE",
-                           help=setting.help + default)
+    for declared in SETTINGS:
+        default = "" if declared.default is None else f" (default {declared.default})"
+        group.add_argument(declared.flag, dest=f"setting_{declared.name}", metavar="VALUE",
+                           help=declared.help + default)
 
 
 def from_flags(args: argparse.Namespace) -> dict[str, Any]:
@@ -227,6 +231,3 @@ def docs() -> Iterable[str]:
         default = "" if s.default is None else f"`{s.default}`"
         yield f"| `{s.name}` | `{s.flag}` | {default} | `{s.flink}` | {s.help} |"
 
-
-assert {f.name for f in fields(JobSettings)} == set(BY_NAME), "a setting without a field"
-assert all(getattr(JobSettings(), s.name) == s.default for s in SETTINGS), "defaults differ"

@@ -10,6 +10,14 @@ read text with the same parsers: one bool (``parse_bool``), one duration
 grammar (``parse_duration``, Spark's time strings; what a bare number
 counts is part of the declaration, as in Spark's own configuration).
 
+A settings class (a frozen dataclass) declares each of its fields with
+``setting(OPTION, ...)``: the option it is read from, what turns the parsed
+value into the field's (``derive``), the options that derivation reads too,
+whether it is required. Its ``OptionSet`` (``OptionSet.of``) and its
+parsing (``OptionSet.read``) are derived from those fields, and rules that
+span fields are small named checks on the class (``CHECKS``), so a setting
+is written in one place: its field.
+
 It sits at the bottom of the import graph (the protocol's adapter reads
 ``commitMode``, ``sinkId`` and ``checkpointLocation`` through their
 declarations, ``twophase/sink_options.py``), so connectors and the runtime
@@ -21,10 +29,11 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
+S = TypeVar("S")
 
 
 class OptionError(ValueError):
@@ -146,6 +155,9 @@ class OptionSet:
     refused: Mapping[str, str] = field(default_factory=dict)
     #: Where the refused options come from, for their error ("Spark JDBC").
     refused_from: str = ""
+    #: The settings class whose fields declare these options (``OptionSet.of``):
+    #: what ``read`` builds.
+    settings: type | None = None
     _by_name: dict[str, Option[Any]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -181,6 +193,35 @@ class OptionSet:
             )
         return lowered
 
+    @classmethod
+    def of(cls, settings: type, also: Iterable[Option[Any]] = (), **kwargs: Any) -> "OptionSet":
+        """The options the fields of ``settings`` declare (``setting``), in
+        field order, each field's option before those its derivation reads;
+        then ``also``, options taken but read by none of them (``sinkId``,
+        read by the protocol's adapter; ``batchsize``, accepted and unused)."""
+        declared = [o for _, d in declarations(settings) for o in (d.option, *d.reads) if o]
+        unique: dict[str, Option[Any]] = {}
+        for option in (*declared, *also):
+            unique.setdefault(option.name.lower(), option)
+        return cls(tuple(unique.values()), settings=settings, **kwargs)
+
+    def read(self, options: Mapping[str, str], owner: str, **context: Any) -> Any:
+        """``options`` (as Spark hands them to a data source) as the settings
+        class this set was made ``of``: unknown names refused, each field
+        read as it declares, then each of the class's ``CHECKS``. Runs on
+        the driver, where the data source is made; an ``OptionError``
+        naming the option (and ``owner``, the sink's name, where the
+        declaration says so) fails the query before it starts."""
+        if self.settings is None:
+            raise TypeError("an OptionSet made without OptionSet.of has no settings class")
+        reading = Reading(self.normalise(options), options, owner, context)
+        for declared, declaration in declarations(self.settings):
+            reading.fields[declared.name] = declaration.value(declared, reading)
+        made = self.settings(**reading.fields)
+        for check in getattr(self.settings, "CHECKS", ()):
+            check(made, reading)
+        return made
+
     def passthrough(self, raw: Mapping[str, str], prefix: str) -> dict[str, str]:
         """Options under ``prefix`` with the prefix removed, keys kept as given."""
         return {
@@ -198,3 +239,82 @@ class OptionSet:
             yield f"| `{o.name}` | {default} | {o.help} |"
         for name, instead in self.refused.items():
             yield f"| `{name}` | refused | {instead[:1].upper()}{instead[1:]}. |"
+
+
+# -- settings declared by their options ---------------------------------------------
+
+_DECLARATION = "eoskit.setting"
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One reading of a settings class's options, handed to each field's
+    ``derive`` and to the class's ``CHECKS``: the options with lower-case
+    keys (``raw``, as ``OptionSet.normalise`` gives them) and as given
+    (``given``, for passthrough prefixes), the name errors give the reader
+    (``owner``: ``eoskit-postgres``), what the caller adds (``context``,
+    by key: ``reading["sink_type"]``), and the fields read so far, in
+    declaration order (``fields``: a field may derive from an earlier one)."""
+
+    raw: Mapping[str, str]
+    given: Mapping[str, str]
+    owner: str
+    context: Mapping[str, Any] = field(default_factory=dict)
+    fields: dict[str, Any] = field(default_factory=dict)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.context[key]
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """How one field of a settings class is read (see ``setting``)."""
+
+    option: Option[Any] | None
+    derive: Callable[[Any, Reading], Any] | None = None
+    reads: tuple[Option[Any], ...] = ()
+    #: None: optional; text: required, and what the error adds after the name.
+    required: str | None = None
+
+    def value(self, declared: Field[Any], reading: Reading) -> Any:
+        """The field's value: its option parsed (an ``OptionError`` naming
+        it), required or absent, then derived. An absent option (None) gives
+        the field's default without derivation; a field with no option is
+        always derived, as is an absent option's whose field has no default."""
+        value = None if self.option is None else self.option.read(reading.raw)
+        if self.required is not None and not value:
+            raise OptionError(f"{reading.owner} needs the option '{self.option.name}'"
+                              f"{self.required}")
+        if value is None and self.option is not None:
+            if declared.default is not MISSING:
+                return declared.default
+            if declared.default_factory is not MISSING:
+                return declared.default_factory()
+        return value if self.derive is None else self.derive(value, reading)
+
+
+def setting(option: Option[Any] | None = None, *,
+            derive: Callable[[Any, Reading], Any] | None = None,
+            reads: Iterable[Option[Any]] = (), required: str | None = None,
+            **kwargs: Any) -> Any:
+    """A settings dataclass field, declared by the option it is read from.
+
+    ``derive(value, reading)`` turns the parsed value into the field's (it
+    may read more options, listed in ``reads`` so that the set takes them,
+    and raises ``OptionError`` naming the option at fault); without an
+    ``option`` the field is derived from ``reads`` alone. ``required``
+    (text added after the option's name in the error, such as
+    ``" (a SQLAlchemy or JDBC URL)"``) refuses an absent or empty value.
+    ``kwargs`` go to ``dataclasses.field``; a plain option's field defaults
+    to the option's default."""
+    if (option is not None and derive is None and required is None
+            and "default" not in kwargs and "default_factory" not in kwargs):
+        kwargs["default"] = option.default
+    return field(metadata={_DECLARATION: Declaration(option, derive, tuple(reads), required)},
+                 **kwargs)
+
+
+def declarations(settings: type) -> list[tuple[Field[Any], Declaration]]:
+    """The declared fields of a settings dataclass, in order."""
+    return [(f, f.metadata[_DECLARATION]) for f in fields(settings)
+            if _DECLARATION in f.metadata]

@@ -13,7 +13,7 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import fsspec
@@ -23,10 +23,13 @@ from eoskit.twophase.options import (
     Option,
     OptionError,
     OptionSet,
+    Reading,
     parse_non_negative_int,
     parse_positive_int,
     parse_str,
+    setting,
 )
+from eoskit.connectors.sink_options import parse_names
 from eoskit.twophase.sink_options import COMMIT_MODE, COMMON
 from eoskit.twophase.contract import CommitMode, Sink, resolve_commit_mode
 from eoskit.twophase.decision_log import fs_path
@@ -55,44 +58,81 @@ _UNSUPPORTED = {
 DEFAULT_COMPRESSION = {"parquet": "snappy", "json": "none"}
 
 
-PATH = Option("path", parse_str, None,
-              "Output directory, any fsspec URL: a local path, `file://`, `s3://` (`s3a://` "
-              "is read as `s3://`), `gs://`, `abfs://`, ... (writeStream's `start(path)` sets it).")
-COMPRESSION = Option("compression", parse_str, None,
-                     "Spark's names. Parquet: `snappy` (default), `zstd`, `gzip`, `lz4`, "
-                     "`brotli`, `none`. JSON lines: `none` (default), `gzip`, `bzip2`, `zstd`.")
-PARTITION_BY = Option("partitionBy", parse_str, None,
-                      "Comma-separated partition columns: Hive-style `col=value/` directories, "
-                      "the columns left out of the files. (Spark does not hand "
-                      "`writeStream.partitionBy(...)` to Python sinks: use this option.)")
-MAX_RECORDS = Option("maxRecordsPerFile", parse_non_negative_int, 0,
-                     "At most this many rows per file (per task and partition directory); "
-                     "0: no limit.")
+def _path(path: str, _: Reading) -> str:
+    """``path`` normalised (``normalise_path``), its file system known here."""
+    path = normalise_path(path)
+    filesystem_protocols(path)
+    return path
+
+
+def _compression(text: str | None, reading: Reading) -> str:
+    """``compression`` (or the format's default) as a codec the format writes."""
+    file_format = reading["file_format"]
+    compression = (text or DEFAULT_COMPRESSION[file_format]).strip().lower()
+    codecs = PARQUET_CODECS if file_format == "parquet" else JSON_CODECS
+    if compression not in codecs:
+        why = _UNSUPPORTED.get((file_format, compression))
+        raise OptionError(
+            f"option 'compression' = {compression!r}: {reading.owner} writes "
+            f"{', '.join(sorted(codecs))}" + (f" ({why})" if why else ""))
+    return compression
+
+
+def _partition_by(columns: tuple[str, ...], _: Reading) -> tuple[str, ...]:
+    if len(set(columns)) != len(columns):
+        raise OptionError(f"option 'partitionBy' = {','.join(columns)!r} names a column twice")
+    return columns
+
+
+def _storage_options(_: None, reading: Reading) -> dict[str, Any]:
+    """The ``fs.<protocol>.*`` options, S3's requests bounded by ``networkTimeout``."""
+    protocols = filesystem_protocols(reading.fields["path"])
+    return with_timeouts(storage_options(reading.given, protocols), protocols,
+                         NETWORK_TIMEOUT.read(reading.raw))
+
+
 NETWORK_TIMEOUT = Option(
     "networkTimeout", parse_positive_int, 30,
     "On S3 (s3fs): seconds botocore waits to connect and for each reply before it "
     "retries the request (3 attempts in all), then fails the task's write or the driver's "
     "commit, which the protocol repeats. Given `fs.s3.config_kwargs` wins.")
 
-OPTIONS = OptionSet(
-    (PATH, COMPRESSION, PARTITION_BY, MAX_RECORDS, NETWORK_TIMEOUT, *COMMON),
-    passthrough_prefixes=(STORAGE_PREFIX,),
-    owner="this eoskit files sink",
-)
-
 
 @dataclass(frozen=True)
 class FilesSettings:
-    """One files sink's settings. ``storage_options`` may hold credentials:
-    never put them in messages."""
+    """One files sink's settings, each field declared by the option it is
+    read from (``setting``): ``OPTIONS`` and ``parse`` are derived from
+    them. ``storage_options`` may hold credentials: never put them in
+    messages."""
 
-    path: str
-    format: str
-    compression: str
-    partition_by: tuple[str, ...] = ()
-    max_records_per_file: int = 0
-    commit_mode: CommitMode = CommitMode.TWOPHASE
-    storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
+    path: str = setting(
+        Option("path", parse_str, None,
+               "Output directory, any fsspec URL: a local path, `file://`, `s3://` (`s3a://` "
+               "is read as `s3://`), `gs://`, `abfs://`, ... (writeStream's `start(path)` "
+               "sets it)."),
+        required=" (or writeStream.start(path)): the output directory", derive=_path)
+    #: ``parquet`` or ``json``: the sink's, not an option.
+    format: str = setting(derive=lambda _, reading: reading["file_format"])
+    compression: str = setting(
+        Option("compression", parse_str, None,
+               "Spark's names. Parquet: `snappy` (default), `zstd`, `gzip`, `lz4`, "
+               "`brotli`, `none`. JSON lines: `none` (default), `gzip`, `bzip2`, `zstd`."),
+        derive=_compression)
+    partition_by: tuple[str, ...] = setting(
+        Option("partitionBy", parse_names, None,
+               "Comma-separated partition columns: Hive-style `col=value/` directories, "
+               "the columns left out of the files. (Spark does not hand "
+               "`writeStream.partitionBy(...)` to Python sinks: use this option.)"),
+        derive=_partition_by, default=())
+    max_records_per_file: int = setting(
+        Option("maxRecordsPerFile", parse_non_negative_int, 0,
+               "At most this many rows per file (per task and partition directory); "
+               "0: no limit."))
+    commit_mode: CommitMode = setting(
+        COMMIT_MODE, derive=lambda mode, reading: resolve_commit_mode(reading["sink_type"], mode),
+        default=CommitMode.TWOPHASE)
+    storage_options: dict[str, Any] = setting(
+        derive=_storage_options, reads=(NETWORK_TIMEOUT,), default_factory=dict, repr=False)
 
     @property
     def extension(self) -> str:
@@ -107,30 +147,18 @@ class FilesSettings:
     @classmethod
     def parse(cls, options: Mapping[str, str], sink_name: str, file_format: str,
               sink_type: type[Sink]) -> "FilesSettings":
-        raw = OPTIONS.normalise(options)
-        path = PATH.read(raw)
-        if not path:
-            raise OptionError(f"{sink_name} needs the option 'path' (or writeStream.start(path)): "
-                              "the output directory")
-        path = normalise_path(path)
-        protocol = filesystem_protocols(path)
-        compression = (COMPRESSION.read(raw) or DEFAULT_COMPRESSION[file_format]).strip().lower()
-        codecs = PARQUET_CODECS if file_format == "parquet" else JSON_CODECS
-        if compression not in codecs:
-            why = _UNSUPPORTED.get((file_format, compression))
-            raise OptionError(
-                f"option 'compression' = {compression!r}: {sink_name} writes "
-                f"{', '.join(sorted(codecs))}" + (f" ({why})" if why else ""))
-        partition_by = tuple(c.strip() for c in (PARTITION_BY.read(raw) or "").split(",") if c.strip())
-        if len(set(partition_by)) != len(partition_by):
-            raise OptionError(f"option 'partitionBy' = {','.join(partition_by)!r} names a column twice")
-        return cls(
-            path=path, format=file_format, compression=compression, partition_by=partition_by,
-            max_records_per_file=MAX_RECORDS.read(raw),
-            commit_mode=resolve_commit_mode(sink_type, COMMIT_MODE.read(raw)),
-            storage_options=with_timeouts(storage_options(options, protocol), protocol,
-                                          NETWORK_TIMEOUT.read(raw)),
-        )
+        """The options as settings (``OPTIONS.read``), on the driver;
+        ``commitMode`` resolved against the capabilities of ``sink_type``.
+        ``sink_name`` is the sink's name in errors."""
+        return OPTIONS.read(options, sink_name, file_format=file_format, sink_type=sink_type)
+
+
+OPTIONS = OptionSet.of(
+    FilesSettings,
+    also=COMMON,  # sinkId, ...: read by the protocol's adapter
+    passthrough_prefixes=(STORAGE_PREFIX,),
+    owner="this eoskit files sink",
+)
 
 
 def normalise_path(path: str) -> str:

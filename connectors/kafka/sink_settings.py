@@ -12,38 +12,22 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 from eoskit.connectors.kafka import security
 from eoskit.connectors.kafka.client import redact
-from eoskit.twophase.options import Option, OptionError, OptionSet, parse_bool, parse_positive_int, parse_str
+from eoskit.twophase.options import (
+    Option,
+    OptionError,
+    OptionSet,
+    Reading,
+    parse_bool,
+    parse_positive_int,
+    parse_str,
+    setting,
+)
 from eoskit.connectors.sink_options import DEAD_LETTER_SOURCE_COLUMNS, DEAD_LETTER_TOPIC
 from eoskit.twophase.sink_options import COMMON
-
-TOPIC = Option("topic", parse_str, None,
-               "Topic every row is written to; overrides a `topic` column, as in Spark.")
-INCLUDE_HEADERS = Option("includeHeaders", parse_bool, False,
-                         "Write the `headers` column (array of key/value structs) as record "
-                         "headers.")
-MARKER_TOPIC = Option(
-    "markerTopic", parse_str, None,
-    "An existing topic under whose partition 0 each task's progress marker is committed "
-    "(a consumer-group offset of the sink's own groups; no record is written to it). "
-    "Default: `topic`; needed when the rows carry their topic.")
-
-CALL_TIMEOUT = Option(
-    "callTimeout", parse_positive_int, 60,
-    "Seconds each of a task's calls to the brokers may take: starting its transactions "
-    "(which fences older producers of its id), reading its marker, looking up a topic, "
-    "flushing, sending the marker and committing or aborting. A call past it fails the "
-    "task, whose retry's new producer fences the stuck one and reads the marker to learn "
-    "whether the transaction committed. Keep it below `kafka.transaction.timeout.ms`.")
-
-OPTIONS = OptionSet(
-    (TOPIC, INCLUDE_HEADERS, MARKER_TOPIC, CALL_TIMEOUT, DEAD_LETTER_TOPIC, DEAD_LETTER_SOURCE_COLUMNS,
-     *COMMON, *security.OPTIONS),
-    passthrough_prefixes=("kafka.",),
-    owner="the eoskit-kafka sink",
-)
 
 #: Producer settings the sink owns, refused as ``kafka.*`` options.
 OWNED = {
@@ -76,24 +60,83 @@ DEFAULTS = {
 }
 
 
-@dataclass(frozen=True, repr=False)
+def _producer(_: None, reading: Reading) -> dict[str, str]:
+    """The ``kafka.*`` options as librdkafka's configuration: the Java
+    client's settings translated (:mod:`.security`), those the sink owns
+    and those its idempotent producer cannot take refused by name."""
+    kafka = OPTIONS.passthrough(reading.given, "kafka.")
+    kafka = {k.lower() if k.lower() == "bootstrap.servers" else k: v for k, v in kafka.items()}
+    if not kafka.get("bootstrap.servers"):
+        raise OptionError(
+            "option 'kafka.bootstrap.servers' is required (host:port[,host:port...])")
+    for key in kafka:
+        if key.lower() in OWNED:
+            raise OptionError(f"option 'kafka.{key}' is not supported by the eoskit-kafka "
+                              f"sink: {OWNED[key.lower()]}")
+    kafka = security.translate(kafka, "sink")
+    check_idempotent_producer(kafka)
+    size = kafka.get("message.max.bytes")
+    if size is not None and not size.strip().isdigit():
+        raise OptionError(f"option 'kafka.message.max.bytes' = {size!r}: expected a "
+                          "number of bytes")
+    return kafka
+
+
+# -- rules that span options (after every field is read) ------------------------------
+
+
+def dead_letter_columns_need_a_topic(settings: "KafkaSinkSettings", _: Reading) -> None:
+    if settings.dead_letter_source_columns is not None and settings.dead_letter_topic is None:
+        raise OptionError(f"option '{DEAD_LETTER_SOURCE_COLUMNS.name}' needs the option "
+                          f"'{DEAD_LETTER_TOPIC.name}'")
+
+
+def dead_letters_need_their_own_topic(settings: "KafkaSinkSettings", _: Reading) -> None:
+    if settings.dead_letter_topic is not None and settings.dead_letter_topic == settings.topic:
+        raise OptionError(f"option '{DEAD_LETTER_TOPIC.name}' names the output topic "
+                          f"{settings.topic!r}: dead letters need a topic of their own")
+
+
+@dataclass(frozen=True, repr=False, kw_only=True)
 class KafkaSinkSettings:
-    """Every option of one Kafka sink, parsed; pickled to executors.
+    """Every option of one Kafka sink, parsed; pickled to executors. Each
+    field is declared by the option it is read from (``setting``):
+    ``OPTIONS`` and ``parse`` are derived from them.
 
     ``kafka`` is librdkafka's configuration, the Java client's settings
     already translated (:mod:`.security`); its repr never shows a secret.
     """
 
-    kafka: dict[str, str]
-    topic: str | None
-    include_headers: bool
-    marker_topic: str | None
-    #: Where records the sink cannot write go; None: such a record fails the batch.
-    dead_letter_topic: str | None = None
-    #: ``deadLetterSourceColumns`` as given (None: no source columns).
-    dead_letter_source_columns: tuple[str, ...] | None = None
+    kafka: dict[str, str] = setting(derive=_producer, reads=security.OPTIONS)
+    topic: str | None = setting(
+        Option("topic", parse_str, None,
+               "Topic every row is written to; overrides a `topic` column, as in Spark."))
+    include_headers: bool = setting(
+        Option("includeHeaders", parse_bool, False,
+               "Write the `headers` column (array of key/value structs) as record headers."))
+    #: ``markerTopic``, else ``topic``.
+    marker_topic: str | None = setting(
+        Option("markerTopic", parse_str, None,
+               "An existing topic under whose partition 0 each task's progress marker is "
+               "committed (a consumer-group offset of the sink's own groups; no record is "
+               "written to it). Default: `topic`; needed when the rows carry their topic."),
+        derive=lambda topic, reading: topic or reading.fields["topic"])
     #: ``callTimeout``: seconds each call to the brokers may take.
-    call_timeout: float = 60.0
+    call_timeout: float = setting(
+        Option("callTimeout", parse_positive_int, 60,
+               "Seconds each of a task's calls to the brokers may take: starting its "
+               "transactions (which fences older producers of its id), reading its marker, "
+               "looking up a topic, flushing, sending the marker and committing or aborting. "
+               "A call past it fails the task, whose retry's new producer fences the stuck "
+               "one and reads the marker to learn whether the transaction committed. Keep "
+               "it below `kafka.transaction.timeout.ms`."),
+        derive=lambda seconds, _: float(seconds), default=60.0)
+    #: Where records the sink cannot write go; None: such a record fails the batch.
+    dead_letter_topic: str | None = setting(DEAD_LETTER_TOPIC)
+    #: ``deadLetterSourceColumns`` as given (None: no source columns).
+    dead_letter_source_columns: tuple[str, ...] | None = setting(DEAD_LETTER_SOURCE_COLUMNS)
+
+    CHECKS: ClassVar = (dead_letter_columns_need_a_topic, dead_letters_need_their_own_topic)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -126,35 +169,16 @@ class KafkaSinkSettings:
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> "KafkaSinkSettings":
-        raw = OPTIONS.normalise(options)
-        kafka = OPTIONS.passthrough(options, "kafka.")
-        kafka = {k.lower() if k.lower() == "bootstrap.servers" else k: v for k, v in kafka.items()}
-        if not kafka.get("bootstrap.servers"):
-            raise OptionError(
-                "option 'kafka.bootstrap.servers' is required (host:port[,host:port...])")
-        for key in kafka:
-            if key.lower() in OWNED:
-                raise OptionError(f"option 'kafka.{key}' is not supported by the eoskit-kafka "
-                                  f"sink: {OWNED[key.lower()]}")
-        kafka = security.translate(kafka, "sink")
-        check_idempotent_producer(kafka)
-        topic = TOPIC.read(raw)
-        dead_letter_topic = DEAD_LETTER_TOPIC.read(raw)
-        sources = DEAD_LETTER_SOURCE_COLUMNS.read(raw)
-        if sources is not None and dead_letter_topic is None:
-            raise OptionError(f"option '{DEAD_LETTER_SOURCE_COLUMNS.name}' needs the option "
-                              f"'{DEAD_LETTER_TOPIC.name}'")
-        if dead_letter_topic is not None and dead_letter_topic == topic:
-            raise OptionError(f"option '{DEAD_LETTER_TOPIC.name}' names the output topic "
-                              f"{topic!r}: dead letters need a topic of their own")
-        size = kafka.get("message.max.bytes")
-        if size is not None and not size.strip().isdigit():
-            raise OptionError(f"option 'kafka.message.max.bytes' = {size!r}: expected a "
-                              "number of bytes")
-        return cls(kafka=kafka, topic=topic, include_headers=INCLUDE_HEADERS.read(raw),
-                   marker_topic=MARKER_TOPIC.read(raw) or topic,
-                   dead_letter_topic=dead_letter_topic, dead_letter_source_columns=sources,
-                   call_timeout=float(CALL_TIMEOUT.read(raw)))
+        """The options as settings (``OPTIONS.read``), on the driver."""
+        return OPTIONS.read(options, "the eoskit-kafka sink")
+
+
+OPTIONS = OptionSet.of(
+    KafkaSinkSettings,
+    also=COMMON,  # sinkId, ...: read by the protocol's adapter
+    passthrough_prefixes=("kafka.",),
+    owner="the eoskit-kafka sink",
+)
 
 
 #: What librdkafka's idempotent producer (every transactional one) demands,
