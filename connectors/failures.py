@@ -1,18 +1,21 @@
 """Which errors of a service a retry or a restart can fix: asked in one place.
 
-Each service eoskit talks to has one module, ``connectors/<name>/failures.py``,
-that sorts its client library's errors into:
+A failure's meaning is one of the verdicts of ``eoskit.twophase.verdicts``.
+Two of them are about a service rather than the work, and only the
+service's own connector can tell them from its client library's errors:
 
-- ``LOST``: the service is gone for now. The connection was refused, reset
-  or closed, the server ended the session while restarting, no broker is
-  up. A new connection, a retry or a restart of the query may succeed.
-- ``REFUSED``: the service answered and refused who we are: credentials,
-  access rights, a TLS handshake. The same options are refused again, so
-  nothing retries or restarts for it.
+- ``Verdict.LOST``: the service is gone for now. The connection was refused,
+  reset or closed, the server ended the session while restarting, no broker
+  is up. A new connection, a retry or a restart of the query may succeed.
+- ``Verdict.REFUSED``: the service answered and refused who we are:
+  credentials, access rights, a TLS handshake. The same options are refused
+  again, so nothing retries or restarts for it.
 - anything else (``None``): not about the service being there. A statement
   the server refused, a lock timeout, a bad record: the caller decides.
 
-Who asks, and what they do with the answer:
+Each service eoskit talks to has one module, ``connectors/<name>/failures.py``,
+whose ``classify`` sorts its client library's errors so. Who asks, and what
+they do with the answer:
 
 - the SQL sinks' reconnecting calls (``connectors/sql/sink.py``) try again
   on ``LOST`` only (``lost``), and raise ``ConnectionLostError`` when it lasts;
@@ -20,18 +23,16 @@ Who asks, and what they do with the answer:
   reached", on either, with the service's own one-line message;
 - the runtime's restart strategy (``runtime/failures.py``) sees what a
   task raised only as a type name and a line of text, so it asks the
-  error's class: eoskit's own errors say ``transient`` (a restart may fix
-  it) or not, and the sinks raise them from these verdicts
-  (``ServiceUnavailableError`` for a lost service, ``KafkaAuthenticationError`` for
-  refused credentials).
+  error's class (``verdict_of``), and the sinks raise eoskit's own errors
+  from these verdicts (``ServiceUnavailableError``, ``LOST``, for a lost
+  service; ``KafkaAuthenticationError``, ``REFUSED``, for refused credentials).
 
-eoskit's own errors answer for themselves with a class attribute
-``service_failure`` (``KafkaAuthenticationError``: ``REFUSED``); any
-``ConnectionError`` (Python's own ``ConnectionRefusedError``,
-``ServiceUnavailableError``, ``BrokerUnreachableError``) is ``LOST``. A client
-library's errors are sorted by the module a connector's ``Plugin.failures``
-names for that library's top-level package, imported only for an error of
-that library, so that asking costs nothing to a process that never loaded it.
+eoskit's own errors answer for themselves (``verdict_of``: a declared
+``verdict`` class attribute, and any ``ConnectionError`` is ``LOST``). A
+client library's errors are sorted by the module a connector's
+``Plugin.failures`` names for that library's top-level package, imported
+only for an error of that library, so that asking costs nothing to a
+process that never loaded it.
 """
 
 from __future__ import annotations
@@ -39,32 +40,20 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import Enum
 
-
-class Kind(Enum):
-    #: The service is gone for now: a retry on a new connection may succeed.
-    LOST = "lost"
-    #: The service refused who we are: the same options are refused again.
-    REFUSED = "refused"
+from eoskit.twophase.verdicts import Verdict, first_line, verdict_of
 
 
 @dataclass(frozen=True)
 class ServiceFailure:
-    kind: Kind
+    #: ``Verdict.LOST`` or ``Verdict.REFUSED``.
+    verdict: Verdict
     #: The service's own words, one line (the client library's message).
     message: str
 
 
 #: ``classify(exc) -> ServiceFailure | None`` of one client library.
 Classifier = Callable[[BaseException], "ServiceFailure | None"]
-
-
-def first_line(exc: BaseException | str) -> str:
-    text = str(exc).strip()
-    if not text and isinstance(exc, BaseException):
-        return type(exc).__name__
-    return text.splitlines()[0].strip() if text else ""
 
 
 def _library(exc_type: type) -> set[str]:
@@ -104,19 +93,17 @@ def service_failure(exc: BaseException) -> ServiceFailure | None:
     """Whether ``exc`` says a service is gone for now (``LOST``) or refused
     us (``REFUSED``), with its one line; None for anything else."""
     exc = _unwrap(exc)
-    declared = getattr(type(exc), "service_failure", None)
-    if isinstance(declared, Kind):
-        return ServiceFailure(declared, first_line(exc))
-    if isinstance(exc, ConnectionError):
-        return ServiceFailure(Kind.LOST, first_line(exc))
+    verdict = verdict_of(exc)
+    if verdict.about_a_service:
+        return ServiceFailure(verdict, first_line(exc))
     for classifier in _classifiers(_library(type(exc))):
-        verdict = classifier(exc)
-        if verdict is not None:
-            return verdict
+        failure = classifier(exc)
+        if failure is not None:
+            return failure
     return None
 
 
 def lost(exc: BaseException) -> bool:
     """Is ``exc`` a service gone for now (a retry on a new connection may succeed)?"""
-    verdict = service_failure(exc)
-    return verdict is not None and verdict.kind is Kind.LOST
+    failure = service_failure(exc)
+    return failure is not None and failure.verdict is Verdict.LOST

@@ -31,6 +31,8 @@ from functools import lru_cache
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, ClassVar
 
+from eoskit.twophase.verdicts import Verdict
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -128,8 +130,8 @@ def unavailable(format: str, extra: str, missing: ImportError) -> type:
 class PluginError(RuntimeError):
     """A registered plug-in cannot be loaded; names the entry point."""
 
-    #: runtime/failures.py: a restart cannot fix it.
-    transient: ClassVar[bool] = False
+    #: eoskit.twophase.verdicts: the installation is at fault (also exit code 2).
+    verdict: ClassVar[Verdict] = Verdict.BAD_INPUT
 
 
 @lru_cache(maxsize=1)

@@ -12,6 +12,14 @@ Everything written here passes through :func:`redact`: the password of any
 URL in a message (and any password given on the command line) is shown as
 ``***``.
 
+The exit code is the failure's verdict (``eoskit.twophase.verdicts``), read
+through :data:`VERDICT_CODES`: a service gone or refusing us is 3, bad input
+2, anything else 1. Two rules are the CLI's own: a command that fails with
+a ``ValueError``, ``FileNotFoundError`` or ``NotADirectoryError`` nobody
+classified was given something it cannot work with (2); and the root cause
+of a pipeline that failed inside Spark counts only if it is eoskit's own (a
+``ValueError`` in a user's UDF is a failed job).
+
 The exception types are looked up in ``sys.modules`` rather than imported:
 a type whose module was never imported cannot have been raised, and the CLI
 stays as light as the command it runs (``eoskit dev`` imports no PySpark).
@@ -20,7 +28,6 @@ stays as light as the command it runs (``eoskit dev`` imports no PySpark).
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import re
 import sys
@@ -29,6 +36,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TextIO
 from urllib.parse import unquote
+
+from eoskit.twophase.verdicts import Verdict, first_line, verdict_of
 
 #: The command did what it was asked.
 OK = 0
@@ -44,6 +53,15 @@ USAGE = 2
 UNREACHABLE = 3
 #: Interrupted (Ctrl-C) before the command could finish.
 INTERRUPTED = 130
+
+#: The exit code of each verdict: the one place a failure's meaning becomes a number.
+VERDICT_CODES = {
+    Verdict.LOST: UNREACHABLE,
+    Verdict.REFUSED: UNREACHABLE,
+    Verdict.BAD_INPUT: USAGE,
+    Verdict.PERMANENT: FAILED,
+    Verdict.RECOVERABLE: FAILED,
+}
 
 EXIT_CODES = {
     OK: "success",
@@ -64,15 +82,6 @@ _JAAS_PASSWORD = re.compile(r"""(?P<head>\bpassword\s*=\s*)(?:"(?:[^"\\\n]|\\.)*
 #: replacing it does not garble the rest of a message.
 _MIN_LITERAL_SECRET = 4
 
-# Types by module and name, so that nothing is imported to classify. Every
-# other error of eoskit's own (SinkError, CoordinatorError and its kinds,
-# DecisionLogError, DevServicesError with MissingBinaryError and
-# ServiceStartError, DataLossError, ...) is a failed operation whose message
-# says it all; eoskit's ValueErrors (OptionError, InvalidSinkIdError,
-# JobFileError, UsageError) are bad input.
-_USAGE_TYPES = (
-    ("eoskit.connectors.plugins", "PluginError"),
-)
 class UsageError(ValueError):
     """A command was given something it cannot work with; the message says what."""
 
@@ -106,56 +115,38 @@ def type_name(exc_type: type) -> str:
     return exc_type.__qualname__ if module == "builtins" else f"{module}.{exc_type.__qualname__}"
 
 
-def one_line(text: str) -> str:
-    """The first non-blank line of ``text``, stripped."""
-    for line in str(text).splitlines():
-        if line.strip():
-            return line.strip()
-    return ""
-
-
 def _text(exc: BaseException) -> str:
     """The exception's first line; foreign types are named, eoskit's own speak for themselves."""
-    line = one_line(str(exc))
+    line = first_line(str(exc))
     if _ours(type(exc)):
         return line or type(exc).__name__
     return f"{type_name(type(exc))}: {line}" if line else type_name(type(exc))
 
 
-def _unreachable(exc: BaseException) -> str | None:
-    """The service's own line when ``exc`` says a service is gone or refused
-    us (``eoskit.connectors.failures``, one place per service), else None."""
+def _service(exc: BaseException) -> Outcome | None:
+    """The code and the service's own line when ``exc`` says a service is
+    gone or refused us (``eoskit.connectors.failures``, one place per
+    service), else None."""
     from eoskit.connectors.failures import service_failure
 
-    verdict = service_failure(exc)
-    return None if verdict is None else (verdict.message or type_name(type(exc)))
+    failure = service_failure(exc)
+    if failure is None:
+        return None
+    return Outcome(VERDICT_CODES[failure.verdict], failure.message or type_name(type(exc)))
 
 
 def _cause_code(cause_type: str | None) -> int:
     """The exit code for a failure inside Spark whose root cause is ``cause_type``.
 
-    Only eoskit's own types count: a ``ValueError`` in a user's UDF is a
-    failed job, an ``OptionError`` in a data source is bad input."""
+    Only eoskit's own types count, by their verdict: a ``ValueError`` in a
+    user's UDF is a failed job, an ``OptionError`` in a data source is bad
+    input."""
     if not cause_type or not cause_type.startswith("eoskit."):
         return FAILED
-    module, _, name = cause_type.rpartition(".")
-    if module not in sys.modules:
-        try:
-            importlib.import_module(module)  # eoskit's own: safe to import to ask
-        except Exception:  # noqa: BLE001 - an unknown type is a failed job
-            return FAILED
-    found = _type(module, name)
-    if found is None:
-        return FAILED
-    if issubclass(found, ConnectionError) or getattr(found, "service_failure", None) is not None:
-        return UNREACHABLE  # eoskit.connectors.failures: gone, or refused us
-    if issubclass(found, ValueError) or _is_usage_type(found):
-        return USAGE
-    return FAILED
+    from eoskit.runtime.failures import error_class
 
-
-def _is_usage_type(exc_type: type) -> bool:
-    return any((t := _type(m, n)) is not None and issubclass(exc_type, t) for m, n in _USAGE_TYPES)
+    found = error_class(cause_type)  # eoskit's own: its module is safe to import to ask
+    return FAILED if found is None else VERDICT_CODES[verdict_of(found)]
 
 
 def describe(exc: BaseException) -> Outcome:
@@ -165,29 +156,34 @@ def describe(exc: BaseException) -> Outcome:
     client library); a pipeline that failed inside Spark (by its root
     cause's type); a job file that cannot be loaded; bad input; anything
     else is a failed operation, named by its type unless it is eoskit's own.
+    The code is the verdict's (:data:`VERDICT_CODES`).
     """
     if isinstance(exc, KeyboardInterrupt):
         return Outcome(INTERRUPTED, "interrupted")
-    unreachable = _unreachable(exc)
-    if unreachable is not None:
-        return Outcome(UNREACHABLE, unreachable)
+    service = _service(exc)
+    if service is not None:
+        return service
     if _is(exc, (("eoskit.runtime.runner", "PipelineError"),)):
         cause_type = getattr(exc, "cause_type", None)
         foreign = cause_type is not None and not cause_type.startswith("eoskit.")
-        return Outcome(_cause_code(cause_type), one_line(str(exc)), hint=foreign or cause_type is None)
+        return Outcome(_cause_code(cause_type), first_line(str(exc)), hint=foreign or cause_type is None)
     if _is(exc, (("eoskit.runtime.jobfile", "JobFileError"),)):
         cause = exc.__cause__
-        code = UNREACHABLE if cause is not None and _unreachable(cause) is not None else USAGE
+        service = _service(cause) if cause is not None else None
+        code = USAGE if service is None else service.code
         told = cause is None or _ours(type(cause)) or isinstance(cause, SyntaxError)  # line and message say it all
-        return Outcome(code, one_line(str(exc)), hint=not told)
-    if isinstance(exc, (ValueError, FileNotFoundError, NotADirectoryError)) or _is(exc, _USAGE_TYPES):
+        return Outcome(code, first_line(str(exc)), hint=not told)
+    verdict = verdict_of(exc)
+    if verdict is Verdict.RECOVERABLE and isinstance(exc, (ValueError, FileNotFoundError, NotADirectoryError)):
+        verdict = Verdict.BAD_INPUT  # the command's own: what it was given is at fault
+    if verdict is Verdict.BAD_INPUT:
         return Outcome(USAGE, _text(exc), hint=not _ours(type(exc)))
     pyspark_errors = sys.modules.get("pyspark.errors")
     if pyspark_errors is not None and isinstance(exc, pyspark_errors.PySparkException):
         from eoskit.runtime.spark_errors import root_cause  # Spark failed outside a pipeline run
 
         return Outcome(FAILED, str(root_cause(exc)), hint=True)
-    return Outcome(FAILED, _text(exc), hint=not _ours(type(exc)))
+    return Outcome(VERDICT_CODES[verdict], _text(exc), hint=not _ours(type(exc)))
 
 
 def secrets_in(values: Iterable[Any]) -> set[str]:

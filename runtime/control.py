@@ -33,6 +33,7 @@ import fsspec
 
 from eoskit.twophase.decision_log import fs_path
 from eoskit.twophase.identity import RUN_RECORD, qualified_location
+from eoskit.twophase.verdicts import Verdict
 
 _RUN = posixpath.basename(RUN_RECORD)
 _STATUS = "status.json"
@@ -43,8 +44,8 @@ STALE_AFTER_S = 15.0
 class ControlError(RuntimeError):
     """A command cannot reach the job it names, or a second job would share a checkpoint."""
 
-    #: runtime/failures.py: a restart cannot fix it.
-    transient: ClassVar[bool] = False
+    #: eoskit.twophase.verdicts: a restart cannot fix it.
+    verdict: ClassVar[Verdict] = Verdict.PERMANENT
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from types import ModuleType
 from pyspark import cloudpickle
 
 from eoskit.runtime.pipeline import Pipeline
+from eoskit.twophase.verdicts import first_line
 
 
 class JobFileError(ValueError):
@@ -34,7 +35,7 @@ def _where(job: Path, exc: BaseException) -> str:
 def _error(exc: BaseException) -> str:
     if isinstance(exc, SyntaxError):
         return f"{type(exc).__name__}: {exc.msg}"
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    text = first_line(str(exc))
     if type(exc).__module__.startswith("eoskit."):
         return text or type(exc).__name__
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -5,6 +5,10 @@ A strategy is a frozen description (what the job file or ``--restart-strategy``
 says); ``tracker()`` makes the state one run keeps: each failure is reported
 with ``on_failure(now)``, which answers the delay before the restart, or
 ``None`` to give up. Pure: the runtime supplies the clock.
+
+Only a failure whose verdict is restartable (``eoskit.twophase.verdicts``:
+``LOST`` or ``RECOVERABLE``, read by ``runtime/failures.py``) reaches a
+strategy; any other ends the job at once, whatever the strategy.
 """
 
 from __future__ import annotations

@@ -280,7 +280,7 @@ class Runner:
                         query.stop()
                         batch = 0 if last_done is None else last_done + 1
                         return Failure(f"batch {batch} ran longer than checkpoint_timeout "
-                                       f"({timeout:g} s)", None, False)
+                                       f"({timeout:g} s)", None)
                 else:
                     trigger_since = None
             time.sleep(STOP_POLL_S if self.stop.requested else POLL_S)

@@ -25,6 +25,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from eoskit.twophase.verdicts import first_line
+
 TRACEBACK = "Traceback (most recent call last):"
 _EXCEPTION_LINE = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::\s?(?P<message>.*))?$")
 _SQLSTATE = re.compile(r"\s*SQLSTATE: \w+\s*;?\s*$")
@@ -45,13 +47,6 @@ class RootCause:
         return f"{self.type}: {self.message}" if self.message else self.type
 
 
-def _first_line(text: str) -> str:
-    for line in text.splitlines():
-        if line.strip():
-            return _SQLSTATE.sub("", line.strip())
-    return ""
-
-
 def python_error(text: str) -> RootCause | None:
     """The exception the last Python traceback in ``text`` ends with, if any."""
     start = text.rfind(TRACEBACK)
@@ -63,7 +58,7 @@ def python_error(text: str) -> RootCause | None:
         found = _EXCEPTION_LINE.match(line.rstrip())
         if found is None:
             return None
-        return RootCause(_first_line(found["message"] or ""), found["type"])
+        return RootCause(_SQLSTATE.sub("", first_line(found["message"] or "")), found["type"])
     return None
 
 
@@ -105,7 +100,7 @@ def root_cause(error: BaseException) -> RootCause:
         if found is not None:
             return found
     for text in reversed(texts):
-        line = _first_line(text)
+        line = _SQLSTATE.sub("", first_line(text))
         if line:
             return RootCause(pointer(line))
     return RootCause(type(error).__name__)

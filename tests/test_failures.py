@@ -1,7 +1,8 @@
-"""Failures classified once (issue 22, step 4): one module per service sorts
-its client library's errors (``eoskit.connectors.failures``); the sinks'
-retries, the CLI's exit code and the runtime's restart verdict all ask it
-or the error class's own ``transient``."""
+"""Failures classified once (issue 22, step 4), in one vocabulary (issue 32,
+step 3b): one module per service sorts its client library's errors
+(``eoskit.connectors.failures``); every other error's verdict is its class's
+(``eoskit.twophase.verdicts.verdict_of``); the sinks' retries, the CLI's exit
+code and the runtime's restart decision all read those verdicts."""
 
 from __future__ import annotations
 
@@ -11,14 +12,15 @@ import pytest
 import sqlalchemy.exc
 from confluent_kafka import KafkaError, KafkaException
 
-from eoskit.connectors.failures import Kind, lost, service_failure
+from eoskit.connectors.failures import lost, service_failure
 from eoskit.connectors.kafka.client import BrokerUnreachableError, KafkaAuthenticationError
 from eoskit.connectors.mysql.failures import lost as mysql_lost
 from eoskit.connectors.postgres.failures import lost as postgres_lost
-from eoskit.runtime.cli_errors import FAILED, UNREACHABLE, describe
-from eoskit.runtime.failures import classify, transient
+from eoskit.runtime.cli_errors import FAILED, UNREACHABLE, USAGE, VERDICT_CODES, describe
+from eoskit.runtime.failures import classify
+from eoskit.twophase.verdicts import Verdict, first_line, verdict_of
 
-LOST, REFUSED = Kind.LOST, Kind.REFUSED
+LOST, REFUSED = Verdict.LOST, Verdict.REFUSED
 
 
 @pytest.mark.parametrize("exc, kind", [
@@ -56,8 +58,8 @@ LOST, REFUSED = Kind.LOST, Kind.REFUSED
     (KeyError("x"), None),
 ])
 def test_each_service_sorts_its_errors_once(exc, kind):
-    verdict = service_failure(exc)
-    assert (verdict.kind if verdict else None) is kind
+    failure = service_failure(exc)
+    assert (failure.verdict if failure else None) is kind
     assert lost(exc) is (kind is LOST)
     # What the SQL sinks' reconnecting calls retry: their service's own verdict.
     assert postgres_lost(exc) is (kind is LOST and isinstance(exc, psycopg.Error))
@@ -94,10 +96,10 @@ def traceback_of(qualified: str, message: str) -> str:
 
 @pytest.mark.parametrize("qualified, permanent", [
     ("eoskit.twophase.contract.SinkError", True),
-    ("eoskit.twophase.contract.ServiceUnavailableError", False),  # a SinkError that says transient
+    ("eoskit.twophase.contract.ServiceUnavailableError", False),  # a SinkError that says LOST
     ("eoskit.connectors.sql.reconnect.ConnectionLostError", False),
     ("eoskit.twophase.coordinator.OrphanedTransactionsError", True),
-    ("eoskit.twophase.coordinator.LostPreparedTransactionError", False),  # a CoordinatorError that says transient
+    ("eoskit.twophase.coordinator.LostPreparedTransactionError", False),  # a CoordinatorError that says RECOVERABLE
     ("eoskit.connectors.kafka.client.KafkaAuthenticationError", True),
     ("eoskit.connectors.kafka.client.BrokerUnreachableError", False),
     ("eoskit.twophase.options.OptionError", True),  # eoskit's bad input: a ValueError
@@ -117,6 +119,64 @@ def test_eoskit_value_errors_are_bad_input_unless_they_say_otherwise():
     from eoskit.twophase.options import OptionError
 
     class Retryable(OptionError):
-        transient = True
+        verdict = Verdict.RECOVERABLE
 
-    assert not transient(OptionError) and transient(Retryable) and transient(ValueError)
+    assert verdict_of(OptionError) is verdict_of(OptionError("x")) is Verdict.BAD_INPUT
+    assert verdict_of(Retryable) is Verdict.RECOVERABLE
+    assert verdict_of(ValueError) is Verdict.RECOVERABLE  # a user's UDF: not eoskit's bad input
+
+
+@pytest.mark.parametrize("error_class, verdict", [
+    ("eoskit.twophase.contract.SinkError", Verdict.PERMANENT),
+    ("eoskit.twophase.contract.ServiceUnavailableError", Verdict.LOST),
+    ("eoskit.twophase.coordinator.CoordinatorError", Verdict.PERMANENT),
+    ("eoskit.twophase.coordinator.LostPreparedTransactionError", Verdict.RECOVERABLE),
+    ("eoskit.connectors.kafka.client.KafkaAuthenticationError", Verdict.REFUSED),
+    ("eoskit.connectors.kafka.client.BrokerUnreachableError", Verdict.LOST),  # a ConnectionError
+    ("eoskit.connectors.kafka.reader.DataLossError", Verdict.PERMANENT),
+    ("eoskit.connectors.plugins.PluginError", Verdict.BAD_INPUT),
+    ("eoskit.runtime.control.ControlError", Verdict.PERMANENT),
+    ("eoskit.runtime.cli_errors.UsageError", Verdict.BAD_INPUT),  # an eoskit ValueError
+    ("eoskit.twophase.options.OptionError", Verdict.BAD_INPUT),
+])
+def test_each_error_class_has_one_verdict_that_restarts_and_exit_codes_read(error_class, verdict):
+    from eoskit.runtime.failures import error_class as lookup
+
+    found = lookup(error_class)
+    assert found is not None and verdict_of(found) is verdict
+    failure = classify(traceback_of(error_class, "what went wrong"))
+    assert failure.verdict is verdict and failure.permanent is not verdict.restartable
+
+
+def test_the_verdicts_and_what_each_one_does():
+    restartable = {v for v in Verdict if v.restartable}
+    assert restartable == {Verdict.LOST, Verdict.RECOVERABLE}
+    assert {v for v in Verdict if v.about_a_service} == {Verdict.LOST, Verdict.REFUSED}
+    assert VERDICT_CODES == {Verdict.LOST: UNREACHABLE, Verdict.REFUSED: UNREACHABLE, Verdict.BAD_INPUT: USAGE,
+                             Verdict.PERMANENT: FAILED, Verdict.RECOVERABLE: FAILED}
+    # Nobody classified it: restartable, and a failed job.
+    assert verdict_of(KeyError) is Verdict.RECOVERABLE and verdict_of(ConnectionRefusedError) is Verdict.LOST
+
+
+def test_a_pipeline_failure_takes_its_exit_code_from_its_cause_s_verdict():
+    from eoskit.runtime.pipeline import PipelineError
+
+    def code(cause_type):
+        return describe(PipelineError("pipeline p failed: x", cause_type)).code
+
+    assert code("eoskit.connectors.plugins.PluginError") == USAGE
+    assert code("eoskit.connectors.kafka.client.KafkaAuthenticationError") == UNREACHABLE
+    assert code("eoskit.twophase.coordinator.LostPreparedTransactionError") == FAILED
+    assert code("ConnectionRefusedError") == FAILED  # only eoskit's own causes count
+    assert code("eoskit.no_such_module.Error") == FAILED
+
+
+@pytest.mark.parametrize("given, line", [
+    ("first\nsecond", "first"),
+    ("\n  \n  indented first  \nsecond", "indented first"),
+    ("", ""),
+    (KeyError(), "KeyError"),  # an error with no message is named by its type
+    (ValueError("  bad value \n DETAIL: more"), "bad value"),
+])
+def test_one_first_line_helper(given, line):
+    assert first_line(given) == line

@@ -60,6 +60,8 @@ from typing import TYPE_CHECKING, ClassVar
 import pyarrow as pa
 from pyspark.sql.types import StructType
 
+from eoskit.twophase.verdicts import Verdict
+
 if TYPE_CHECKING:
     from eoskit.twophase.decision_log import DecisionLog
     from eoskit.twophase.messages import TaskAck
@@ -69,16 +71,16 @@ class SinkError(RuntimeError):
     """A sink refused a write or a setting; the message says what to change.
     A restart does not fix it (the runtime's restart strategy does not retry it)."""
 
-    #: runtime/failures.py: a restart cannot fix it.
-    transient: ClassVar[bool] = False
+    #: eoskit.twophase.verdicts: a restart cannot fix it.
+    verdict: ClassVar[Verdict] = Verdict.PERMANENT
 
 
 class ServiceUnavailableError(SinkError, ConnectionError):
     """The sink's service did not answer (unreachable, restarting, timed out):
     a restart may well fix it."""
 
-    #: runtime/failures.py: a restart may fix it.
-    transient: ClassVar[bool] = True
+    #: eoskit.twophase.verdicts: the service is gone for now; a restart may fix it.
+    verdict: ClassVar[Verdict] = Verdict.LOST
 
 
 class CommitMode(str, Enum):

@@ -48,6 +48,7 @@ from eoskit.twophase.contract import Committer, Outcome, ProvesOutcomes
 from eoskit.twophase.decision_log import Decision, DecisionLog, prune_due
 from eoskit.twophase.messages import TaskAck, evidence_of, prepared_ids
 from eoskit.twophase.txn_id import TxnId, batch_prefix, sink_prefix
+from eoskit.twophase.verdicts import Verdict
 
 log = logging.getLogger(__name__)
 
@@ -55,15 +56,15 @@ log = logging.getLogger(__name__)
 class CoordinatorError(RuntimeError):
     """The protocol cannot proceed without losing or duplicating data."""
 
-    #: runtime/failures.py: a restart cannot fix it.
-    transient: ClassVar[bool] = False
+    #: eoskit.twophase.verdicts: a restart cannot fix it.
+    verdict: ClassVar[Verdict] = Verdict.PERMANENT
 
 
 class LostPreparedTransactionError(CoordinatorError):
     """An acked transaction is no longer prepared before the decision."""
 
-    #: runtime/failures.py: a restart may fix it.
-    transient: ClassVar[bool] = True
+    #: eoskit.twophase.verdicts: a restart (a replay of the batch) may fix it.
+    verdict: ClassVar[Verdict] = Verdict.RECOVERABLE
 
 
 class OrphanedTransactionsError(CoordinatorError):

@@ -25,8 +25,8 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from eoskit.connectors.failures import Kind
 from eoskit.connectors.kafka.offsets import PartitionOffsets, TopicPartition
+from eoskit.twophase.verdicts import Verdict
 
 log = logging.getLogger(__name__)
 
@@ -60,10 +60,8 @@ class KafkaAuthenticationError(PermissionError):
     """The broker refused the client's SASL credentials (or its TLS handshake
     failed): retrying with the same settings cannot help."""
 
-    #: eoskit.connectors.failures: the service refused us.
-    service_failure: ClassVar[Kind] = Kind.REFUSED
-    #: runtime/failures.py: a restart cannot fix it.
-    transient: ClassVar[bool] = False
+    #: eoskit.twophase.verdicts: the service refused us; a restart cannot fix it.
+    verdict: ClassVar[Verdict] = Verdict.REFUSED
 
 
 #: What librdkafka logs when the broker refuses the credentials, or the TLS

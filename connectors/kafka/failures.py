@@ -3,14 +3,15 @@ refused us (``eoskit.connectors.failures``).
 
 eoskit's own Kafka errors say it themselves: ``BrokerUnreachableError`` is a
 ``ConnectionError`` (gone), ``KafkaAuthenticationError`` declares
-``service_failure = REFUSED``.
+``verdict = Verdict.REFUSED``.
 """
 
 from __future__ import annotations
 
 from confluent_kafka import KafkaError, KafkaException
 
-from eoskit.connectors.failures import Kind, ServiceFailure, first_line
+from eoskit.connectors.failures import ServiceFailure
+from eoskit.twophase.verdicts import Verdict, first_line
 
 #: No broker answers: a broken connection, every broker down, a name that
 #: does not resolve.
@@ -24,5 +25,5 @@ def classify(exc: BaseException) -> ServiceFailure | None:
     if not isinstance(exc, KafkaException) or not exc.args or not isinstance(exc.args[0], KafkaError):
         return None
     error = exc.args[0]
-    kind = Kind.LOST if error.code() in LOST else Kind.REFUSED if error.code() in REFUSED else None
-    return None if kind is None else ServiceFailure(kind, first_line(error.str()))
+    verdict = Verdict.LOST if error.code() in LOST else Verdict.REFUSED if error.code() in REFUSED else None
+    return None if verdict is None else ServiceFailure(verdict, first_line(error.str()))

@@ -22,6 +22,7 @@ from eoskit.connectors.kafka.client import ClientLog, consumer_config
 from eoskit.connectors.kafka.offsets import OffsetRange
 from eoskit.connectors.kafka.schema import HEADER_ARROW_TYPE
 from eoskit.twophase import timings
+from eoskit.twophase.verdicts import Verdict
 
 log = logging.getLogger(__name__)
 
@@ -43,9 +44,9 @@ _TIMESTAMP_TYPE = {0: -1, 1: 0, 2: 1}
 class DataLossError(RuntimeError):
     """Offsets planned for a task are gone from the broker (failOnDataLoss=true)."""
 
-    #: runtime/failures.py: a restart replays the same offsets, still gone;
+    #: eoskit.twophase.verdicts: a restart replays the same offsets, still gone;
     #: the message says what to change (failOnDataLoss=false).
-    transient: ClassVar[bool] = False
+    verdict: ClassVar[Verdict] = Verdict.PERMANENT
 
 
 class ReadTimeoutError(TimeoutError):

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import pymysql
 
-from eoskit.connectors.failures import Kind, ServiceFailure, first_line
+from eoskit.connectors.failures import ServiceFailure
+from eoskit.twophase.verdicts import Verdict, first_line
 
 #: Error numbers of a session that is gone or could not be made: the
 #: client's own (2002 no socket, 2003 cannot connect, 2005 unknown host,
@@ -31,14 +32,14 @@ def classify(exc: BaseException) -> ServiceFailure | None:
     ``LOST_CONNECTION``; ``REFUSED`` for those of ``REFUSED``. Every other
     error is the server's answer to a statement: None."""
     if isinstance(exc, pymysql.err.InterfaceError):
-        return ServiceFailure(Kind.LOST, _message(exc))
+        return ServiceFailure(Verdict.LOST, _message(exc))
     if not isinstance(exc, pymysql.err.OperationalError) or not exc.args:
         return None
     code = exc.args[0]
     if code in LOST_CONNECTION:
-        return ServiceFailure(Kind.LOST, _message(exc))
+        return ServiceFailure(Verdict.LOST, _message(exc))
     if code in REFUSED:
-        return ServiceFailure(Kind.REFUSED, _message(exc))
+        return ServiceFailure(Verdict.REFUSED, _message(exc))
     return None
 
 
@@ -52,5 +53,5 @@ def _message(exc: pymysql.MySQLError) -> str:
 def lost(exc: BaseException) -> bool:
     """Did ``exc`` end the session, or come from trying to make one? What
     the sink's reconnecting calls retry (``eoskit.connectors.sql.sink``)."""
-    verdict = classify(exc)
-    return verdict is not None and verdict.kind is Kind.LOST
+    failure = classify(exc)
+    return failure is not None and failure.verdict is Verdict.LOST

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import psycopg
 
-from eoskit.connectors.failures import Kind, ServiceFailure, first_line
+from eoskit.connectors.failures import ServiceFailure
+from eoskit.twophase.verdicts import Verdict, first_line
 
 #: SQLSTATEs of a session the server ended: administrator command (fast
 #: shutdown, ``pg_terminate_backend``), crash of another backend, a server
@@ -28,19 +29,19 @@ def classify(exc: BaseException) -> ServiceFailure | None:
     other error (a statement refused, a lock timeout, a cancelled query) is
     an answer from a live server: None."""
     if isinstance(exc, psycopg.Error) and exc.sqlstate in SESSION_ENDED:
-        return ServiceFailure(Kind.LOST, first_line(exc))
+        return ServiceFailure(Verdict.LOST, first_line(exc))
     if not isinstance(exc, psycopg.OperationalError):
         return None
     state = exc.sqlstate
     if state is None or state.startswith("08") or state in SESSION_ENDED:
-        return ServiceFailure(Kind.LOST, first_line(exc))
+        return ServiceFailure(Verdict.LOST, first_line(exc))
     if state.startswith("28"):
-        return ServiceFailure(Kind.REFUSED, first_line(exc))
+        return ServiceFailure(Verdict.REFUSED, first_line(exc))
     return None
 
 
 def lost(exc: BaseException) -> bool:
     """Did ``exc`` end the session, or come from trying to make one? What
     the sink's reconnecting calls retry (``eoskit.connectors.sql.sink``)."""
-    verdict = classify(exc)
-    return verdict is not None and verdict.kind is Kind.LOST
+    failure = classify(exc)
+    return failure is not None and failure.verdict is Verdict.LOST

@@ -39,6 +39,7 @@ from typing import TypeVar
 
 from eoskit.connectors.sql.network import RECONNECT_WITHIN
 from eoskit.twophase.contract import ServiceUnavailableError
+from eoskit.twophase.verdicts import first_line
 
 T = TypeVar("T")
 
@@ -122,24 +123,19 @@ def reconnecting(
                 raise
             drop()
             if not reached and server not in _reached:
-                raise ConnectionLostError(f"{what}: cannot reach the database ({_first_line(exc)})") from exc
+                raise ConnectionLostError(f"{what}: cannot reach the database ({first_line(exc)})") from exc
             now = clock()
             if now >= deadline:
                 raise ConnectionLostError(
                     f"{what}: the connection to the database was lost and no new one could be "
-                    f"made within {within:.0f} s (last error: {_first_line(exc)}). Nothing is "
+                    f"made within {within:.0f} s (last error: {first_line(exc)}). Nothing is "
                     "lost: once the database is reachable from this host again, start the job "
                     "again and its next batch settles what is in doubt (the option "
                     "reconnectWithin waits longer)"
                 ) from None
             if attempt.retries == 0:
                 log.warning("%s: connection lost (%s); reconnecting for up to %.0f s",
-                            what, _first_line(exc), within)
+                            what, first_line(exc), within)
             attempt.retries += 1
             sleep(min(delay, max(0.0, deadline - now)))
             delay = min(delay * 2, MAX_DELAY_S)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

@@ -28,8 +28,9 @@ from collections.abc import Callable, Iterable, Sized
 from pathlib import Path
 from typing import Any
 
-from eoskit.runtime.cli_errors import UsageError, one_line
+from eoskit.runtime.cli_errors import UsageError
 from eoskit.runtime.components import InputRecord
+from eoskit.twophase.verdicts import first_line
 
 #: The keys a record given as a dict may have.
 DICT_KEYS = ("key", "value", "headers", "partition")
@@ -41,7 +42,7 @@ class GeneratorError(UsageError):
 
 
 def _raised(exc: BaseException) -> str:
-    line = one_line(str(exc))
+    line = first_line(str(exc))
     return f"{type(exc).__name__}: {line}" if line else type(exc).__name__
 
 

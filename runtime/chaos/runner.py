@@ -69,9 +69,9 @@ from eoskit.runtime.chaos.plan import (
 from eoskit.runtime.chaos.snapshots import Snapshots, first_difference
 from eoskit.runtime.chaos.redirect import ChaosRefusedError, check, scratch_input, write_spec
 from eoskit.runtime.chaos.report import BatchEvent, ChaosReport, Event, FaultEvent, OutputResult, RestartEvent
-from eoskit.runtime.cli_errors import one_line
 from eoskit.runtime.components import Scratch, ScratchInput
 from eoskit.twophase import crash
+from eoskit.twophase.verdicts import first_line
 
 
 #: The last letter of each run's scratch suffix (``orders_chaos1a2bx``).
@@ -162,7 +162,7 @@ class JobRun:
         """The run's own one-line cause (its last ``eoskit run:`` line)."""
         lines = [line for line in self.log().read_text(errors="replace").splitlines() if line.strip()]
         said = [line for line in lines if line.startswith("eoskit run:")]
-        return one_line(said[-1] if said else (lines[-1] if lines else f"exit {code}"))
+        return first_line(said[-1] if said else (lines[-1] if lines else f"exit {code}"))
 
 
 class Chaos:
@@ -518,7 +518,7 @@ class Chaos:
             try:
                 scratch.drop()
             except Exception as exc:  # noqa: BLE001 - say what is left, drop the others
-                self.say(f"could not drop {scratch.name}: {one_line(str(exc))}; drop it by hand")
+                self.say(f"could not drop {scratch.name}: {first_line(str(exc))}; drop it by hand")
         self.created.clear()
         if self.settings.workdir is None and getattr(self, "workdir", None) is not None:
             shutil.rmtree(self.workdir, ignore_errors=True)  # a temporary folder of ours
