@@ -6,11 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from eoskit.connectors.mysql.connection import check_url
-from eoskit.connectors.mysql.plugin import BACKENDS, PLUGIN
+from eoskit.connectors.mysql.plugin import PLUGIN
 from eoskit.connectors.mysql.transactions import MySQLTransactions
 from eoskit.connectors.sql.datasource import SqlDataSource, SqlPipelineSink
-from eoskit.connectors.sql.sink import parse_url
 
 SHORT_NAME = PLUGIN.format
 
@@ -20,12 +18,6 @@ class MySQLDataSource(SqlDataSource):
 
     short_name = SHORT_NAME
     sink_type = MySQLTransactions
-
-    def __init__(self, options: dict[str, str]) -> None:
-        super().__init__(options)
-        # Before anything connects: URL keys that could change how the server
-        # reads the sink's literals are refused (see connection.py).
-        check_url(parse_url(self.settings.url, BACKENDS))
 
 
 @dataclass

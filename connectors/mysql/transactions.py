@@ -39,13 +39,13 @@ import pyarrow.compute as pc
 import pymysql
 import sqlalchemy as sa
 from pyspark.sql.types import StructType
-from sqlalchemy.engine import URL
 from sqlalchemy.pool import NullPool
 
 from eoskit.connectors.mysql import checks
 from eoskit.connectors.mysql.committer import MySQLCommitter
 from eoskit.connectors.mysql.connection import (
     cached_connection,
+    check_url,
     close_quietly,
     connect,
     drop_connection,
@@ -64,10 +64,11 @@ from eoskit.connectors.mysql.literals import UnwritableValueError, statements, v
 from eoskit.connectors.mysql.jdbc import JDBC
 from eoskit.connectors.mysql.plugin import BACKENDS
 from eoskit.connectors.sql import deadletter
+from eoskit.connectors.sql.database import SqlDatabase
 from eoskit.connectors.sql.refusals import Refusal
 from eoskit.connectors.sql.settings import SqlSinkSettings
 from eoskit.connectors.sql.reconnect import Attempt
-from eoskit.connectors.sql.sink import SqlSink, parse_url, safe
+from eoskit.connectors.sql.sink import SqlSink, safe
 from eoskit.connectors.sql.tables import TargetTable, resolve_table
 from eoskit.connectors.sql.writer import SqlWriter
 from eoskit.twophase.contract import (
@@ -448,25 +449,22 @@ class MySQLTransactions(SqlSink):
     capabilities; picklable."""
 
     kind = "mysql"
-    #: How ``dbtable`` quotes a name (read by SqlSinkSettings.parse): backticks,
-    #: or double quotes as under ANSI_QUOTES.
-    identifier_quotes = '`"'
-    #: A scratch copy of a table (``eoskit chaos``): columns, keys, indexes.
-    CREATE_LIKE = "CREATE TABLE {new} LIKE {old}"
-    DATABASE = "MySQL"
-    BACKENDS = BACKENDS
-    JDBC = JDBC
-    WRITER = MySQLWriter
-    COMMITTER = MySQLCommitter
+    DATABASE = SqlDatabase(
+        name="MySQL", backends=BACKENDS, driver=DRIVER, jdbc=JDBC,
+        # Backticks, or double quotes as under ANSI_QUOTES.
+        identifier_quotes='`"',
+        # A scratch copy of a table (``eoskit chaos``): columns, keys, indexes.
+        create_like="CREATE TABLE {new} LIKE {old}",
+        writer=MySQLWriter, committer=MySQLCommitter, lost=connection_lost)
 
     def __init__(self, settings: SqlSinkSettings, schema: StructType) -> None:
-        self.settings = settings
-        self.url: URL = parse_url(settings.url, self.BACKENDS).set(drivername=DRIVER)
-        self.schema = schema
-        self._target: TargetTable | None = None
+        super().__init__(settings, schema)
         self._budget: int | None = None
         self._packet: int | None = None
-        self._dead_letters: deadletter.DeadLetterTable | None = None
+
+    #: URL keys that could change how the server reads the sink's literals
+    #: are refused (see connection.py).
+    check_url = staticmethod(check_url)
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
@@ -533,8 +531,6 @@ class MySQLTransactions(SqlSink):
         except pymysql.MySQLError as exc:
             raise ServiceUnavailableError(f"cannot connect to MySQL at {safe(self.url)}: "
                             f"{error_text(exc)}") from None
-
-    _connection_lost = staticmethod(connection_lost)
 
     def _drop_connection(self) -> None:
         drop_connection(self.url, self.settings.limits)

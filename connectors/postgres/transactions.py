@@ -27,7 +27,6 @@ import pyarrow as pa
 import sqlalchemy as sa
 from psycopg import sql
 from pyspark.sql.types import StructType
-from sqlalchemy.engine import URL
 from sqlalchemy.pool import NullPool
 
 from eoskit.connectors.dead_letters import DeadLetter, isolate
@@ -45,10 +44,10 @@ from eoskit.connectors.postgres.failures import lost as connection_lost
 from eoskit.connectors.postgres.jdbc import JDBC
 from eoskit.connectors.postgres.plugin import BACKENDS
 from eoskit.connectors.sql import deadletter
+from eoskit.connectors.sql.database import SqlDatabase
 from eoskit.connectors.sql.refusals import Refusal
-from eoskit.connectors.sql.settings import SqlSinkSettings
 from eoskit.connectors.sql.reconnect import Attempt
-from eoskit.connectors.sql.sink import SqlSink, parse_url, safe
+from eoskit.connectors.sql.sink import SqlSink, safe
 from eoskit.connectors.sql.tables import TargetTable, resolve_table
 from eoskit.connectors.sql.writer import SqlWriter
 from eoskit.twophase import timings
@@ -428,24 +427,15 @@ class PostgresTransactions(SqlSink):
     """The sink for one PostgreSQL table, with all three commit capabilities; picklable."""
 
     kind = "postgres"
-    #: How ``dbtable`` quotes a name (read by SqlSinkSettings.parse).
-    identifier_quotes = '"'
-    #: A scratch copy of a table (``eoskit chaos``): columns, defaults, keys, indexes.
-    CREATE_LIKE = "CREATE TABLE {new} (LIKE {old} INCLUDING ALL)"
-    DATABASE = "PostgreSQL"
-    JDBC = JDBC
-    BACKENDS = BACKENDS
-    WRITER = PostgresWriter
-    COMMITTER = PostgresCommitter
+    DATABASE = SqlDatabase(
+        name="PostgreSQL", backends=BACKENDS, driver="postgresql+psycopg", jdbc=JDBC,
+        identifier_quotes='"',
+        # A scratch copy of a table (``eoskit chaos``): columns, defaults, keys, indexes.
+        create_like="CREATE TABLE {new} (LIKE {old} INCLUDING ALL)",
+        writer=PostgresWriter, committer=PostgresCommitter, lost=connection_lost)
 
-    def __init__(self, settings: SqlSinkSettings, schema: StructType) -> None:
-        self.settings = settings
-        url = parse_url(settings.url, self.BACKENDS)
-        check_url(url)  # before anything connects: the session's encoding stays UTF-8
-        self.url: URL = url.set(drivername="postgresql+psycopg")
-        self.schema = schema
-        self._target: TargetTable | None = None
-        self._dead_letters: deadletter.DeadLetterTable | None = None
+    #: Before anything connects: the session's encoding stays UTF-8.
+    check_url = staticmethod(check_url)
 
     def _engine(self) -> sa.Engine:
         return sa.create_engine(with_limits(self.url, self.settings.limits), poolclass=NullPool)
@@ -475,8 +465,6 @@ class PostgresTransactions(SqlSink):
             checks.claim(engine, target, context, self.describe())
         if self.settings.commit_mode is CommitMode.IDEMPOTENT:
             checks.create_marker_table(conn, target, self.settings)
-
-    _connection_lost = staticmethod(connection_lost)
 
     def _drop_connection(self) -> None:
         drop_connection(self.url, self.settings.limits)

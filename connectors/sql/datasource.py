@@ -29,6 +29,9 @@ class SqlDataSource(TransactionalDataSource):
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
         self.settings = SqlSinkSettings.parse(options, self.short_name, self.sink_type)
+        # Before anything connects: URL keys that would change how the server
+        # reads the sink's statements are refused (the dialect's ``check_url``).
+        self.sink_type.check_url(parse_url(self.settings.url, self.sink_type.DATABASE.backends))
 
     @classmethod
     def name(cls) -> str:
@@ -67,7 +70,7 @@ class SqlPipelineSink:
         # Every option check the data source makes; its settings hold the URL
         # it connects with (a JDBC URL and user/password options translated).
         self._url = parse_url(self.data_source(self.all_options()).settings.url,
-                              self.data_source.sink_type.BACKENDS)  # type: ignore[attr-defined]
+                              self.data_source.sink_type.DATABASE.backends)
         check_output_mode(self.output_mode, self.data_source.short_name)
 
     @property

@@ -48,7 +48,7 @@ class SqlScratch:
 
     def __post_init__(self) -> None:
         self._settings = self._parse(self.original)
-        quote = self.original.data_source.sink_type.identifier_quotes[0]
+        quote = self.original.data_source.sink_type.DATABASE.identifier_quotes[0]
         options = {k: v for k, v in self.original.options.items()
                    if k.lower() not in _RENAMED + _DROPPED}
         dead = self._settings.dead_letter_table
@@ -84,7 +84,7 @@ class SqlScratch:
         with self._lookup() as engine:
             rules = NameRules.of(engine)
             inspector = sa.inspect(engine)
-            like = self.original.data_source.sink_type.CREATE_LIKE
+            like = self.original.data_source.sink_type.DATABASE.create_like
             quote = engine.dialect.identifier_preparer.quote
             with engine.begin() as conn:
                 for schema, old, new in self._pairs(rules):

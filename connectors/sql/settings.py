@@ -27,7 +27,7 @@ from eoskit.twophase.options import (
 )
 from eoskit.connectors.sink_options import DEAD_LETTER_SOURCE_COLUMNS, DEAD_LETTER_TABLE, parse_names
 from eoskit.connectors.sql import jdbc, network
-from eoskit.connectors.sql.identifiers import QUOTES, IdentifierError, TableName, parse_table_name
+from eoskit.connectors.sql.identifiers import IdentifierError, TableName, parse_table_name
 from eoskit.connectors.sql.jdbc import ColumnType
 from eoskit.twophase.contract import CommitMode, resolve_commit_mode
 from eoskit.twophase.sink_options import COMMIT_MODE, COMMON
@@ -44,7 +44,7 @@ def _url(url: str, reading: Reading) -> str:
     """The SQLAlchemy URL to connect with: a JDBC one translated by the sink
     type's ``JDBC`` dialect (whose ``driver`` it checks first), with
     ``user``, ``password`` and ``queryTimeout``'s query keys in it."""
-    dialect = reading["sink_type"].JDBC
+    dialect = reading["sink_type"].DATABASE.jdbc
     jdbc.check_driver(reading.raw, dialect)
     return jdbc.connection_url(url, reading.raw, dialect, jdbc.QUERY_TIMEOUT.read(reading.raw))
 
@@ -53,7 +53,7 @@ def _table_name(option: str) -> Callable[[str, Reading], TableName]:
     """Option ``option``'s text as a table name, quoted as the sink type quotes."""
 
     def derive(text: str, reading: Reading) -> TableName:
-        quotes = getattr(reading["sink_type"], "identifier_quotes", QUOTES)
+        quotes = reading["sink_type"].DATABASE.identifier_quotes
         try:
             return parse_table_name(text, quotes)
         except IdentifierError as exc:
@@ -69,7 +69,7 @@ def _commit_mode(mode: str, reading: Reading) -> CommitMode:
 def _table_options(_: None, reading: Reading) -> tuple[tuple[str, object], ...]:
     """``createTableOptions`` by the dialect's grammar, and ``tableComment``."""
     text = jdbc.CREATE_TABLE_OPTIONS.read(reading.raw)
-    options = dict(reading["sink_type"].JDBC.table_options(text) if text else ())
+    options = dict(reading["sink_type"].DATABASE.jdbc.table_options(text) if text else ())
     comment = jdbc.TABLE_COMMENT.read(reading.raw)
     if comment is not None:
         if "comment" in options:

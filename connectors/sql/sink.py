@@ -34,7 +34,7 @@ from sqlalchemy.engine import URL, make_url
 from eoskit.connectors.sql.committer import SqlCommitter
 from eoskit.connectors.sql.deadletter import DeadLetterTable, source_columns_of
 from eoskit.connectors.sql.identifiers import parse_table_name
-from eoskit.connectors.sql.jdbc import JdbcDialect
+from eoskit.connectors.sql.database import SqlDatabase
 from eoskit.connectors.sql.reconnect import Attempt, reconnecting
 from eoskit.connectors.sql.settings import SqlSinkSettings
 from eoskit.connectors.sql.tables import TargetTable, constraint_columns
@@ -42,7 +42,6 @@ from eoskit.connectors.sql.writer import (
     DirectSqlWriter,
     MarkedSqlWriter,
     PreparingSqlWriter,
-    SqlWriter,
     kind_of,
 )
 from eoskit.twophase.options import OptionError
@@ -62,25 +61,10 @@ log = logging.getLogger(__name__)
 
 class SqlSink(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
     """A SQL table as a sink with all three commit capabilities; picklable.
-    A dialect sets ``settings``, ``schema``, ``url``, ``_target`` and
-    ``_dead_letters`` (None) in its ``__init__``, names its database in
-    ``DATABASE``, its URL backends in ``BACKENDS``, its JDBC mapping in
-    ``JDBC``, its quotes in ``identifier_quotes`` and ``CREATE_LIKE``, and
-    its task's writer in ``WRITER`` and its committer in ``COMMITTER``."""
+    A dialect declares its database in ``DATABASE`` (``sql/database.py``)
+    and supplies the hooks below."""
 
-    DATABASE: ClassVar[str]
-    BACKENDS: ClassVar[tuple[str, ...]]
-    #: How Spark's JDBC URLs and options map to this database (``sql/jdbc.py``).
-    JDBC: ClassVar[JdbcDialect]
-    #: The quotes ``dbtable`` may use, the first the one names are written with.
-    identifier_quotes: ClassVar[str]
-    #: The statement that creates table ``{new}`` like table ``{old}`` (both
-    #: quoted by the driver): a scratch copy for ``eoskit chaos`` (``sql/scratch.py``).
-    CREATE_LIKE: ClassVar[str]
-    #: A task's writer (``sql/writer.py``), made on an executor by ``begin_*``.
-    WRITER: ClassVar[type[SqlWriter]]
-    #: The driver's committer of its prepared transactions (``sql/committer.py``).
-    COMMITTER: ClassVar[type[SqlCommitter]]
+    DATABASE: ClassVar[SqlDatabase]
     #: Part of a running query, whose start-up check reached the server: a
     #: lost connection is waited for in every process of the job, even one
     #: that has not talked to the server yet (``reconnecting``). False
@@ -93,7 +77,22 @@ class SqlSink(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
     _target: TargetTable | None
     _dead_letters: DeadLetterTable | None
 
+    def __init__(self, settings: SqlSinkSettings, schema: StructType) -> None:
+        self.settings = settings
+        url = parse_url(settings.url, self.DATABASE.backends)
+        self.check_url(url)
+        self.url: URL = url.set(drivername=self.DATABASE.driver)
+        self.schema = schema
+        self._target: TargetTable | None = None
+        self._dead_letters: DeadLetterTable | None = None
+
     # -- what a dialect supplies ----------------------------------------------
+
+    @classmethod
+    def check_url(cls, url: URL) -> None:
+        """Refuse, with an ``OptionError``, URL keys that would change how the
+        server reads the sink's statements; run where the options are checked,
+        before anything connects. Nothing by default."""
 
     @abstractmethod
     def _engine(self) -> sa.Engine:
@@ -102,11 +101,6 @@ class SqlSink(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
     @abstractmethod
     def _resolve(self) -> TargetTable:
         """The target table as the database has it (or creates it)."""
-
-    @staticmethod
-    @abstractmethod
-    def _connection_lost(exc: BaseException) -> bool:
-        """Whether ``exc`` lost the connection (the dialect's ``failures.lost``)."""
 
     @abstractmethod
     def _drop_connection(self) -> None:
@@ -128,11 +122,11 @@ class SqlSink(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
         # ``dbtable`` as given, read off the parsed name: on an executor
         # (every task's reconnecting call names the sink) nothing of
         # ``settings.py`` runs.
-        return f"{self.DATABASE} {safe(self.url)} table {self.settings.table.text}"
+        return f"{self.DATABASE.name} {safe(self.url)} table {self.settings.table.text}"
 
     def dead_letter_destination(self) -> str | None:
         table = self.settings.dead_letter_table
-        return None if table is None else f"{self.DATABASE} table {table}"
+        return None if table is None else f"{self.DATABASE.name} table {table}"
 
     @property
     def target(self) -> TargetTable:
@@ -186,18 +180,18 @@ class SqlSink(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
                 return ()
 
     def begin_prepared(self, txn_id: str) -> PreparingSqlWriter:
-        return kind_of(self.WRITER, PreparingSqlWriter)(self, txn_id)  # type: ignore[return-value]
+        return kind_of(self.DATABASE.writer, PreparingSqlWriter)(self, txn_id)  # type: ignore[return-value]
 
     def begin_marked(self, marker: Marker, attempt: int) -> MarkedSqlWriter:
-        return kind_of(self.WRITER, MarkedSqlWriter)(  # type: ignore[return-value]
+        return kind_of(self.DATABASE.writer, MarkedSqlWriter)(  # type: ignore[return-value]
             self, self._attempt_id(marker, attempt), marker)
 
     def begin_direct(self, marker: Marker, attempt: int) -> DirectSqlWriter:
-        return kind_of(self.WRITER, DirectSqlWriter)(  # type: ignore[return-value]
+        return kind_of(self.DATABASE.writer, DirectSqlWriter)(  # type: ignore[return-value]
             self, self._attempt_id(marker, attempt))
 
     def committer(self) -> SqlCommitter:
-        return self.COMMITTER(self)
+        return self.DATABASE.committer(self)
 
     @staticmethod
     def _attempt_id(marker: Marker, attempt: int) -> str:
@@ -206,7 +200,7 @@ class SqlSink(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
     def reconnecting(self, what: str, action: Callable[[Attempt], T]) -> T:
         """``action`` on the cached connection, tried again on a new one
         while the server is unreachable (``reconnecting`` below)."""
-        return reconnecting(action, lost=self._connection_lost, drop=self._drop_connection,
+        return reconnecting(action, lost=self.DATABASE.lost, drop=self._drop_connection,
                             what=f"{what} in {self.describe()}", server=safe(self.url),
                             reached=self.in_query, within=self.settings.limits.reconnect)
 

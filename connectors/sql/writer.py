@@ -171,7 +171,7 @@ class SqlWriter(TaskWriter):
         retry or the job's restart strategy may well fix it), or the
         server's refusal in the sink's words (``_describe``, with ``where``:
         a restart does not fix it)."""
-        if self.sink._connection_lost(exc):
+        if self.sink.DATABASE.lost(exc):
             return ServiceUnavailableError(
                 f"lost the connection to {self.sink.describe()} while a task wrote "
                 f"({self._error_text(exc)}); its transaction rolls back with the session, and "
