@@ -42,9 +42,25 @@ if TYPE_CHECKING:
 
 GROUP = "eoskit.plugins"
 
-#: ``in_doubt(kind, target, options)``: ``kind`` is ``url`` (a database URL) or
-#: ``path`` (a file system path or URL); returns the two-phase sink that owns
-#: ``target``, able to list and settle prepared ids, or None if not this one.
+#: ``in_doubt(kind, target, options)``, asked by ``eoskit txn list|resolve``
+#: (``runtime/txn_cli.py``) on the user's machine, never in a job:
+#:
+#: - ``kind``: ``"url"`` for ``--url``, the server that holds the prepared
+#:   transactions as a URL (a database's SQLAlchemy URL), or ``"path"`` for
+#:   ``--path``, the place in a file system the sink writes to (a local path
+#:   or an fsspec URL such as ``s3://bucket/dir``); a sink takes the one its
+#:   documentation names, and answers None to the other;
+#: - ``target``: the flag's value, as typed;
+#: - ``options``: ``--storage-option PROTOCOL.KEY=VALUE`` as
+#:   ``fs.PROTOCOL.KEY`` -> value (the files sink's option names), and any
+#:   hidden ``--option KEY=VALUE``.
+#:
+#: Returns the two-phase sink that owns ``target``, able to list and settle
+#: prepared ids (``TwoPhaseCommitting``), or None if ``target`` is not this
+#: sink's: plug-ins are asked in turn and the first sink wins, so claim only
+#: what is surely yours (your URL scheme; a directory with your marker
+#: file). Raising stops the command with the error; it should not raise for
+#: a target that is not its own.
 InDoubt = Callable[[str, str, Mapping[str, str]], "TwoPhaseCommitting | None"]
 
 
