@@ -6,7 +6,9 @@ connector edits no shared file:
 - the top-level ``pyspark_*`` modules, one per format a
   ``connectors/<name>/plugin.py`` declares, written at build time from its
   ``Plugin(format=..., data_source=...)`` (Spark 4 imports every installed
-  ``pyspark_*`` module and registers its ``DefaultSource``);
+  ``pyspark_*`` module and registers its ``DefaultSource``), into the wheel
+  and the editable wheel alike (``BuildPyWithDiscoveryModules``). A plug-in
+  in another package writes none: ``eoskit.connectors.plugins.register_all``;
 - the ``eoskit.plugins`` entry points: one per ``connectors/<name>/plugin.py``
   (see ``eoskit.connectors.plugins``); the pytest plugin is not one: it
   loads where asked for (``-p eoskit.testing.pytest_plugin``), not in every
@@ -26,6 +28,7 @@ pip removes on upgrade).
 """
 
 import ast
+import os
 from pathlib import Path
 
 from setuptools import setup
@@ -110,28 +113,51 @@ def plugin_entry_points() -> list[str]:
             for p in sorted((ROOT / "connectors").glob("*/plugin.py"))]
 
 
+def write_discovery_modules(folder: str) -> None:
+    for fmt, declared in declared_formats().items():
+        name, text = discovery_module(fmt, declared)
+        (Path(folder) / name).write_text(text)
+
+
 class BuildPyWithDiscoveryModules(build_py):
     """The top of site-packages gets what is not a package: the ``pyspark_*``
-    discovery modules (written from the plugin declarations)."""
+    discovery modules (written from the plugin declarations).
+
+    A wheel takes them from ``build_lib``. An editable wheel (``pip install
+    -e``, PEP 660) does not: in setuptools' default (lenient) mode the
+    package is imported from the tree through a meta path finder, which
+    serves only the mapped packages, and Spark's discovery lists modules
+    with ``pkgutil.iter_modules``, which sees files on ``sys.path`` and not
+    what a meta path finder serves. So in editable mode they are also
+    written where setuptools builds the editable wheel's root
+    (``install_lib``, which ``editable_wheel`` points at the unpacked wheel,
+    as it does for scripts and data): pip installs them into site-packages
+    as real files, and they import ``eoskit`` through the finder. Like the
+    entry points, they change only when a ``plugin.py``'s format does, and
+    a reinstall refreshes both.
+    """
 
     def run(self) -> None:
         super().run()
-        for fmt, data_source in declared_formats().items():
-            name, text = discovery_module(fmt, data_source)
-            (Path(self.build_lib) / name).write_text(text)
+        write_discovery_modules(self.build_lib)
+        if self.editable_mode:
+            wheel_root = self.get_finalized_command("install").install_lib
+            if wheel_root and os.path.isdir(wheel_root):
+                write_discovery_modules(wheel_root)
 
     def get_outputs(self, include_bytecode: bool = True) -> list[str]:
         written = [discovery_module(f, d)[0] for f, d in declared_formats().items()]
         return [*super().get_outputs(include_bytecode), *(str(Path(self.build_lib) / n) for n in written)]
 
 
-setup(
-    packages=packages(),
-    extras_require=extras(),
-    entry_points={
-        "console_scripts": ["eoskit = eoskit.runtime.cli:main",
-                            "eoskit-spark-python = eoskit.runtime.spark_python:main"],
-        "eoskit.plugins": plugin_entry_points(),
-    },
-    cmdclass={"build_py": BuildPyWithDiscoveryModules},
-)
+if __name__ == "__main__":  # as setuptools' build backend runs it; tests/test_packaging.py imports it
+    setup(
+        packages=packages(),
+        extras_require=extras(),
+        entry_points={
+            "console_scripts": ["eoskit = eoskit.runtime.cli:main",
+                                "eoskit-spark-python = eoskit.runtime.spark_python:main"],
+            "eoskit.plugins": plugin_entry_points(),
+        },
+        cmdclass={"build_py": BuildPyWithDiscoveryModules},
+    )

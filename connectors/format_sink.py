@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame
+from pyspark.sql.datasource import CaseInsensitiveDict
 from pyspark.sql.streaming import DataStreamWriter
 
 from eoskit.twophase.options import OptionError
@@ -22,7 +23,15 @@ from eoskit.connectors.plugins import by_format, plugins
 
 @dataclass
 class FormatSink:
-    """``FormatSink("eoskit-postgres", {...}, output_mode="update")``."""
+    """``FormatSink("eoskit-postgres", {...}, output_mode="update")``.
+
+    Built on the driver, where the job file makes its ``Pipeline``: an
+    unknown format or a bad output mode raises ``OptionError``, and the data
+    source's own check of the options raises what it raises (for eoskit's
+    sinks and a plug-in declaring them with ``OptionSet``: ``OptionError``
+    naming the option), before any query starts. ``write_stream`` registers
+    the data source in the DataFrame's session where Spark does not know
+    its format (a plug-in's), so a plug-in needs no ``pyspark_*`` module."""
 
     format: str
     options: dict[str, str] = field(default_factory=dict)
@@ -37,7 +46,13 @@ class FormatSink:
                               f"(installed: {installed})")
         check_output_mode(self.output_mode, self.format)
         self.data_source = plugin.data_source_class()
-        self.data_source(dict(self.options))  # every option check the data source makes
+        # Every option check the data source makes, on the driver when the
+        # pipeline is built, given the options as Spark gives them when the
+        # query starts: a CaseInsensitiveDict (keys lower-cased; a lookup in
+        # any case finds them), so that a check passes here exactly when it
+        # passes there. Raising here stops the build with the data source's
+        # error.
+        self.data_source(CaseInsensitiveDict(self.options))
 
     @property
     def spark_format(self) -> str:

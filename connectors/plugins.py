@@ -8,10 +8,14 @@ is found through the ``eoskit.plugins`` entry-point group, which
 outside eoskit declares the same group in its own package metadata. Nothing
 central lists connectors, so a new sink is a new folder:
 
-- Spark finds the data source through the top-level ``pyspark_<name>``
-  module Spark 4 imports for every installed ``pyspark_*`` module (eoskit's
-  own are written by ``setup.py`` at build time from each ``Plugin``'s
-  literal ``format`` and ``data_source``);
+- Spark finds eoskit's own data sources by itself, through the top-level
+  ``pyspark_<format>`` modules ``setup.py`` writes at install time (normal
+  or editable) from each ``Plugin``'s literal ``format`` and
+  ``data_source``: Spark 4 imports every ``pyspark_*`` module on the path
+  and registers its ``DefaultSource``, one format per module. A plug-in
+  writes no such module: eoskit's components register the format they use
+  in their session, and :func:`register_all` registers every plug-in's
+  format in a session the user made (docs/conformance.md, "Registration");
 - the worker daemon preloads each plugin's ``preload`` modules;
 - ``eoskit txn`` asks each plugin's ``in_doubt`` for the sink that owns a
   target, to list and settle its in-doubt transactions;
@@ -40,9 +44,25 @@ if TYPE_CHECKING:
 
 GROUP = "eoskit.plugins"
 
-#: ``in_doubt(kind, target, options)``: ``kind`` is ``url`` (a database URL) or
-#: ``path`` (a file system path or URL); returns the two-phase sink that owns
-#: ``target``, able to list and settle prepared ids, or None if not this one.
+#: ``in_doubt(kind, target, options)``, asked by ``eoskit txn list|resolve``
+#: (``runtime/txn_cli.py``) on the user's machine, never in a job:
+#:
+#: - ``kind``: ``"url"`` for ``--url``, the server that holds the prepared
+#:   transactions as a URL (a database's SQLAlchemy URL), or ``"path"`` for
+#:   ``--path``, the place in a file system the sink writes to (a local path
+#:   or an fsspec URL such as ``s3://bucket/dir``); a sink takes the one its
+#:   documentation names, and answers None to the other;
+#: - ``target``: the flag's value, as typed;
+#: - ``options``: ``--storage-option PROTOCOL.KEY=VALUE`` as
+#:   ``fs.PROTOCOL.KEY`` -> value (the files sink's option names), and any
+#:   hidden ``--option KEY=VALUE``.
+#:
+#: Returns the two-phase sink that owns ``target``, able to list and settle
+#: prepared ids (``TwoPhaseCommitting``), or None if ``target`` is not this
+#: sink's: plug-ins are asked in turn and the first sink wins, so claim only
+#: what is surely yours (your URL scheme; a directory with your marker
+#: file). Raising stops the command with the error; it should not raise for
+#: a target that is not its own.
 InDoubt = Callable[[str, str, Mapping[str, str]], "TwoPhaseCommitting | None"]
 
 
@@ -95,7 +115,8 @@ def lazy_exports(exports: Mapping[str, str]) -> Callable[[str], object]:
 def load_data_source(format: str, data_source: str, extra: str) -> type:
     """The data source class ``data_source`` (``module:Class``) serving
     ``format``; a stand-in (``unavailable``) if its library is missing. The
-    ``pyspark_*`` discovery modules setup.py writes call this."""
+    ``pyspark_*`` discovery modules setup.py writes call this, and
+    :meth:`Plugin.data_source_class`."""
     module, _, name = data_source.partition(":")
     try:
         return getattr(importlib.import_module(module), name)
@@ -176,19 +197,58 @@ def in_doubt_sink(kind: str, target: str, options: Mapping[str, str]) -> "TwoPha
 def register_data_source(spark: "SparkSession", data_source: type) -> None:
     """Register a Python data source, unless Spark already knows its format.
 
-    Spark registers every installed ``pyspark_<name>`` module's data source
-    by itself (eoskit ships one per format); registering the same format
-    again replaces it and makes Spark log "replaced a statically registered
-    data source" on every run, and again for every session clone. Spark's
-    own lookup answers (``DataSourceManager.dataSourceExists``, which loads
-    the static data sources Spark would load anyway); where it cannot be
-    asked (Spark Connect), the data source is registered.
+    Runs on the driver, where a component or :func:`register_all` is about
+    to use the format. Spark registers every installed ``pyspark_<name>``
+    module's data source by itself (eoskit ships one per format of its own);
+    registering the same format again replaces it and makes Spark log
+    "replaced a statically registered data source" on every run, and again
+    for every session clone. Spark's own lookup answers
+    (:func:`_spark_knows`); where it cannot be asked (Spark Connect), the
+    data source is registered.
     """
     name = data_source.name()  # type: ignore[attr-defined]
+    if not _spark_knows(spark, name):
+        spark.dataSource.register(data_source)  # type: ignore[arg-type]
+
+
+def register_all(spark: "SparkSession") -> list[str]:
+    """Register in ``spark`` every installed plug-in's format that Spark did
+    not find by itself; returns the formats registered.
+
+    Spark finds a Python data source by itself only through a top-level
+    ``pyspark_*`` module, one format per module (it keeps each module's
+    ``DefaultSource`` under its ``name()``): eoskit's own formats have one,
+    written at install time, and a plug-in has none, its ``Plugin`` in the
+    ``eoskit.plugins`` entry point being its only declaration. eoskit's
+    components register the format they use in the session they write to
+    (``output_modes.write_stream``, the Kafka source), so a ``Pipeline``
+    needs nothing more; a session of the user's own that names a
+    plug-in's format in ``spark.readStream.format(...)`` or
+    ``df.writeStream.format(...)`` calls this once after it is made (a
+    session from ``spark.newSession()`` starts without registrations and
+    needs the call again; clones of it, such as a streaming query's, keep
+    them).
+
+    Runs on the driver. A format Spark already knows is not imported at all;
+    a plug-in whose client library is missing is registered as a stand-in
+    that names what to install when a query uses it. Raises
+    :class:`PluginError` if a plug-in cannot be loaded.
+    """
+    registered = []
+    for plugin in plugins():
+        if not _spark_knows(spark, plugin.format):
+            spark.dataSource.register(plugin.data_source_class())  # type: ignore[arg-type]
+            registered.append(plugin.format)
+    return registered
+
+
+def _spark_knows(spark: "SparkSession", name: str) -> bool:
+    """Whether ``spark`` has a data source ``name``: Spark's own lookup
+    (``DataSourceManager.dataSourceExists``, which loads the ``pyspark_*``
+    data sources Spark would load at the first query anyway); False where
+    the JVM cannot be asked (Spark Connect): registering is always correct."""
     try:
         manager = spark._jsparkSession.sessionState().dataSourceManager()  # type: ignore[attr-defined]
-        if manager.dataSourceExists(name):
-            return
-    except Exception:  # noqa: BLE001 - no JVM to ask: registering is always correct
-        pass
-    spark.dataSource.register(data_source)  # type: ignore[arg-type]
+        return bool(manager.dataSourceExists(name))
+    except Exception:  # noqa: BLE001 - no JVM to ask
+        return False

@@ -14,7 +14,11 @@ from eoskit.twophase.contract import TwoPhaseCommitting
 
 
 def _sink(args: argparse.Namespace) -> TwoPhaseCommitting:
-    """The registered sink that owns the target (``eoskit.connectors.plugins``)."""
+    """The registered sink that owns the target (``eoskit.connectors.plugins``):
+    each plug-in's ``in_doubt(kind, target, options)`` is asked with ``kind``
+    ``"url"`` or ``"path"`` (the flag given), ``target`` the flag's value as
+    typed, and ``options`` the ``--storage-option``s as ``fs.PROTOCOL.KEY``
+    (plus the hidden ``--option KEY=VALUE``s)."""
     from eoskit.connectors.plugins import in_doubt_sink
 
     from eoskit.runtime.checkpoint_cli import storage_options
@@ -66,6 +70,21 @@ def _resolve(args: argparse.Namespace) -> int:
     return 0
 
 
+#: Which of --url and --path names a sink, for eoskit's sinks and a plug-in's.
+TARGET_HELP = """\
+Name the sink by where its prepared transactions are found:
+  --url   a server the sink reaches by URL and that lists its prepared
+          transactions: PostgreSQL, MySQL/MariaDB (SQLAlchemy URLs)
+  --path  a place in a file system the sink writes to and keeps its staged
+          transactions in: the files sinks (eoskit-parquet, eoskit-json)
+A plug-in's sink takes the one its documentation names (a URL for a
+server, a path for files it writes); each installed two-phase sink is
+asked in turn, and the first that owns the target settles it. Sinks with
+no two-phase mode (eoskit-kafka, any idempotent mode) leave nothing
+prepared: there is nothing for this command to do.
+"""
+
+
 def _key_value(text: str) -> str:
     if "=" not in text:
         raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
@@ -77,13 +96,18 @@ def register_cli(commands: Any) -> None:
     sub = txn.add_subparsers(dest="txn_command", required=True)
     for name, func, text in (("list", _list, "show prepared transactions and their verdicts"),
                              ("resolve", _resolve, "settle them by the decision log")):
-        parser = sub.add_parser(name, help=text)
+        parser = sub.add_parser(name, help=text, description=TARGET_HELP,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
         where = parser.add_mutually_exclusive_group(required=True)
-        where.add_argument("--url", help="a database sink's SQLAlchemy URL")
-        where.add_argument("--path", help="a files sink's output path (any fsspec URL)")
+        where.add_argument("--url", help="the server that holds the prepared transactions, as a URL: "
+                           "a database sink's SQLAlchemy URL, e.g. postgresql+psycopg://user@host/db, "
+                           "mysql+pymysql://user@host/db")
+        where.add_argument("--path", help="the place the sink writes, as a path: a files sink's output "
+                           "directory, local or any fsspec URL (s3://bucket/dir)")
         parser.add_argument("--storage-option", action="append", metavar="PROTOCOL.KEY=VALUE",
-                            help="an fsspec option for a files sink's file system, e.g. "
-                            "s3.endpoint_url=http://127.0.0.1:9000 (as in every verb)")
+                            help="an fsspec option for a --path target's file system, e.g. "
+                            "s3.endpoint_url=http://127.0.0.1:9000 (as in every verb); a plug-in "
+                            "receives it as the option fs.PROTOCOL.KEY")
         # The form of earlier versions (a sink option, fs.s3.endpoint_url=...): still read.
         parser.add_argument("--option", action="append", metavar="KEY=VALUE", type=_key_value,
                             help=argparse.SUPPRESS)

@@ -257,3 +257,104 @@ def test_the_installed_package_is_typed_and_licensed():
     assert dist.metadata.get_all("License-File") == ["LICENSE"]
     licence = dist.read_text("licenses/LICENSE")
     assert licence is not None and "Apache License" in licence and "Version 2.0, January 2004" in licence
+
+
+# -- discovery: editable installs, plug-ins ---------------------------------------------
+
+def _setup_py():
+    """setup.py as a module (its ``setup()`` call runs only as ``__main__``,
+    as setuptools' build backend runs it)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("eoskit_setup_py", ROOT / "setup.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _iter_modules_in(folder: Path) -> list[str]:
+    return sorted(m.name for m in pkgutil.iter_modules([str(folder)]) if m.name.startswith("pyspark_"))
+
+
+@pytest.mark.parametrize("editable", [False, True])
+def test_the_discovery_modules_land_where_spark_lists_modules_in_both_installs(tmp_path, editable):
+    """A wheel carries build_lib; an editable wheel (PEP 660) carries what is
+    written to its root (``install_lib``, where ``editable_wheel`` points the
+    install command), not build_lib: the package comes from the tree through
+    a meta path finder, which ``pkgutil.iter_modules`` (Spark's discovery)
+    does not list. So in editable mode the modules must be in the wheel's
+    root too, to be installed as files in site-packages."""
+    from setuptools.dist import Distribution
+
+    setup_py = _setup_py()
+    build_lib, wheel_root = tmp_path / "build-lib", tmp_path / "unpacked-wheel"
+    build_lib.mkdir(), wheel_root.mkdir()
+    dist = Distribution({"name": "eoskit", "packages": [],
+                         "cmdclass": {"build_py": setup_py.BuildPyWithDiscoveryModules}})
+    install = dist.get_command_obj("install")
+    install.install_lib = install.install_purelib = install.install_platlib = str(wheel_root)
+    install.ensure_finalized()
+    build_py = dist.get_command_obj("build_py")
+    build_py.build_lib, build_py.editable_mode = str(build_lib), editable
+    build_py.ensure_finalized()
+    build_py.run()
+
+    expected = sorted("pyspark_" + f.replace("-", "_") for f in setup_py.declared_formats())
+    assert len(expected) >= 5
+    assert _iter_modules_in(build_lib) == expected
+    assert _iter_modules_in(wheel_root) == (expected if editable else [])
+
+
+class _Session:
+    """What ``register_all`` uses of a SparkSession: Spark's lookup of a
+    format (``dataSourceExists``) and ``dataSource.register``."""
+
+    def __init__(self, known: set[str]) -> None:
+        self.known, self.registered = set(known), []
+        self._jsparkSession = self
+        self.dataSource = self
+
+    def sessionState(self):
+        return self
+
+    def dataSourceManager(self):
+        return self
+
+    def dataSourceExists(self, name: str) -> bool:
+        return name in self.known
+
+    def register(self, data_source: type) -> None:
+        self.registered.append(data_source.name())
+        self.known.add(data_source.name())
+
+
+def test_register_all_registers_the_plug_ins_spark_did_not_find(monkeypatch):
+    """A plug-in declares its format once, in its ``Plugin``: no
+    ``pyspark_*`` module of its own. ``register_all`` registers what Spark
+    did not find by itself, and imports nothing for a format it knows."""
+    import eoskit.connectors.plugins as registry
+    from eoskit.connectors.plugins import Plugin, plugins, register_all
+
+    ours = plugins()
+    plug_in = Plugin(format="acme-sqlite", data_source="eoskit_acme_sqlite_test:SQLiteDataSource")
+    not_imported = Plugin(format="acme-known", data_source="no_such_module_anywhere:Source")
+    monkeypatch.setattr(registry, "plugins", lambda: (*ours, plug_in, not_imported))
+    from pyspark.sql.datasource import DataSource
+
+    class SQLiteDataSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "acme-sqlite"
+
+    module = type(importlib)("eoskit_acme_sqlite_test")
+    module.SQLiteDataSource = SQLiteDataSource
+    monkeypatch.setitem(__import__("sys").modules, "eoskit_acme_sqlite_test", module)
+
+    static = {p.format for p in ours} | {"acme-known"}  # what the pyspark_* modules give Spark
+    session = _Session(static)
+    assert register_all(session) == ["acme-sqlite"]
+    assert session.registered == ["acme-sqlite"]
+    assert register_all(session) == []  # a second call registers nothing again
+
+    editable_before_the_fix = _Session({"acme-known"})  # no pyspark_eoskit_* module found
+    assert sorted(register_all(editable_before_the_fix)) == sorted([*(p.format for p in ours), "acme-sqlite"])

@@ -1,8 +1,9 @@
 """The conformance kit: crash scenarios every transactional sink must pass.
 
 A sink author implements ``ConformanceTarget`` (how to point a job at the
-sink, and how to read its table and its prepared transactions with an
-independent client) and runs ``SCENARIOS`` against it; see
+sink, and how to read its table with an independent client), and
+``PreparingTarget`` for a sink with a two-phase mode (how to read its
+prepared transactions) and runs ``SCENARIOS`` against it; see
 integration_tests/test_postgres_conformance.py for the shape.
 ``CLUSTER_SCENARIOS`` (executors killed, a task retried on another worker, a
 relative checkpoint directory) run on a Spark cluster:
@@ -26,6 +27,6 @@ from eoskit.testing.conformance.scenarios import (
     run_scenario,
     scenarios_for,
 )
-from eoskit.testing.conformance.target import ConformanceTarget, TotalsTarget
+from eoskit.testing.conformance.target import ConformanceTarget, PreparingTarget, TotalsTarget
 
-__all__ = ["CLUSTER_SCENARIOS", "ENDURANCE", "ONE_LONG_RUN", "SCENARIOS", "ConformanceTarget", "Scenario", "TotalsTarget", "Workload", "run_scenario", "scenarios_for"]
+__all__ = ["CLUSTER_SCENARIOS", "ENDURANCE", "ONE_LONG_RUN", "SCENARIOS", "ConformanceTarget", "PreparingTarget", "Scenario", "TotalsTarget", "Workload", "run_scenario", "scenarios_for"]

@@ -17,7 +17,7 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 from botocore.config import Config
 
-from eoskit.testing.conformance.target import ConformanceTarget
+from eoskit.testing.conformance.target import PreparingTarget
 
 STAGING = "_eoskit/staging/"
 
@@ -27,7 +27,7 @@ def txn_of(name: str) -> str:
     return name.rsplit("/", 1)[-1][: -len(".prepared")].replace(".", ":")
 
 
-class LocalFilesTarget(ConformanceTarget):
+class LocalFilesTarget(PreparingTarget):
     format = "eoskit-parquet"
 
     def __init__(self, root: Path, spark) -> None:
@@ -100,7 +100,7 @@ class LocalJsonTarget(LocalFilesTarget):
         return by_arrow
 
 
-class S3FilesTarget(ConformanceTarget):
+class S3FilesTarget(PreparingTarget):
     format = "eoskit-parquet"
 
     def __init__(self, endpoint: str, bucket: str) -> None:

@@ -47,10 +47,6 @@ class KafkaTopicTarget(ConformanceTarget):
             rows.append((value["id"], value["amount"]))
         return rows
 
-    def prepared(self, prefix: str) -> list[str]:
-        """Kafka has no prepared transactions (a task commits its own)."""
-        return []
-
     def in_doubt(self, prefix: str, table: str) -> list[str]:
         """Transactions left open in the output topic: read_committed readers
         would stall on them."""

@@ -12,12 +12,12 @@ import subprocess
 
 from sqlalchemy.engine import make_url
 
-from eoskit.testing.conformance.target import ConformanceTarget, TotalsTarget
+from eoskit.testing.conformance.target import PreparingTarget, TotalsTarget
 
 CLIENT = shutil.which("mariadb") or shutil.which("mysql")
 
 
-class MySQLTarget(ConformanceTarget, TotalsTarget):
+class MySQLTarget(PreparingTarget, TotalsTarget):
     format = "eoskit-mysql"
 
     def __init__(self, url: str, commit_mode: str = "twophase") -> None:

@@ -12,7 +12,7 @@ import subprocess
 
 from sqlalchemy.engine import make_url
 
-from eoskit.testing.conformance.target import ConformanceTarget, TotalsTarget
+from eoskit.testing.conformance.target import PreparingTarget, TotalsTarget
 
 
 def libpq_uri(url: str) -> str:
@@ -20,7 +20,7 @@ def libpq_uri(url: str) -> str:
     return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
-class PostgresTarget(ConformanceTarget, TotalsTarget):
+class PostgresTarget(PreparingTarget, TotalsTarget):
     """The ``eoskit-postgres`` sink writing ``(id, amount, customer)`` rows, or
     a stateful job's ``(customer, total, orders)`` upserted by customer."""
 

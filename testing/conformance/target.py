@@ -1,4 +1,13 @@
-"""What the conformance kit needs to know about a sink under test."""
+"""What the conformance kit needs to know about a sink under test.
+
+Split by capability, as the sinks are: every target is a
+``ConformanceTarget`` (point a job at the sink, read what it wrote); a
+target whose sink has a two-phase mode is a ``PreparingTarget`` too (read
+the server's prepared transactions); one that can hold the stateful job's
+output a ``TotalsTarget``. A target implements the contracts of what its
+sink can do and nothing else: an idempotent-only sink's target has no
+``prepared``.
+"""
 
 from __future__ import annotations
 
@@ -31,9 +40,13 @@ class ConformanceTarget(ABC):
     def rows(self, table: str) -> list[tuple[int, int]]:
         """Every ``(id, amount)`` in the table, read by a client eoskit does not use."""
 
-    @abstractmethod
     def prepared(self, prefix: str) -> list[str]:
-        """Ids of the server's prepared / in-doubt transactions starting with ``prefix``."""
+        """Ids of the server's prepared transactions starting with ``prefix``:
+        none for a sink with no two-phase mode, which prepares nothing (the
+        kit's checks that nothing is left prepared, and its clean-up, find
+        nothing to do). A two-phase sink's target is a ``PreparingTarget``,
+        which must read them."""
+        return []
 
     def in_doubt(self, prefix: str, table: str) -> list[str]:
         """What the sink left in doubt after a scenario: by default the
@@ -71,6 +84,19 @@ class ConformanceTarget(ABC):
     def rollback(self, txn_id: str) -> None:
         """Roll back one prepared transaction, to clean up after a failed
         scenario so that its locks do not block the next (optional)."""
+
+
+class PreparingTarget(ConformanceTarget):
+    """A target whose sink has a two-phase mode (``commitMode=twophase``),
+    and so may leave prepared transactions: the kit reads them to check that
+    none is left after a scenario, and that a deleted checkpoint leaves them
+    untouched for ``eoskit txn`` to settle."""
+
+    @abstractmethod
+    def prepared(self, prefix: str) -> list[str]:
+        """Ids of the server's prepared / in-doubt transactions starting with
+        ``prefix``, read with a client eoskit does not use. Runs in the test
+        process, between and after the scenario's jobs."""
 
 
 class TotalsTarget(ABC):
