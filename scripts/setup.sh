@@ -44,6 +44,9 @@ if [ ! -f "$stamp" ]; then
     touch "$stamp"
 fi
 .venv/bin/pip install -q --disable-pip-version-check --no-deps --force-reinstall .
+# The worked example of a plug-in in a package of its own (docs/plugins.md):
+# its tests are in the tiers, and eoskit finds it by its entry point alone.
+.venv/bin/pip install -q --disable-pip-version-check --no-deps --force-reinstall ./examples/sqlite-sink
 # Apache Kafka's jars for the local broker, fetched once into eoskit's cache
 # (a no-op when they are there). Without network this only warns: the first
 # `eoskit dev up` tries again and says what to do.
