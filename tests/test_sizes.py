@@ -29,7 +29,6 @@ ALLOWED = {
     "runtime/dev/kafka.py",
     "runtime/dev/kafka.py:server_properties",
     "runtime/dev/netlab.py",
-    "runtime/savepoints.py",
     "benchmarks/fixed_cost.py:main",
     "benchmarks/flink_runner.py:main",
     "benchmarks/kafka_to_parquet.py:main",
