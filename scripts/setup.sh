@@ -47,5 +47,5 @@ fi
 # Apache Kafka's jars for the local broker, fetched once into eoskit's cache
 # (a no-op when they are there). Without network this only warns: the first
 # `eoskit dev up` tries again and says what to do.
-.venv/bin/python -c 'import sys; from eoskit.runtime.dev.kafka import fetch_main; sys.exit(fetch_main())' >/dev/null \
+.venv/bin/python -c 'import sys; from eoskit.runtime.dev.kafka_jars import fetch_main; sys.exit(fetch_main())' >/dev/null \
     || echo "==> warning: Apache Kafka's jars are not fetched yet; \`eoskit dev up\` will try again" >&2
