@@ -12,7 +12,7 @@ command -v psql >/dev/null 2>&1 || missing+=(postgresql-client)
 [ -x /usr/sbin/mariadbd ] || command -v mariadbd >/dev/null 2>&1 || missing+=(mariadb-server)
 command -v mariadb >/dev/null 2>&1 || missing+=(mariadb-client)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)  # the dev broker's TLS certificates
-# The network lab (runtime/dev/netlab.py): namespaces and veth links, faults
+# The network lab (runtime/dev/netlab/): namespaces and veth links, faults
 # as iptables rules inside them, slow links with tc; sbin is not on every PATH.
 PATH="$PATH:/usr/sbin:/sbin" command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 PATH="$PATH:/usr/sbin:/sbin" command -v iptables >/dev/null 2>&1 || missing+=(iptables)

@@ -26,7 +26,6 @@ ALLOWED = {
     # The conformance kit's scenarios (testing/conformance/, not this branch's).
     "testing/conformance/scenarios.py",
     # Being shrunk on this branch (sizes): removed entry by entry.
-    "runtime/dev/netlab.py",
     "benchmarks/fixed_cost.py:main",
     "benchmarks/flink_runner.py:main",
     "benchmarks/kafka_to_parquet.py:main",
