@@ -5,6 +5,7 @@ nothing of the test kit (``eoskit.testing``)."""
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 from pathlib import Path
 
@@ -25,13 +26,6 @@ ALLOWED = {
     "connectors/kafka/settings.py:KafkaSourceSettings.parse",
     # The conformance kit's scenarios (testing/conformance/, not this branch's).
     "testing/conformance/scenarios.py",
-    # Being shrunk on this branch (sizes): removed entry by entry.
-    "benchmarks/fixed_cost.py:main",
-    "benchmarks/flink_runner.py:main",
-    "benchmarks/kafka_to_parquet.py:main",
-    "benchmarks/kafka_to_postgres.py",
-    "benchmarks/kafka_to_postgres.py:run_benchmark",
-    "benchmarks/peers.py",
 }
 
 
@@ -57,3 +51,15 @@ def test_the_script_finds_what_is_over(tmp_path):
     found = {(o.kind, o.name) for o in sizes.oversized(tmp_path)}
     assert found == {("module", "runtime/long.py"), ("function", "runtime/long.py:C.f")}
 
+
+def test_the_benchmarks_import_no_test_kit():
+    """The benchmarks share a library of their own (``benchmarks/benchlib``):
+    the test kit is the tests' (its API moves with them)."""
+    wrong = []
+    for path in sorted((ROOT / "benchmarks").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            wrong += [f"{path.relative_to(ROOT)}:{node.lineno} imports {n}" for n in names
+                      if n == "eoskit.testing" or n.startswith("eoskit.testing.")]
+    assert wrong == []
