@@ -36,6 +36,7 @@ from benchlib.results import (
 from benchlib.spark import WriterSetup
 from benchlib.topics import end_offsets
 
+
 # -------------------------------------------------------------------- baseline
 
 def _consume_rows(consumer: Consumer, ends: dict[int, int], phases: Timings) -> list[tuple]:
