@@ -44,24 +44,20 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from eoskit.runtime.dev import LocalServices
 from eoskit.twophase import timings
 
-from kafka_to_postgres import (
-    EOSKIT_TABLE,
-    StreamResult,
-    delete_topic,
+from benchlib.postgres import reset_table, table_stats, verify
+from benchlib.report import (
     fail,
     machine_facts,
-    parse_orders,
     peer_record,
     print_phases,
     print_table,
-    produce,
-    reset_table,
     say,
-    spark_session,
-    table_stats,
-    verify,
     write_json_out,
 )
+from benchlib.results import EOSKIT_TABLE, StreamResult
+from benchlib.spark import parse_orders, spark_session
+from benchlib.topics import delete_topic, produce
+
 
 class FloorReader(DataSourceStreamReader):
     """PySpark's own floor for a Python streaming source: each trigger has a
@@ -222,7 +218,21 @@ def verdicts(results: dict[str, StreamResult]) -> list[tuple[str, str]]:
     return rows
 
 
-def main(argv: list[str] | None = None) -> int:
+def write_records(json_out: str | None, results: dict[str, StreamResult], found: list[str],
+                  counts: dict[str, list[str]]) -> None:
+    """Each query's record for ``--json-out`` (benchmarks/peers.py)."""
+    # Only eoskit-postgres's output is read back; the others are checked for their batch count.
+    write_json_out(json_out, [peer_record(
+        "fixed-cost", IDS[label], label,
+        {"rows": r.rows, "wall_s": r.wall_s, "batches": r.batches,
+         "first_batch_s": r.durations_ms[0]["triggerExecution"] / 1000 if r.durations_ms else None,
+         "later_batch_s": statistics.median(later(r)) / 1000 if r.batches > 1 else None,
+         "batch_s": [d["triggerExecution"] / 1000 for d in r.durations_ms]},
+        found + counts[label] if label == CONTESTS[1].ours else (counts[label] or None))
+        for label, r in results.items()])
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batches", type=int, default=20, help="batches measured per query (20)")
     parser.add_argument("--rows", type=int, default=1000, help="rows per batch (1,000)")
@@ -234,7 +244,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--services-dir", default=".eoskit/dev")
     parser.add_argument("--json-out", metavar="FILE",
                         help="also write each query's figures to FILE as JSON (for benchmarks/peers.py)")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
 
     facts_before = machine_facts()
     endpoints = LocalServices(args.services_dir).up()
@@ -297,15 +311,7 @@ def main(argv: list[str] | None = None) -> int:
             print_phases(label, result)
     print_table("against the targets (medians of the later batches)", verdicts(results))
     print_table("machine (at end)", machine_facts()[2:3])
-    # Only eoskit-postgres's output is read back; the others are checked for their batch count.
-    write_json_out(args.json_out, [peer_record(
-        "fixed-cost", IDS[label], label,
-        {"rows": r.rows, "wall_s": r.wall_s, "batches": r.batches,
-         "first_batch_s": r.durations_ms[0]["triggerExecution"] / 1000 if r.durations_ms else None,
-         "later_batch_s": statistics.median(later(r)) / 1000 if r.batches > 1 else None,
-         "batch_s": [d["triggerExecution"] / 1000 for d in r.durations_ms]},
-        found + counts[label] if label == CONTESTS[1].ours else (counts[label] or None))
-        for label, r in results.items()])
+    write_records(args.json_out, results, found, counts)
     if problems:
         return fail(problems)
     return 0

@@ -29,9 +29,11 @@ import sys
 import urllib.request
 from pathlib import Path
 
-from kafka_to_postgres import BaselineResult, Contender, Timings, Unavailable, run_peer_process, say
-
 from eoskit.runtime.demo import enrich
+
+from benchlib.harness import Contender, Unavailable, run_peer_process
+from benchlib.report import say
+from benchlib.results import BaselineResult, Timings
 
 #: PyFlink from PyPI. 2.2.1 is the newest release that Maven Central has a
 #: Kafka connector for (2.3.0 is on PyPI; no connector built for 2.3 yet).

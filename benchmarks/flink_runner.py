@@ -74,7 +74,7 @@ def load_module(path: str) -> ModuleType:
     return module
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bootstrap", required=True)
     parser.add_argument("--input", required=True)
@@ -89,7 +89,11 @@ def main() -> int:
     parser.add_argument("--checkpoint-interval-ms", type=int, default=5000,
                         help="how often the sink's transactions commit (default 5000: Quix "
                              "Streams' 5 s commit bound)")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> int:
+    args = parse_args()
     jar = Path(args.connector_jar).resolve()
     if not jar.is_file():
         raise SystemExit(f"no Kafka connector jar at {jar}: make the virtualenv with "
@@ -97,79 +101,11 @@ def main() -> int:
     load_module(args.enrich)  # fail here, not in a worker, if the module is not there
 
     import pyflink.version
-    from pyflink.common import Row, Types, WatermarkStrategy
-    from pyflink.common.serialization import ByteArraySchema
-    from pyflink.datastream import (
-        CheckpointingMode,
-        MapFunction,
-        RuntimeContext,
-        RuntimeExecutionMode,
-        StreamExecutionEnvironment,
-    )
-    from pyflink.datastream.connectors.kafka import KafkaOffsetsInitializer, KafkaSource
-    from pyflink.table import DataTypes, Schema, StreamTableEnvironment, TableDescriptor
-
-    class Enrich(MapFunction):
-        """The enrichment, its module loaded by path in each Python worker,
-        which writes the time of its first record into ``marks``."""
-
-        def __init__(self, path: str, marks: str):
-            self.path, self.marks = path, marks
-            self.enrich_value = None
-            self.started = False
-
-        def open(self, runtime_context: RuntimeContext) -> None:
-            self.enrich_value = load_module(self.path).enrich_value
-
-        def map(self, value: bytes) -> Row:
-            if not self.started:
-                self.started = True
-                Path(self.marks, uuid.uuid4().hex).write_text(repr(time.time()))
-            return Row(*self.enrich_value(value))
 
     marks = tempfile.TemporaryDirectory(prefix="eoskit-bench-flink-")
 
     run = f"eoskit-bench-flink-{uuid.uuid4().hex[:8]}"
-    env = StreamExecutionEnvironment.get_execution_environment()
-    env.set_runtime_mode(RuntimeExecutionMode.STREAMING)  # checkpoints commit the transactions
-    env.set_parallelism(args.parallelism)
-    env.enable_checkpointing(args.checkpoint_interval_ms, CheckpointingMode.EXACTLY_ONCE)
-    env.set_python_executable(sys.executable)  # the workers' Python: this virtualenv's, not PATH's
-    env.add_jars(jar.as_uri())
-
-    source = (KafkaSource.builder()
-              .set_bootstrap_servers(args.bootstrap)
-              .set_topics(args.input)
-              .set_group_id(run)
-              .set_starting_offsets(KafkaOffsetsInitializer.earliest())
-              .set_bounded(KafkaOffsetsInitializer.latest())
-              .set_value_only_deserializer(ByteArraySchema())
-              .set_property("isolation.level", "read_committed")  # as the hand-written loop reads
-              .build())
-    raw_bytes = Types.PRIMITIVE_ARRAY(Types.BYTE())
-    enriched = (env.from_source(source, WatermarkStrategy.no_watermarks(), "KafkaSource",
-                                type_info=raw_bytes)
-                .map(Enrich(str(Path(args.enrich).resolve()), marks.name),
-                     output_type=Types.ROW_NAMED(["k", "v"], [raw_bytes, raw_bytes]))
-                .name("enrich"))
-
-    tables = StreamTableEnvironment.create(env)
-    sink = (TableDescriptor.for_connector("kafka")
-            .schema(Schema.new_builder().column("k", DataTypes.BYTES())
-                    .column("v", DataTypes.BYTES()).build())
-            .option("topic", args.output)
-            .option("properties.bootstrap.servers", args.bootstrap)
-            .option("key.format", "raw")
-            .option("key.fields", "k")
-            .option("value.format", "raw")
-            .option("value.fields-include", "EXCEPT_KEY")
-            .option("sink.delivery-guarantee", "exactly-once")
-            .option("sink.transactional-id-prefix", run)
-            .option("properties.transaction.timeout.ms", str(TRANSACTION_TIMEOUT_MS))
-            .build())
-    statements = tables.create_statement_set()
-    statements.add_insert(sink, tables.from_data_stream(enriched))
-    statements.attach_as_datastream()
+    env = build_job(args, jar, run, marks.name)
 
     built = time.perf_counter()
     try:
@@ -191,6 +127,88 @@ def main() -> int:
     }))
     return 0
 
+
+def build_job(args: argparse.Namespace, jar: Path, run: str, marks: str):  # noqa: ANN201 - pyflink's environment
+    """The job (not started): Kafka source, the enrichment, the exactly-once
+    Kafka sink, in a StreamExecutionEnvironment named by ``run``; each
+    Python worker writes the time of its first record into ``marks``."""
+    from pyflink.common import Row, Types, WatermarkStrategy
+    from pyflink.common.serialization import ByteArraySchema
+    from pyflink.datastream import (
+        CheckpointingMode,
+        MapFunction,
+        RuntimeContext,
+        RuntimeExecutionMode,
+        StreamExecutionEnvironment,
+    )
+    from pyflink.datastream.connectors.kafka import KafkaOffsetsInitializer, KafkaSource
+    from pyflink.table import StreamTableEnvironment
+
+    class Enrich(MapFunction):
+        """The enrichment, its module loaded by path in each Python worker,
+        which writes the time of its first record into ``marks``."""
+
+        def __init__(self, path: str, marks: str):
+            self.path, self.marks = path, marks
+            self.enrich_value = None
+            self.started = False
+
+        def open(self, runtime_context: RuntimeContext) -> None:
+            self.enrich_value = load_module(self.path).enrich_value
+
+        def map(self, value: bytes) -> Row:
+            if not self.started:
+                self.started = True
+                Path(self.marks, uuid.uuid4().hex).write_text(repr(time.time()))
+            return Row(*self.enrich_value(value))
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_runtime_mode(RuntimeExecutionMode.STREAMING)  # checkpoints commit the transactions
+    env.set_parallelism(args.parallelism)
+    env.enable_checkpointing(args.checkpoint_interval_ms, CheckpointingMode.EXACTLY_ONCE)
+    env.set_python_executable(sys.executable)  # the workers' Python: this virtualenv's, not PATH's
+    env.add_jars(jar.as_uri())
+
+    source = (KafkaSource.builder()
+              .set_bootstrap_servers(args.bootstrap)
+              .set_topics(args.input)
+              .set_group_id(run)
+              .set_starting_offsets(KafkaOffsetsInitializer.earliest())
+              .set_bounded(KafkaOffsetsInitializer.latest())
+              .set_value_only_deserializer(ByteArraySchema())
+              .set_property("isolation.level", "read_committed")  # as the hand-written loop reads
+              .build())
+    raw_bytes = Types.PRIMITIVE_ARRAY(Types.BYTE())
+    enriched = (env.from_source(source, WatermarkStrategy.no_watermarks(), "KafkaSource",
+                                type_info=raw_bytes)
+                .map(Enrich(str(Path(args.enrich).resolve()), marks),
+                     output_type=Types.ROW_NAMED(["k", "v"], [raw_bytes, raw_bytes]))
+                .name("enrich"))
+
+    tables = StreamTableEnvironment.create(env)
+    statements = tables.create_statement_set()
+    statements.add_insert(kafka_sink(args, run), tables.from_data_stream(enriched))
+    statements.attach_as_datastream()
+    return env
+
+
+def kafka_sink(args: argparse.Namespace, run: str):  # noqa: ANN201 - pyflink's TableDescriptor
+    """Flink's Kafka table sink, exactly-once, its transactional ids named by ``run``."""
+    from pyflink.table import DataTypes, Schema, TableDescriptor
+
+    return (TableDescriptor.for_connector("kafka")
+            .schema(Schema.new_builder().column("k", DataTypes.BYTES())
+                    .column("v", DataTypes.BYTES()).build())
+            .option("topic", args.output)
+            .option("properties.bootstrap.servers", args.bootstrap)
+            .option("key.format", "raw")
+            .option("key.fields", "k")
+            .option("value.format", "raw")
+            .option("value.fields-include", "EXCEPT_KEY")
+            .option("sink.delivery-guarantee", "exactly-once")
+            .option("sink.transactional-id-prefix", run)
+            .option("properties.transaction.timeout.ms", str(TRANSACTION_TIMEOUT_MS))
+            .build())
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -31,31 +31,33 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
 from flink_peer import flink_contender, flink_options, make_flink_venv
-from kafka_to_postgres import (
-    BASELINE_TABLE,
-    CONSUME_BATCH,
-    EOSKIT_TABLE,
-    STALL_TIMEOUT_S,
-    BaselineResult,
-    Contender,
-    TableStats,
-    Target,
-    Timings,
-    Unavailable,
-    WriterSetup,
-    delete_topic,
-    end_offsets,
-    parse_args,
-    run_benchmark,
-    run_peer_process,
-    say,
-)
 from pyspark.sql.streaming import DataStreamWriter
 
 from eoskit.runtime.demo import enrich
 from eoskit.runtime.demo.orders import recreate_topic
 from eoskit.runtime.dev import LocalServices
 from eoskit.runtime.dev.kafka_topic import read_topic
+
+from benchlib.harness import (
+    Contender,
+    Target,
+    Unavailable,
+    parse_args,
+    run_benchmark,
+    run_peer_process,
+)
+from benchlib.report import say
+from benchlib.results import (
+    BASELINE_TABLE,
+    CONSUME_BATCH,
+    EOSKIT_TABLE,
+    STALL_TIMEOUT_S,
+    BaselineResult,
+    TableStats,
+    Timings,
+)
+from benchlib.spark import WriterSetup
+from benchlib.topics import delete_topic, end_offsets
 
 #: The hand-written loop commits its transaction once this many records are in it.
 COMMIT_EVERY = 10_000

@@ -21,7 +21,10 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from pyspark.sql.streaming import DataStreamWriter
 from sqlalchemy.engine import make_url
 
-from kafka_to_postgres import (
+from eoskit.connectors.mysql.connection import connect_kwargs
+
+from benchlib.harness import Target, parse_args, run_benchmark
+from benchlib.results import (
     BASELINE_TABLE,
     COLUMNS,
     CONSUME_BATCH,
@@ -30,15 +33,10 @@ from kafka_to_postgres import (
     STALL_TIMEOUT_S,
     BaselineResult,
     TableStats,
-    Target,
     Timings,
-    WriterSetup,
-    end_offsets,
-    parse_args,
-    run_benchmark,
 )
-
-from eoskit.connectors.mysql.connection import connect_kwargs
+from benchlib.spark import WriterSetup
+from benchlib.topics import end_offsets
 
 TABLE_DDL = ("(order_id BIGINT, customer TEXT, amount DECIMAL(12,2), created_at DATETIME(6)) "
              "ENGINE=InnoDB")

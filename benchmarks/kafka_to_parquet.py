@@ -39,35 +39,33 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from pyspark.sql.streaming import DataStreamWriter
 
-from kafka_to_postgres import (
-    CREATED_AT,
-    StreamResult,
-    Unavailable,
-    WriterSetup,
-    delete_topic,
+from eoskit.runtime.demo.orders import OrderTotals
+from eoskit.runtime.dev import LocalServices
+
+from benchlib.harness import Unavailable, parse_args, run_peer_process
+from benchlib.report import (
     fail,
-    kafka_stream,
     machine_facts,
-    parse_args,
-    parse_orders,
     peer_record,
     per_s,
     print_stream,
     print_table,
-    produce,
     rate,
-    run_peer_process,
-    run_breakdown,
-    run_stream,
     runner_figures,
     say,
-    spark_session,
     stream_rows,
     write_json_out,
 )
-
-from eoskit.runtime.demo.orders import OrderTotals
-from eoskit.runtime.dev import LocalServices
+from benchlib.results import CREATED_AT, StreamResult
+from benchlib.spark import (
+    WriterSetup,
+    kafka_stream,
+    parse_orders,
+    run_breakdown,
+    run_stream,
+    spark_session,
+)
+from benchlib.topics import delete_topic, produce
 
 SINKS = ("spark parquet", "eoskit-parquet")
 ORDER = (0, 1, 1, 0)
@@ -196,6 +194,65 @@ def parquet_options(parser: argparse.ArgumentParser) -> None:
                              "own, its jars from Maven Central")
 
 
+def print_report(args: argparse.Namespace, facts_before: list[tuple[str, str]], order: tuple[int, ...],
+                 produce_s: float, spark_start_s: float, runs: list[tuple[int, str, StreamResult]],
+                 breakdown: list[tuple[str, StreamResult]], peer: dict | None,
+                 peer_not_run: str | None) -> None:
+    """The turns' tables, Spark parquet against eoskit-parquet, and the peer's."""
+    rounds = args.rounds
+    print_table("machine (at start)", facts_before)
+    print_table("parameters", [
+        ("records", f"{args.records:,}"), ("partitions", str(args.partitions)),
+        ("maxOffsetsPerTrigger", f"{args.max_offsets_per_trigger:,}"), ("spark master", "local[2]"),
+        ("turns", ", ".join(SINKS[s] for s in order) + f" (after a {WARM_UP_RECORDS:,}-record warm-up)"),
+        ("peer", "not asked (--spark-parquet)" if not args.spark_parquet
+         else f"{SPARK_PARQUET_LABEL}, before the turns"),
+        ("produce (not timed in results)", f"{produce_s:.1f} s"),
+        ("Spark session start (not in results)", f"{spark_start_s:.1f} s"),
+    ])
+    for turn, (sink, _, result) in enumerate(runs):
+        print_stream(f"turn {turn + 1}: {SINKS[sink]}", result)
+    for label, result in breakdown:
+        print_stream(label, result)
+    print(f"\n  {'run':<36} {'rows':>10} {'seconds':>8} {'rows/s':>9}")
+    for turn, (sink, _, result) in enumerate(runs):
+        for label, seconds in (("wall", result.wall_s), ("batches only", result.batch_seconds())):
+            name = f"turn {turn + 1} {SINKS[sink]} ({label})"
+            print(f"  {name:<36} {result.rows:>10,} {seconds:>8.1f} {rate(result.rows, seconds):>9,.0f}")
+    for label, result in breakdown:
+        for name, count, seconds in stream_rows(label, result)[:2]:
+            print(f"  {name:<36} {count:>10,} {seconds:>8.1f} {rate(count, seconds):>9,.0f}")
+    totals = [sum(r.wall_s for s, _, r in runs if s == sink) for sink in (0, 1)]
+    rows = [sum(r.rows for s, _, r in runs if s == sink) for sink in (0, 1)]
+    print(f"\n  total wall, {2 * rounds} turns each: Spark parquet {totals[0]:.1f} s "
+          f"({rate(rows[0], totals[0]):,.0f} rows/s), eoskit-parquet {totals[1]:.1f} s "
+          f"({rate(rows[1], totals[1]):,.0f} rows/s)")
+    print(f"  eoskit-parquet / Spark parquet throughput: {totals[0] / totals[1]:.2f} x")
+    if peer is not None:
+        print_spark_parquet(peer, runs)
+    if peer_not_run is not None:
+        print(f"\n{SPARK_PARQUET_LABEL}: NOT RUN: {peer_not_run}")
+    print_table("machine (at end)", machine_facts()[2:3])
+
+
+def write_records(args: argparse.Namespace, runs: list[tuple[int, str, StreamResult]], peer: dict | None,
+                  peer_not_run: str | None, found: dict[str, list[str]]) -> None:
+    """The peers' records for ``--json-out`` (benchmarks/peers.py)."""
+    group = "kafka-files"
+    records = [peer_record(group, "spark_parquet_process", SPARK_PARQUET_LABEL,
+                           {**runner_figures(peer), "process_s": peer["wall_s"]},
+                           found[SPARK_PARQUET_LABEL])] if peer is not None else []
+    if peer_not_run is not None:
+        records.append({"peer": SPARK_PARQUET_LABEL, "id": "spark_parquet_process", "group": group,
+                        "not_run": peer_not_run})
+    for sink, (peer_id, label) in enumerate((
+            ("spark_parquet_turns", "eoskit-kafka -> Spark parquet, in-session turns"),
+            ("eoskit_parquet", "eoskit-kafka -> eoskit-parquet (twophase), in-session turns"))):
+        records.append(peer_record(group, peer_id, label,
+                                   turns_figures([r for s, _, r in runs if s == sink]), found[SINKS[sink]]))
+    write_json_out(args.json_out, records)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv, __doc__.split("\n\n")[0], extend=parquet_options)
     rounds = args.rounds
@@ -260,52 +317,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.keep_topic:
             delete_topic(bootstrap, topic)
 
-    print_table("machine (at start)", facts_before)
-    print_table("parameters", [
-        ("records", f"{args.records:,}"), ("partitions", str(args.partitions)),
-        ("maxOffsetsPerTrigger", f"{args.max_offsets_per_trigger:,}"), ("spark master", "local[2]"),
-        ("turns", ", ".join(SINKS[s] for s in order) + f" (after a {WARM_UP_RECORDS:,}-record warm-up)"),
-        ("peer", "not asked (--spark-parquet)" if not args.spark_parquet
-         else f"{SPARK_PARQUET_LABEL}, before the turns"),
-        ("produce (not timed in results)", f"{produce_s:.1f} s"),
-        ("Spark session start (not in results)", f"{spark_start_s:.1f} s"),
-    ])
-    for turn, (sink, _, result) in enumerate(runs):
-        print_stream(f"turn {turn + 1}: {SINKS[sink]}", result)
-    for label, result in breakdown:
-        print_stream(label, result)
-    print(f"\n  {'run':<36} {'rows':>10} {'seconds':>8} {'rows/s':>9}")
-    for turn, (sink, _, result) in enumerate(runs):
-        for label, seconds in (("wall", result.wall_s), ("batches only", result.batch_seconds())):
-            name = f"turn {turn + 1} {SINKS[sink]} ({label})"
-            print(f"  {name:<36} {result.rows:>10,} {seconds:>8.1f} {rate(result.rows, seconds):>9,.0f}")
-    for label, result in breakdown:
-        for name, count, seconds in stream_rows(label, result)[:2]:
-            print(f"  {name:<36} {count:>10,} {seconds:>8.1f} {rate(count, seconds):>9,.0f}")
-    totals = [sum(r.wall_s for s, _, r in runs if s == sink) for sink in (0, 1)]
-    rows = [sum(r.rows for s, _, r in runs if s == sink) for sink in (0, 1)]
-    print(f"\n  total wall, {2 * rounds} turns each: Spark parquet {totals[0]:.1f} s "
-          f"({rate(rows[0], totals[0]):,.0f} rows/s), eoskit-parquet {totals[1]:.1f} s "
-          f"({rate(rows[1], totals[1]):,.0f} rows/s)")
-    print(f"  eoskit-parquet / Spark parquet throughput: {totals[0] / totals[1]:.2f} x")
-    if peer is not None:
-        print_spark_parquet(peer, runs)
-    if peer_not_run is not None:
-        print(f"\n{SPARK_PARQUET_LABEL}: NOT RUN: {peer_not_run}")
-    print_table("machine (at end)", machine_facts()[2:3])
-    group = "kafka-files"
-    records = [peer_record(group, "spark_parquet_process", SPARK_PARQUET_LABEL,
-                           {**runner_figures(peer), "process_s": peer["wall_s"]},
-                           found[SPARK_PARQUET_LABEL])] if peer is not None else []
-    if peer_not_run is not None:
-        records.append({"peer": SPARK_PARQUET_LABEL, "id": "spark_parquet_process", "group": group,
-                        "not_run": peer_not_run})
-    for sink, (peer_id, label) in enumerate((
-            ("spark_parquet_turns", "eoskit-kafka -> Spark parquet, in-session turns"),
-            ("eoskit_parquet", "eoskit-kafka -> eoskit-parquet (twophase), in-session turns"))):
-        records.append(peer_record(group, peer_id, label,
-                                   turns_figures([r for s, _, r in runs if s == sink]), found[SINKS[sink]]))
-    write_json_out(args.json_out, records)
+    print_report(args, facts_before, order, produce_s, spark_start_s, runs, breakdown, peer, peer_not_run)
+    write_records(args, runs, peer, peer_not_run, found)
     if problems:
         return fail(problems)
     checked = "every turn's directory" + (" and the peer's" if peer is not None else "")

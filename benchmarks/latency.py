@@ -42,18 +42,12 @@ from pyspark.sql.streaming import DataStreamWriter
 from eoskit.runtime.demo.orders import recreate_topic
 from eoskit.runtime.dev import LocalServices
 
-from kafka_to_postgres import (
-    delete_topic,
-    fail,
-    machine_facts,
-    peer_record,
-    pg_connect,
-    print_table,
-    say,
-    spark_session,
-    write_json_out,
-)
 from soak import SteadyProducer
+
+from benchlib.postgres import pg_connect
+from benchlib.report import fail, machine_facts, peer_record, print_table, say, write_json_out
+from benchlib.spark import spark_session
+from benchlib.topics import delete_topic
 
 SCHEMA = "id BIGINT, produced_us BIGINT"
 TABLE = "bench_latency"

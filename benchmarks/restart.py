@@ -1,7 +1,7 @@
 """Restart speed: from a killed driver's restart to the first committed batch.
 
-The conformance job (``eoskit-kafka`` -> ``from_json`` -> ``eoskit-postgres``,
-two-phase, the conformance kit's own job file) is SIGKILLed by a crash point
+The benchmarks' job (``eoskit-kafka`` -> ``from_json`` -> ``eoskit-postgres``,
+two-phase, ``benchlib/job.py``) is SIGKILLed by a crash point
 right after the coordinator decided batch 1, with its transactions still
 prepared, as ``kill -9`` of a driver at the worst moment would leave it.
 Then ``eoskit run`` is started again on the same checkpoint, and the clock
@@ -32,12 +32,12 @@ from pathlib import Path
 from eoskit.runtime.dev import LocalServices
 from eoskit.runtime.dev.cluster import SparkCluster
 from eoskit.twophase import crash
-from eoskit.testing.conformance import Workload
-from eoskit.testing.conformance.postgres import PostgresTarget
-from eoskit.testing.conformance.scenarios import Run
 from eoskit.twophase.txn_id import sink_prefix
 
-from kafka_to_postgres import machine_facts, peer_record, pg_connect, print_table, say, write_json_out
+from benchlib.job import JobRun, PostgresTable, Workload
+from benchlib.postgres import pg_connect
+from benchlib.report import machine_facts, peer_record, print_table, say, write_json_out
+
 
 #: The most a restart may take to its first committed batch, locally (issue 21; issue 13 asked 10 s).
 TARGET_S = 5.0
@@ -56,7 +56,7 @@ CLUSTER_CONF = {
 MILESTONES = ("jvm", "swept", "committed")
 
 
-def restart_once(run: Run, batch: int, postgres_url: str) -> tuple[dict[str, float], int, str]:
+def restart_once(run: JobRun, batch: int, postgres_url: str) -> tuple[dict[str, float], int, str]:
     """Start the job again; seconds from its start to each of MILESTONES
     (``committed``: ``batch`` in the commit log), its exit code and log
     once it ends. The milestones are polled every POLL_S: the job's process
@@ -115,10 +115,10 @@ def phases_text(milestones: dict[str, float]) -> str:
                      for desc, seconds in phase_seconds([milestones]).items())
 
 
-def one_round(target: PostgresTarget, workload: Workload, workdir: Path,
+def one_round(target: PostgresTable, workload: Workload, workdir: Path,
               env: dict[str, str]) -> dict[str, float]:
     workdir.mkdir(parents=True)
-    run = Run(target, workload, workdir, base_env=env)
+    run = JobRun(target, workload, workdir, base_env=env)
     target.create_table(run.table)
     try:
         code, log = run.run_job(**{crash.ENV: f"{crash.DRIVER_AFTER_DECISION}@1"})
@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
 
     facts = machine_facts()
     endpoints = LocalServices(args.services_dir).up()
-    target = PostgresTarget(endpoints.postgres_url)
+    target = PostgresTable(endpoints.postgres_url)
     say(f"producing {args.records:,} records ({args.partitions} partitions, "
         f"{args.batches} batches)")
     workload = Workload.produce(endpoints.kafka_bootstrap, args.records, args.partitions,
@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cluster:
         cluster = SparkCluster(Path(".eoskit/bench-cluster"), workers=2, cores=1, memory="1g")
         where = cluster.up()
-        env = {"EOSKIT_TEST_MASTER": where, "EOSKIT_TEST_SPARK_CONF": json.dumps(CLUSTER_CONF)}
+        env = {"EOSKIT_BENCH_MASTER": where, "EOSKIT_BENCH_SPARK_CONF": json.dumps(CLUSTER_CONF)}
     rounds: list[dict[str, float]] = []
     try:
         with tempfile.TemporaryDirectory(prefix="eoskit-restart-") as tmp:

@@ -2,9 +2,9 @@
 proof that every record landed once and that nothing grew without bound.
 
 Not a CI test: a benchmark-style script the lead runs for 30 minutes. It
-reuses the conformance kit (its ``Workload`` record format, its ``Run``,
-which starts the conformance job as a real ``eoskit run`` process and checks
-the table with an independent client), ``LocalServices.restart`` for
+runs the benchmarks' job (``benchlib/job.py``: the conformance kit's record
+format, a real ``eoskit run`` process, the table checked with an independent
+client), ``LocalServices.restart`` for
 PostgreSQL restarts that keep the data, and ``LocalServices.kill`` then
 ``up`` for broker crashes (Apache Kafka, SIGKILLed, back with its log
 directory). See docs/soak.md and the "Soak run" section of
@@ -33,12 +33,11 @@ from confluent_kafka import Producer
 
 from eoskit.runtime.demo.orders import recreate_topic
 from eoskit.runtime.dev import LocalServices
-from eoskit.testing.conformance import Workload
-from eoskit.testing.conformance.postgres import PostgresTarget
-from eoskit.testing.conformance.scenarios import Run
 from eoskit.twophase.txn_id import sink_prefix
 
-from kafka_to_postgres import fail, machine_facts, print_table, say
+from benchlib.job import JobRun, PostgresTable, Workload
+from benchlib.report import fail, machine_facts, print_table, say
+
 
 #: The job rides out service faults by itself; only a driver kill ends it.
 RESTART_STRATEGY = "exponential_delay(initial=1s, max=10s)"
@@ -55,7 +54,7 @@ SLACK = {"rss_mib": 64.0, "prepared": 4.0, "ckpt_mib": 1.0, "ckpt_files": 50.0, 
 # ---------------------------------------------------------- the steady input
 
 class SteadyProducer(threading.Thread):
-    """Produces the conformance workload's records (id i -> partition i mod
+    """Produces the workload's records (id i -> partition i mod
     partitions) at ``rate`` per second until stopped. Idempotent, so that its
     own retries across a broker crash cannot duplicate an input record."""
 
@@ -230,7 +229,7 @@ class Sample:
 
 
 class Soak:
-    def __init__(self, args: argparse.Namespace, run: Run, services: LocalServices,
+    def __init__(self, args: argparse.Namespace, run: JobRun, services: LocalServices,
                  producer: SteadyProducer) -> None:
         self.args, self.run, self.services, self.producer = args, run, services, producer
         self.rng = random.Random(args.seed)
@@ -250,7 +249,7 @@ class Soak:
         say(line)
 
     def start_job(self) -> None:
-        self.job = self.run.start(until_caught_up=False, EOSKIT_TEST_RESTART_STRATEGY=RESTART_STRATEGY)
+        self.job = self.run.start(until_caught_up=False, EOSKIT_BENCH_RESTART_STRATEGY=RESTART_STRATEGY)
 
     def stop_job(self) -> None:
         """SIGTERM: the job stops at a batch boundary; SIGKILL if it does not."""
@@ -503,11 +502,11 @@ def main(argv: list[str] | None = None) -> int:
     services = LocalServices(args.dev_dir or workdir / "dev")
     say(f"local services under {services.root}")
     endpoints = services.up()
-    target = PostgresTarget(endpoints.postgres_url)
+    target = PostgresTable(endpoints.postgres_url)
     topic = f"soak-{stamp}"
     recreate_topic(endpoints.kafka_bootstrap, topic, args.partitions)
     workload = Workload(endpoints.kafka_bootstrap, topic, 0, args.partitions, args.max_offsets_per_trigger)
-    run = Run(target, workload, workdir)
+    run = JobRun(target, workload, workdir)
     target.create_table(run.table)
     producer = SteadyProducer(endpoints.kafka_bootstrap, topic, args.partitions, args.rate,
                               workdir / "producer.log")
@@ -523,7 +522,7 @@ def main(argv: list[str] | None = None) -> int:
         soak.stop_job()
         say(f"catching up on {total:,} records: `eoskit run --until-caught-up`")
         started = time.monotonic()
-        code, log = run.run_job(timeout=1800, EOSKIT_TEST_RESTART_STRATEGY=RESTART_STRATEGY)
+        code, log = run.run_job(timeout=1800, EOSKIT_BENCH_RESTART_STRATEGY=RESTART_STRATEGY)
         catch_up_s = time.monotonic() - started
         soak.samples.append(soak.sample())
         if code != 0:

@@ -26,6 +26,7 @@ import pytest
 
 from eoskit.runtime.dev import LocalServices, MissingBinaryError
 from eoskit.runtime.dev import kafka as kafka_mod
+from eoskit.runtime.dev import kafka_jars
 from eoskit.runtime.dev import postgres as postgres_mod
 from eoskit.runtime.dev.endpoints import s3_storage_options
 from eoskit.runtime.dev.kafka import KafkaService
@@ -547,8 +548,8 @@ def test_committed_records_survive_down_up_and_a_killed_broker_on_the_same_ports
 
 def test_first_fetch_without_network_fails_in_one_line_and_starts_nothing(tmp_path: Path):
     try:
-        kafka_mod.check_java()
-        kafka_mod.ivy_jar()
+        kafka_jars.check_java()
+        kafka_jars.ivy_jar()
     except MissingBinaryError as exc:
         pytest.skip(str(exc))
     dead = f"http://127.0.0.1:{pick_free_port()}"  # a proxy nobody listens on: no way out
@@ -558,7 +559,7 @@ def test_first_fetch_without_network_fails_in_one_line_and_starts_nothing(tmp_pa
     folder = tmp_path / "dev"
     done = dev("up", "--dir", str(folder), check=False, env=env)
     assert done.returncode == 1, done.stdout + done.stderr
-    version = kafka_mod.DEFAULT_VERSION
+    version = kafka_jars.DEFAULT_VERSION
     lines = done.stderr.splitlines()
     assert lines[-1].startswith(f"eoskit dev up: kafka: could not fetch Apache Kafka {version}'s jars: "
                                 "Maven Central is unreachable from here"), done.stderr

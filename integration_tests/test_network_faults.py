@@ -244,7 +244,7 @@ def test_a_database_cut_off_past_every_bound_stops_the_job_with_one_line_naming_
 
 class TunedKafka(KafkaTopicTarget):
     """The Kafka sink with short calls: a call the partition holds up fails
-    in 10 s (and 30 s more at most, ``sink_writer._bounded``)."""
+    in 10 s (and 30 s more at most, ``sink_clients.bounded``)."""
 
     def options(self, table: str) -> dict[str, str]:
         return {**super().options(table), "callTimeout": "10",

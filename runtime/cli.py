@@ -81,6 +81,35 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"eoskit {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
 
+    _register_run(commands)
+    _register_package(commands)
+
+    demo = commands.add_parser(
+        "demo", help="the end-to-end demo: local services, sample orders, the job, the proof"
+    )
+    demo.set_defaults(func=guarded("demo", _demo))
+
+    from eoskit.runtime.dev.cli import register_cli
+    from eoskit.runtime.txn_cli import register_cli as register_txn_cli
+    from eoskit.runtime.checkpoint_cli import register_cli as register_checkpoint_cli
+    from eoskit.runtime.savepoint_cli import register_cli as register_savepoint_cli
+    from eoskit.runtime.state_cli import register_cli as register_state_cli
+    from eoskit.runtime.status_cli import register_cli as register_status_cli
+    from eoskit.runtime.chaos.cli import register_cli as register_chaos_cli
+
+    register_cli(commands)
+    register_txn_cli(commands)
+    register_checkpoint_cli(commands)
+    register_savepoint_cli(commands)
+    register_state_cli(commands)
+    register_status_cli(commands)
+    register_chaos_cli(commands)
+    add_verbose(parser)
+    return parser
+
+
+def _register_run(commands: argparse._SubParsersAction) -> None:
+    """``eoskit run``: its arguments, the runtime settings' flags, and its handler."""
     run = commands.add_parser("run", help="run the `pipeline` defined in a job file")
     run.add_argument("job", help="Python file with a module-level `pipeline`")
     run.add_argument(
@@ -117,6 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_flags(run)
     run.set_defaults(func=guarded("run", _run))
 
+
+def _register_package(commands: argparse._SubParsersAction) -> None:
+    """``eoskit package``: its arguments and its handler."""
     package = commands.add_parser(
         "package", help="pack this Python environment (eoskit and what it needs) for executors",
         description="Write a relocatable virtualenv archive (venv-pack's layout) holding eoskit, "
@@ -132,29 +164,6 @@ def build_parser() -> argparse.ArgumentParser:
                          help="the Python interpreter's path on the nodes (default: this "
                          "environment's base interpreter)")
     package.set_defaults(func=guarded("package", _package))
-
-    demo = commands.add_parser(
-        "demo", help="the end-to-end demo: local services, sample orders, the job, the proof"
-    )
-    demo.set_defaults(func=guarded("demo", _demo))
-
-    from eoskit.runtime.dev.cli import register_cli
-    from eoskit.runtime.txn_cli import register_cli as register_txn_cli
-    from eoskit.runtime.checkpoint_cli import register_cli as register_checkpoint_cli
-    from eoskit.runtime.savepoint_cli import register_cli as register_savepoint_cli
-    from eoskit.runtime.state_cli import register_cli as register_state_cli
-    from eoskit.runtime.status_cli import register_cli as register_status_cli
-    from eoskit.runtime.chaos.cli import register_cli as register_chaos_cli
-
-    register_cli(commands)
-    register_txn_cli(commands)
-    register_checkpoint_cli(commands)
-    register_savepoint_cli(commands)
-    register_state_cli(commands)
-    register_status_cli(commands)
-    register_chaos_cli(commands)
-    add_verbose(parser)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

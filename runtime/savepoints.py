@@ -80,6 +80,7 @@ from eoskit.runtime.checkpoints import (
     logical_name,
     open_location,
 )
+from eoskit.runtime.restored_paths import hadoop_url, repoint_schema_paths
 
 log = logging.getLogger(__name__)
 
@@ -524,7 +525,7 @@ def restore_savepoint(
 
     def fill(fs: AbstractFileSystem, root: str) -> None:
         _copy_files(src_fs, src_root, fs, root, manifest.files, f"restore of {manifest.location}")
-        _repoint_schema_paths(fs, root, manifest.files, hadoop_url(str(new_checkpoint)))
+        repoint_schema_paths(fs, root, manifest.files, hadoop_url(str(new_checkpoint)))
         _write_json(fs, f"{root}/{RESTORE_RECORD}", record)
 
     _populate(dst_fs, dst_root, fill)
@@ -552,53 +553,6 @@ def check_compatible(manifest: SavepointManifest, expect: Mapping[str, Any],
     if skipped:
         log.warning("savepoint %s: not checked against the restored job, for want of a record "
                     "on both sides: %s", manifest.location, ", ".join(skipped))
-
-
-def hadoop_url(location: str) -> str:
-    """How Spark names a checkpoint location in its own files: ``file:/abs/path``
-    for a local path, any other URL as given."""
-    if "://" in location:
-        return location.rstrip("/")
-    path = location[len("file:"):] if location.startswith("file:") else location
-    return "file:" + os.path.abspath(path)
-
-
-#: Operator metadata v2 (transformWithState): names its schema files by absolute path.
-_METADATA_V2 = re.compile(r"^state/\d+/_metadata/v2/\d+$")
-_SCHEMA_PATH = re.compile(r"^.*?(/state/\d+/_stateSchema/.*)$")
-
-
-def _repoint_schema_paths(fs: AbstractFileSystem, root: str, files: Iterable[tuple[str, int]],
-                          new_url: str) -> None:
-    """Point operator metadata v2 files at the schema files of the restored
-    checkpoint: Spark reads ``stateSchemaFilePaths`` as written, and they name
-    the checkpoint the savepoint came from. The rewritten file loses its
-    Hadoop ``.crc`` (Hadoop reads a file without one unchecked)."""
-    for rel, _ in files:
-        if not _METADATA_V2.match(rel):
-            continue
-        path = f"{root}/{rel}"
-        with fs.open(path, "rb") as handle:
-            version, _, body = handle.read().decode().partition("\n")
-        data = json.loads(body)
-        for store in data.get("stateStoreInfo", ()):
-            for key in ("stateSchemaFilePaths", "stateSchemaFilePath"):
-                value = store.get(key)
-                if isinstance(value, list):
-                    store[key] = [_repoint(p, new_url) for p in value]
-                elif isinstance(value, str):
-                    store[key] = _repoint(value, new_url)
-        fs.pipe_file(path, f"{version}\n{json.dumps(data, separators=(',', ':'))}".encode())
-        directory, name = rel.rsplit("/", 1)
-        try:
-            fs.rm(f"{root}/{directory}/.{name}.crc")
-        except FileNotFoundError:
-            pass
-
-
-def _repoint(path: str, new_url: str) -> str:
-    match = _SCHEMA_PATH.match(path)
-    return new_url + match[1] if match else path
 
 
 def restored_from(checkpoint: str, storage_options: StorageOptions | None = None) -> dict[str, Any] | None:

@@ -27,6 +27,7 @@ from eoskit.runtime.dev import (
     register_cli,
 )
 from eoskit.runtime.dev import kafka as kafka_mod
+from eoskit.runtime.dev import kafka_jars
 from eoskit.runtime.dev import mariadb as mariadb_mod
 from eoskit.runtime.dev import postgres as postgres_mod
 from eoskit.runtime.dev import s3 as s3_mod
@@ -235,24 +236,24 @@ def test_docker_without_engine_says_so(monkeypatch: pytest.MonkeyPatch, tmp_path
 
 
 def test_kafka_version_is_the_default_or_the_environment_s():
-    assert kafka_mod.kafka_version({}) == kafka_mod.DEFAULT_VERSION
-    assert kafka_mod.kafka_version({"EOSKIT_KAFKA_VERSION": " 4.3.1 "}) == "4.3.1"
-    assert kafka_mod.kafka_version({"EOSKIT_KAFKA_VERSION": ""}) == kafka_mod.DEFAULT_VERSION
+    assert kafka_jars.kafka_version({}) == kafka_jars.DEFAULT_VERSION
+    assert kafka_jars.kafka_version({"EOSKIT_KAFKA_VERSION": " 4.3.1 "}) == "4.3.1"
+    assert kafka_jars.kafka_version({"EOSKIT_KAFKA_VERSION": ""}) == kafka_jars.DEFAULT_VERSION
     for bad in ("3.9.0", "4.1", "../4.4.0", "latest"):
         with pytest.raises(DevServicesError, match=r"EOSKIT_KAFKA_VERSION=.* not an Apache Kafka 4\.x"):
-            kafka_mod.kafka_version({"EOSKIT_KAFKA_VERSION": bad})
+            kafka_jars.kafka_version({"EOSKIT_KAFKA_VERSION": bad})
 
 
 def test_jar_cache_is_eoskit_cache_dir_then_xdg_then_home(tmp_path: Path):
     home = {"HOME": str(tmp_path / "home")}
-    assert kafka_mod.cache_root(home) == tmp_path / "home" / ".cache" / "eoskit"
+    assert kafka_jars.cache_root(home) == tmp_path / "home" / ".cache" / "eoskit"
     xdg = {**home, "XDG_CACHE_HOME": str(tmp_path / "xdg")}
-    assert kafka_mod.cache_root(xdg) == tmp_path / "xdg" / "eoskit"
-    assert kafka_mod.cache_root({**home, "XDG_CACHE_HOME": "relative/dir"}) == tmp_path / "home" / ".cache" / "eoskit"
+    assert kafka_jars.cache_root(xdg) == tmp_path / "xdg" / "eoskit"
+    assert kafka_jars.cache_root({**home, "XDG_CACHE_HOME": "relative/dir"}) == tmp_path / "home" / ".cache" / "eoskit"
     explicit = {**xdg, "EOSKIT_CACHE_DIR": str(tmp_path / "mine")}
-    assert kafka_mod.cache_root(explicit) == tmp_path / "mine"
-    assert kafka_mod.jars_dir("4.3.1", explicit) == tmp_path / "mine" / "kafka" / "4.3.1"
-    assert kafka_mod.jars_dir(env=explicit) == tmp_path / "mine" / "kafka" / kafka_mod.DEFAULT_VERSION
+    assert kafka_jars.cache_root(explicit) == tmp_path / "mine"
+    assert kafka_jars.jars_dir("4.3.1", explicit) == tmp_path / "mine" / "kafka" / "4.3.1"
+    assert kafka_jars.jars_dir(env=explicit) == tmp_path / "mine" / "kafka" / kafka_jars.DEFAULT_VERSION
 
 
 def test_a_filled_jar_cache_is_used_as_it_is_without_java_or_network(tmp_path: Path):
@@ -260,7 +261,7 @@ def test_a_filled_jar_cache_is_used_as_it_is_without_java_or_network(tmp_path: P
     jars = tmp_path / "kafka" / "4.3.1"
     jars.mkdir(parents=True)
     (jars / "kafka_2.13-4.3.1.jar").write_bytes(b"")  # copied by hand, say
-    assert kafka_mod.fetch_kafka("4.3.1", env=env) == jars
+    assert kafka_jars.fetch_kafka("4.3.1", env=env) == jars
 
 
 def _no_java(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -297,16 +298,16 @@ def test_java_home_comes_first_and_an_old_java_is_refused(monkeypatch: pytest.Mo
     java.write_text('#!/bin/sh\necho \'openjdk version "11.0.22" 2024-01-16\' >&2\n')
     java.chmod(0o755)
     monkeypatch.setenv("JAVA_HOME", str(tmp_path / "jdk11"))
-    assert kafka_mod.find_java() == str(java)
+    assert kafka_jars.find_java() == str(java)
     with pytest.raises(MissingBinaryError, match=r"needs Java 17 or newer and .*java is Java 11; install openjdk-17"):
-        kafka_mod.check_java()
+        kafka_jars.check_java()
 
 
 def test_java_versions_are_parsed_old_and_new_style():
-    assert kafka_mod.parse_java_version('openjdk version "17.0.15" 2025-04-15') == 17
-    assert kafka_mod.parse_java_version('java version "1.8.0_392"') == 8
-    assert kafka_mod.parse_java_version('openjdk version "21" 2023-09-19') == 21
-    assert kafka_mod.parse_java_version("no version here") is None
+    assert kafka_jars.parse_java_version('openjdk version "17.0.15" 2025-04-15') == 17
+    assert kafka_jars.parse_java_version('java version "1.8.0_392"') == 8
+    assert kafka_jars.parse_java_version('openjdk version "21" 2023-09-19') == 21
+    assert kafka_jars.parse_java_version("no version here") is None
 
 
 IVY_UNREACHABLE = """\
@@ -327,24 +328,24 @@ def test_fetch_errors_name_the_cause_and_the_fix_in_one_line(tmp_path: Path):
     log = tmp_path / "fetch.log"
     target = tmp_path / "kafka" / "4.4.0"
     log.write_text(IVY_UNREACHABLE)
-    message = str(kafka_mod._fetch_error("4.4.0", target, log, 1))
+    message = str(kafka_jars._fetch_error("4.4.0", target, log, 1))
     assert "\n" not in message
     assert message.startswith("kafka: could not fetch Apache Kafka 4.4.0's jars: Maven Central is unreachable")
     assert f"fill {target} by hand" in message and "kafka_2.13-4.4.0.tgz" in message and str(log) in message
     assert "repository.example" not in message  # Ivy's details stay in its log
-    timeout = str(kafka_mod._fetch_error("4.4.0", target, log, -1))
+    timeout = str(kafka_jars._fetch_error("4.4.0", target, log, -1))
     assert "took longer than" in timeout and "by hand" in timeout
     log.write_text(IVY_NO_SUCH_VERSION)
-    missing = str(kafka_mod._fetch_error("4.9.9", tmp_path / "kafka" / "4.9.9", log, 1))
+    missing = str(kafka_jars._fetch_error("4.9.9", tmp_path / "kafka" / "4.9.9", log, 1))
     assert missing == ("kafka: Apache Kafka 4.9.9 is not on Maven Central (org.apache.kafka:kafka_2.13:4.9.9 "
                        f"not found); set EOSKIT_KAFKA_VERSION to a released 4.x version, or unset it for "
-                       f"{kafka_mod.DEFAULT_VERSION}")
+                       f"{kafka_jars.DEFAULT_VERSION}")
 
 
 def test_proxy_variables_become_java_properties():
-    assert kafka_mod.java_proxy_options({}) == []
+    assert kafka_jars.java_proxy_options({}) == []
     env = {"https_proxy": "http://proxy.local:3128", "HTTP_PROXY": "proxy.local", "no_proxy": "localhost,.corp, 10.0.0.1"}
-    assert kafka_mod.java_proxy_options(env) == [
+    assert kafka_jars.java_proxy_options(env) == [
         "-Dhttps.proxyHost=proxy.local", "-Dhttps.proxyPort=3128",
         "-Dhttp.proxyHost=proxy.local", "-Dhttp.proxyPort=80",
         "-Dhttp.nonProxyHosts=localhost|*.corp|10.0.0.1",

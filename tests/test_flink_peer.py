@@ -18,7 +18,7 @@ import pytest
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 # benchmarks/ is no package: its modules import each other by name
-# (kafka_to_postgres), so the folder goes on the path and the module is loaded by path.
+# (benchlib), so the folder goes on the path and the module is loaded by path.
 if str(BENCHMARKS) not in sys.path:
     sys.path.insert(0, str(BENCHMARKS))
 _spec = importlib.util.spec_from_file_location("flink_peer", BENCHMARKS / "flink_peer.py")

@@ -2,19 +2,18 @@
 
 import pytest
 
-from eoskit.connectors.kafka import security
-from eoskit.connectors.kafka.security import (
+from eoskit.connectors.kafka import client_names
+from eoskit.connectors.kafka.client_names import (
     JAVA_CONSUMER_ONLY,
     JAVA_ONLY,
     JAVA_PRODUCER_ONLY,
     LIBRDKAFKA_CONSUMER,
     LIBRDKAFKA_PRODUCER,
-    PLAIN_MODULE,
-    SCRAM_MODULE,
     UNKNOWN,
     librdkafka_refusal,
-    parse_jaas,
 )
+from eoskit.connectors.kafka.jaas import parse_jaas
+from eoskit.connectors.kafka.security import PLAIN_MODULE, SCRAM_MODULE
 from eoskit.connectors.kafka.settings import KafkaSourceSettings
 from eoskit.connectors.kafka.sink_settings import KafkaSinkSettings
 from eoskit.twophase.options import OptionError
@@ -513,12 +512,12 @@ def test_librdkafka_is_asked_without_making_a_client(monkeypatch):
     before it makes a client: none is ever made (no thread, no connection)."""
     made = []
 
-    class Spy(security.Producer):
+    class Spy(client_names.Producer):
         def __init__(self, config):
             super().__init__(config)
             made.append(self)
 
-    monkeypatch.setattr(security, "Producer", Spy)
+    monkeypatch.setattr(client_names, "Producer", Spy)
     assert librdkafka_refusal("linger.ms", "5") is None
     assert librdkafka_refusal("bootstrap.servers", "127.0.0.1:1") is None
     assert librdkafka_refusal("buffer.memory", "1") == UNKNOWN
@@ -578,7 +577,7 @@ def test_declared_producer_settings_are_librdkafka_s(name):
 
 def test_librdkafka_s_reason_is_left_out_for_a_secret_setting(monkeypatch):
     # librdkafka's reason for refusing a value may quote the value
-    monkeypatch.setattr(security, "librdkafka_refusal",
+    monkeypatch.setattr(client_names, "librdkafka_refusal",
                         lambda name, value: None if name == "bootstrap.servers" else f'Invalid value "{value}"')
     with pytest.raises(OptionError) as info:
         sink(**{"kafka.some.plugin.password": SECRET})

@@ -18,11 +18,16 @@ import pytest
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
-# benchmarks/ is no package: the module is loaded by path.
+# benchmarks/ is no package: its scripts import their library (benchlib)
+# by name, so the folder goes on the path and the script is loaded by path.
+if str(BENCHMARKS) not in sys.path:
+    sys.path.insert(0, str(BENCHMARKS))
 _spec = importlib.util.spec_from_file_location("peers", BENCHMARKS / "peers.py")
 peers = importlib.util.module_from_spec(_spec)
 sys.modules["peers"] = peers  # dataclasses look their module up
 _spec.loader.exec_module(peers)  # type: ignore[union-attr]
+
+from benchlib import growth, sampling  # noqa: E402 - after benchmarks/ is on the path
 
 
 def record(group: str, peer_id: str, round_no: int, verified: bool | None = True, **figures) -> dict:
@@ -132,7 +137,7 @@ def growth_points() -> list[dict]:
 
 
 def test_growth_tables_show_each_point_and_what_failed():
-    text = "\n".join(peers.growth_lines(growth_points()))
+    text = "\n".join(growth.growth_lines(growth_points()))
     assert "How cost grows: records (local[2]" in text and "How cost grows: cluster-records (the two-worker" in text
     local = [line for line in text.splitlines() if line.strip().startswith(("100,000", "1,000,000"))]
     assert "20,000" in local[0] and "40,000" in local[0] and "0.25x" in local[0] and local[0].endswith("yes")
@@ -143,9 +148,9 @@ def test_growth_tables_show_each_point_and_what_failed():
 
 def test_growth_chart_is_one_png_with_a_panel_per_curve(tmp_path):
     pytest.importorskip("matplotlib")
-    path = peers.draw_growth(growth_points(), tmp_path)
+    path = growth.draw_growth(growth_points(), tmp_path)
     assert path == tmp_path / "growth.png" and path.read_bytes().startswith(b"\x89PNG")
-    assert peers.draw_growth([], tmp_path / "none") is None
+    assert growth.draw_growth([], tmp_path / "none") is None
 
 
 # ----------------------------------------------------------------- the tables
@@ -259,11 +264,11 @@ def test_the_resident_sets_are_summed_on_a_fake_proc(tmp_path):
     proc = fake_proc(tmp_path / "proc", {
         100: ("python", 1, 1000), 101: ("java", 100, 5000), 102: ("odd) name (x", 101, 200),
         103: ("pyspark.daemon", 101, 300)})
-    assert peers.tree_rss([100, 101, 102, 103], proc) == ((1000 + 5000 + 200 + 300) * peers.PAGE, 4)
-    assert peers.tree_rss([103], proc) == (300 * peers.PAGE, 1)
+    assert sampling.tree_rss([100, 101, 102, 103], proc) == ((1000 + 5000 + 200 + 300) * sampling.PAGE, 4)
+    assert sampling.tree_rss([103], proc) == (300 * sampling.PAGE, 1)
     # a process gone between the listing and the read is skipped
     (proc / "102" / "statm").unlink()
-    assert peers.tree_rss([100, 101, 102, 103], proc) == ((1000 + 5000 + 300) * peers.PAGE, 3)
+    assert sampling.tree_rss([100, 101, 102, 103], proc) == ((1000 + 5000 + 300) * sampling.PAGE, 3)
 
 
 SLEEPER = "import time; time.sleep({s})"
@@ -278,15 +283,15 @@ def test_a_real_tree_of_sleeping_pythons_is_summed(tmp_path):
     root = subprocess.Popen([sys.executable, "-c", TREE.format(inner=inner, s=30)], start_new_session=True)
     try:
         deadline = time.monotonic() + 20
-        while len(peers.tree_pids(root.pid)) < 7 and time.monotonic() < deadline:
+        while len(sampling.tree_pids(root.pid)) < 7 and time.monotonic() < deadline:
             time.sleep(0.05)
-        pids = peers.tree_pids(root.pid)
+        pids = sampling.tree_pids(root.pid)
         assert len(pids) == 7  # the root, 2 children, 4 grandchildren
-        total, count = peers.tree_rss(pids)
-        alone, _ = peers.tree_rss(pids[-1:])
+        total, count = sampling.tree_rss(pids)
+        alone, _ = sampling.tree_rss(pids[-1:])
         assert count == 7 and total > 6 * alone > 0
     finally:
-        for pid in reversed(peers.tree_pids(root.pid)):
+        for pid in reversed(sampling.tree_pids(root.pid)):
             os.kill(pid, signal.SIGTERM)
         root.wait()
 
@@ -294,7 +299,7 @@ def test_a_real_tree_of_sleeping_pythons_is_summed(tmp_path):
 def test_run_sampled_keeps_the_peak_of_the_whole_tree(tmp_path):
     log = tmp_path / "run.log"
     script = TREE.format(inner=SLEEPER.format(s=1.5), s=1.5) + "print('done')"
-    run = peers.run_sampled([sys.executable, "-c", script], log, every=0.05)
+    run = sampling.run_sampled([sys.executable, "-c", script], log, every=0.05)
     assert run.exit == 0 and run.wall_s >= 1.5
     assert run.peak_processes == 3
     assert run.peak_rss > 3 * 5 * 2**20  # three interpreters, a few MiB each at least
@@ -332,70 +337,80 @@ def test_from_an_earlier_results_file(tmp_path, capsys):
 
 # ------------------------------------- what the scripts write for --json-out
 
+def _benchlib(*names: str) -> tuple:
+    """benchmarks/benchlib's modules ``names``, as the scripts import them
+    (the test is skipped where PySpark is missing)."""
+    import importlib
+
+    pytest.importorskip("pyspark")
+    return tuple(importlib.import_module(f"benchlib.{name}") for name in names)
+
+
+
 def test_the_scripts_figures_carry_what_peers_reads(monkeypatch):
-    """kafka_to_postgres.py's helpers (shared by every script): a query's
+    """benchlib's report helpers (shared by every script): a query's
     figures and a Spark runner's line, as peer records (imports PySpark,
     starts nothing)."""
     monkeypatch.syspath_prepend(str(BENCHMARKS))
-    k = pytest.importorskip("kafka_to_postgres")
-    result = k.StreamResult(rows=1000, wall_s=4.0, batches=3, batch_rows=[400, 300, 300],
+    report, results = _benchlib("report", "results")
+    result = results.StreamResult(rows=1000, wall_s=4.0, batches=3, batch_rows=[400, 300, 300],
                             durations_ms=[{"triggerExecution": 2000}, {"triggerExecution": 500},
                                           {"triggerExecution": 700}])
-    eoskit = k.peer_record("kafka-postgres", "eoskit", "eoskit", k.stream_figures(result), [])
+    eoskit = report.peer_record("kafka-postgres", "eoskit", "eoskit", report.stream_figures(result), [])
     assert eoskit["rows_per_s"] == 250 and eoskit["steady_rows_per_s"] == 500
     assert eoskit["first_batch_s"] == 2.0 and eoskit["later_batch_s"] == 0.6 and eoskit["verified"]
     line = {"rows": 1000, "run_s": 5.0, "batch_rows": [500, 500], "batch_s": [4.0, 1.0],
             "failed_tasks": 0, "pyspark": "4.2.0"}
-    spark = k.baseline_figures(k.BaselineResult(1000, 5.0, k.Timings({"query": 5.0}), line))
+    spark = report.baseline_figures(results.BaselineResult(1000, 5.0, results.Timings({"query": 5.0}), line))
     assert spark["rows_per_s"] == 200 and spark["steady_rows_per_s"] == 500
     assert spark["later_batch_s"] == 1.0 and spark["runner"]["pyspark"] == "4.2.0"
-    loop = k.peer_record("kafka-postgres", "baseline", "loop",
-                         k.baseline_figures(k.BaselineResult(1000, 0.0, k.Timings())), ["wrong"])
+    loop = report.peer_record("kafka-postgres", "baseline", "loop",
+                         report.baseline_figures(results.BaselineResult(1000, 0.0, results.Timings())), ["wrong"])
     assert loop["rows_per_s"] is None and loop["verified"] is False
-    assert k.peer_record("g", "i", "l", {}, None)["verified"] is None  # no reader
+    assert report.peer_record("g", "i", "l", {}, None)["verified"] is None  # no reader
 
 
 def test_run_benchmark_writes_every_peer_with_spark_broker_and_tables_stubbed(monkeypatch, tmp_path):
-    """The path kafka_to_postgres.py and kafka_to_kafka.py share, down to
+    """The path every throughput benchmark shares (benchlib.harness), down to
     --json-out, with nothing started: the services, the topic, Spark's
     query and the tables are stand-ins. A wrong table is a peer not verified;
     a contender that cannot run is a peer not run."""
     monkeypatch.syspath_prepend(str(BENCHMARKS))
-    k = pytest.importorskip("kafka_to_postgres")
+    harness, results = _benchlib("harness", "results")
     from decimal import Decimal
 
     from eoskit.runtime.demo.orders import OrderTotals
 
     expected = OrderTotals(1000, Decimal("5.00"))
-    right = k.TableStats(1000, 1000, Decimal("5.00"), k.CREATED_AT, k.CREATED_AT)
-    monkeypatch.setattr(k, "LocalServices", lambda _dir: type("S", (), {"up": lambda self: type(
+    right = results.TableStats(1000, 1000, Decimal("5.00"), results.CREATED_AT, results.CREATED_AT)
+    monkeypatch.setattr(harness, "LocalServices", lambda _dir: type("S", (), {"up": lambda self: type(
         "E", (), {"kafka_bootstrap": "b:9092", "postgres_url": "postgresql://u@h/db"})()})())
-    monkeypatch.setattr(k, "produce", lambda *a: (expected, 0.1))
-    monkeypatch.setattr(k, "delete_topic", lambda *a: None)
-    monkeypatch.setattr(k, "spark_session", lambda master, extra=None: type("Spark", (), {"stop": lambda self: None})())
-    monkeypatch.setattr(k, "kafka_stream", lambda *a: None)
-    monkeypatch.setattr(k, "run_stream", lambda *a: k.StreamResult(
+    monkeypatch.setattr(harness, "produce", lambda *a: (expected, 0.1))
+    monkeypatch.setattr(harness, "delete_topic", lambda *a: None)
+    monkeypatch.setattr(harness, "spark_session", lambda master, extra=None: type("Spark", (), {"stop": lambda self: None})())
+    monkeypatch.setattr(harness, "kafka_stream", lambda *a: None)
+    monkeypatch.setattr(harness, "run_stream", lambda *a: results.StreamResult(
         rows=1000, wall_s=2.0, batches=2, batch_rows=[500, 500],
         durations_ms=[{"triggerExecution": 1500}, {"triggerExecution": 250}], failed_tasks=0))
 
     def unavailable(*a):
-        raise k.Unavailable("no venv\nmore")
+        raise harness.Unavailable("no venv\nmore")
     spark_line = {"rows": 1000, "run_s": 4.0, "batch_rows": [500, 500], "batch_s": [3.0, 1.0],
                   "failed_tasks": 0, "pyspark": "4.2.0"}
-    target = k.Target(
+    target = harness.Target(
         sink="eoskit-postgres", baseline="loop", url_of=lambda e: e.postgres_url,
         reset_table=lambda *a: None,
-        table_stats=lambda url, table: right if table != "bench_spark_jdbc" else k.TableStats(
-            999, 999, Decimal("4.99"), k.CREATED_AT, k.CREATED_AT),
-        run_baseline=lambda *a: k.BaselineResult(1000, 0.5, k.Timings({"copy": 0.4})),
+        table_stats=lambda url, table: right if table != "bench_spark_jdbc" else results.TableStats(
+            999, 999, Decimal("4.99"), results.CREATED_AT, results.CREATED_AT),
+        run_baseline=lambda *a: results.BaselineResult(1000, 0.5, results.Timings({"copy": 0.4})),
         writer=lambda url: None, transform=lambda raw: raw,
         commit_modes=("idempotent",), mode_writer=lambda url, table, mode: None,
-        contenders=(k.Contender("quix-like", "bench_quix", unavailable),
-                    k.Contender("spark-like", "bench_spark_jdbc", lambda *a: k.BaselineResult(
-                        1000, 4.0, k.Timings(), spark_line))))
+        contenders=(harness.Contender("quix-like", "bench_quix", unavailable),
+                    harness.Contender("spark-like", "bench_spark_jdbc", lambda *a: results.BaselineResult(
+                        1000, 4.0, results.Timings(), spark_line))))
     out = tmp_path / "peers.json"
-    args = k.parse_args(["--records", "1000", "--json-out", str(out)], "test")
-    assert k.run_benchmark(args, target) == 1  # the Spark peer's table is wrong
+    args = harness.parse_args(["--records", "1000", "--json-out", str(out)], "test")
+    assert harness.run_benchmark(args, target) == 1  # the Spark peer's table is wrong
     found = {p["id"]: p for p in json.loads(out.read_text())}
     assert list(found) == ["baseline", "spark_jdbc", "quix", "eoskit", "eoskit_idempotent"]
     assert {p["group"] for p in found.values()} == {"kafka-postgres"}
@@ -466,40 +481,40 @@ def test_cpu_share_reads_a_live_tree_with_its_reaped_children(monkeypatch):
 
 
 def test_a_peer_in_a_process_of_its_own_gives_its_last_json_line_or_says_why_not(monkeypatch):
-    """kafka_to_postgres.run_peer_process, which every peer in a process of
+    """benchlib.harness.run_peer_process, which every peer in a process of
     its own goes through (Spark's runners, Quix Streams, PyFlink)."""
     monkeypatch.syspath_prepend(str(BENCHMARKS))
-    k = pytest.importorskip("kafka_to_postgres")
-    result, wall = k.run_peer_process("a peer", [sys.executable, "-c", (
+    [harness] = _benchlib("harness")
+    result, wall = harness.run_peer_process("a peer", [sys.executable, "-c", (
         "import json, os; print('starting'); print(json.dumps({'rows': 3, 'who': os.environ['WHO']}))")],
         {"WHO": "me"})
     assert result == {"rows": 3, "who": "me"} and wall > 0
-    with pytest.raises(k.Unavailable, match=r"a peer exited with 2:\n    line 6\n    line 7\n(.|\n)*line 20$") as failed:
-        k.run_peer_process("a peer", [sys.executable, "-c", (
+    with pytest.raises(harness.Unavailable, match=r"a peer exited with 2:\n    line 6\n    line 7\n(.|\n)*line 20$") as failed:
+        harness.run_peer_process("a peer", [sys.executable, "-c", (
             "import sys\nfor i in range(21): print('line', i, file=sys.stderr)\nsys.exit(2)")])
     assert "line 5\n" not in str(failed.value)  # the last 15 lines only
-    with pytest.raises(k.Unavailable, match="a peer exited with 0"):  # nothing printed
-        k.run_peer_process("a peer", [sys.executable, "-c", "pass"])
-    with pytest.raises(k.Unavailable, match="a peer did not finish within 0 minutes"):
-        k.run_peer_process("a peer", [sys.executable, "-c", "import time; time.sleep(5)"], timeout=0.5)
+    with pytest.raises(harness.Unavailable, match="a peer exited with 0"):  # nothing printed
+        harness.run_peer_process("a peer", [sys.executable, "-c", "pass"])
+    with pytest.raises(harness.Unavailable, match="a peer did not finish within 0 minutes"):
+        harness.run_peer_process("a peer", [sys.executable, "-c", "import time; time.sleep(5)"], timeout=0.5)
 
 
 def test_the_session_settings_and_the_record_size_are_checked(monkeypatch, capsys):
     monkeypatch.syspath_prepend(str(BENCHMARKS))
-    k = pytest.importorskip("kafka_to_postgres")
-    args = k.parse_args(["--spark-conf", "spark.a=1", "--spark-conf", " spark.b = x=y"], "test")
+    [harness] = _benchlib("harness")
+    args = harness.parse_args(["--spark-conf", "spark.a=1", "--spark-conf", " spark.b = x=y"], "test")
     assert dict(args.spark_conf) == {"spark.a": "1", "spark.b": " x=y"}
     with pytest.raises(SystemExit):
-        k.parse_args(["--spark-conf", "spark.a"], "test")
+        harness.parse_args(["--spark-conf", "spark.a"], "test")
     assert "'spark.a': give KEY=VALUE" in capsys.readouterr().err
-    assert k.parse_args(["--value-bytes", "1000"], "test").value_bytes == 1000
+    assert harness.parse_args(["--value-bytes", "1000"], "test").value_bytes == 1000
     with pytest.raises(SystemExit):
-        k.parse_args(["--value-bytes", "-5"], "test")
+        harness.parse_args(["--value-bytes", "-5"], "test")
     assert "argument --value-bytes: -5: give 0 or more" in capsys.readouterr().err
 
 
 def test_the_growth_curves_stop_the_cluster_they_started_and_only_that(monkeypatch):
-    """peers.DevCluster: started on first use when not running, stopped at
+    """growth.DevCluster: started on first use when not running, stopped at
     the end; a cluster that was running before is used and left running."""
     from eoskit.runtime.dev import cluster as dev_cluster
 
@@ -523,15 +538,15 @@ def test_the_growth_curves_stop_the_cluster_they_started_and_only_that(monkeypat
             FakeCluster.running = None
 
     monkeypatch.setattr(dev_cluster, "SparkCluster", FakeCluster)
-    unused = peers.DevCluster("/c")
+    unused = growth.DevCluster("/c")
     unused.close()
     assert FakeCluster.calls == []  # never asked for: never started
-    started = peers.DevCluster("/c")
+    started = growth.DevCluster("/c")
     assert started.master() == started.master() == "spark://127.0.0.1:7077"
     started.close()
     assert FakeCluster.calls == ["up", "down"]
     FakeCluster.running, FakeCluster.calls = "spark://127.0.0.1:9999", []
-    kept = peers.DevCluster("/c")
+    kept = growth.DevCluster("/c")
     assert kept.master() == "spark://127.0.0.1:9999"
     kept.close()
     assert FakeCluster.calls == [] and FakeCluster.running == "spark://127.0.0.1:9999"

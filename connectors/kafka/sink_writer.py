@@ -25,8 +25,9 @@ fail (after a long wait in ``abort_transaction``). ``init_transactions`` is
 one round trip to the transaction coordinator, and connections are opened
 while the marker is read. Marker consumers, admin clients and at-least-once
 producers (no transactional id, nothing to fence) are cached per Python
-worker and reused across batches. After a fatal error (fenced, or the
-producer's epoch is gone), the attempt drops its producer without calling
+worker and reused across batches (``sink_clients.py`` makes them). After a
+fatal error (fenced, or the producer's epoch is gone), the attempt drops its
+producer without calling
 ``abort_transaction``: the broker aborts its transaction when the retry's
 producer fences it.
 
@@ -47,20 +48,27 @@ from __future__ import annotations
 
 import base64
 import json
-import logging
-import threading
 import time
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 from eoskit.connectors.dead_letters import dumps, source_columns, source_json
 from eoskit.connectors.kafka import sink_markers
-from eoskit.connectors.kafka.client import admin_config
-from eoskit.connectors.kafka.sink_settings import BATCH_HEADER_BYTES, KafkaSinkSettings
+from eoskit.connectors.kafka.sink_clients import (
+    Topics,
+    bounded,
+    close_producer,
+    drop_producer,
+    error_text,
+    fatal,
+    marker_consumer,
+    producer,
+    read_marker,
+)
+from eoskit.connectors.kafka.sink_settings import KafkaSinkSettings
 from eoskit.connectors.sink_options import DEAD_LETTER_TOPIC
 from eoskit.twophase.contract import (
     CommittingWriter,
@@ -70,16 +78,6 @@ from eoskit.twophase.contract import (
     SinkError,
 )
 
-#: librdkafka's own log lines (every refused connection) stay out of Spark's
-#: output; failures surface as errors that name the broker.
-_QUIET = logging.getLogger("eoskit.connectors.kafka.sink.client")
-_QUIET.addHandler(logging.NullHandler())
-_QUIET.propagate = False
-
-_producers: dict[str, Producer] = {}
-_consumers: dict[str, Consumer] = {}
-_admins: dict[str, AdminClient] = {}
-
 #: A record's worst-case framing in a v2 record batch, beside its key, value
 #: and headers (librdkafka's RD_KAFKAP_MESSAGE_V2_MAX_OVERHEAD): what the
 #: producer adds before comparing with ``message.max.bytes``.
@@ -88,201 +86,12 @@ RECORD_OVERHEAD = 36
 HEADER_OVERHEAD = 10
 
 
-def _key(config: dict[str, Any]) -> str:
-    return json.dumps(config, sort_keys=True)
-
-
-def _error_text(exc: BaseException) -> str:
-    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
-        return exc.args[0].str()
-    return str(exc)
-
-
-def producer(settings: KafkaSinkSettings, transactional_id: str | None) -> Producer:
-    """A producer, initialised. With a transactional id: a new one, owned by
-    the caller and never cached (its ``init_transactions`` fences every older
-    producer of the id). Without: this process's idempotent producer, cached."""
-    config: dict[str, Any] = {**settings.producer_config(), "enable.idempotence": True,
-                              "logger": _QUIET}
-    if transactional_id is None:
-        key = _key({k: v for k, v in config.items() if k != "logger"})
-        cached = _producers.get(key)
-        if cached is None:
-            cached = _producers[key] = Producer(config)
-        return cached
-    config["transactional.id"] = transactional_id
-    made = Producer(config)
-    try:
-        _bounded(lambda: made.init_transactions(settings.call_timeout),
-                 f"starting the Kafka transactions of {transactional_id}", settings.call_timeout)
-    except KafkaException as exc:
-        close_producer(made)
-        raise ServiceUnavailableError(
-            f"cannot start the Kafka transactions of {transactional_id} at "
-            f"kafka.bootstrap.servers={settings.bootstrap_servers!r}: {_error_text(exc)}"
-        ) from None
-    return made
-
-
-def drop_producer(made: Producer) -> None:
-    """Forget this process's cached idempotent producer ``made`` (broken) and close it."""
-    for key, cached in list(_producers.items()):
-        if cached is made:
-            del _producers[key]
-    close_producer(made)
-
-
-def close_producer(made: Producer) -> None:
-    """Drop whatever ``made`` still holds, without waiting on the broker."""
-    try:
-        made.purge()
-        made.flush(0)
-    except Exception:  # noqa: BLE001 - closing a broken producer
-        pass
-
-
-def _fatal(exc: BaseException) -> bool:
-    """A producer error no call can recover from: the producer is fenced,
-    or its transaction state is lost; aborting it would only wait."""
-    error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
-    return isinstance(error, KafkaError) and (error.fatal() or error.code() in (
-        KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH))
-
-
-def marker_consumer(settings: KafkaSinkSettings, group: str) -> Consumer:
-    """A consumer of the task's marker group: it reads the marker and gives
-    the group metadata for ``send_offsets_to_transaction``. Never subscribes."""
-    config = {k: v for k, v in settings.kafka.items() if not k.startswith(("linger.", "batch.",
-              "compression.", "acks", "partitioner", "transaction", "message.timeout",
-              "queue.buffering", "retries", "delivery."))}
-    config.update({"group.id": group, "enable.auto.commit": False,
-                   "isolation.level": "read_committed", "logger": _QUIET})
-    key = _key({k: v for k, v in config.items() if k != "logger"})
-    cached = _consumers.get(key)
-    if cached is None:
-        cached = _consumers[key] = Consumer(config)
-    return cached
-
-
-#: Group coordinator errors that pass: the coordinator moved or is loading
-#: (as when the broker creates ``__consumer_offsets`` at its first group).
-_COORDINATOR_MOVING = (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
-                       KafkaError.COORDINATOR_LOAD_IN_PROGRESS)
-
-
-def read_marker(settings: KafkaSinkSettings, group: str) -> sink_markers.CommittedMarker | None:
-    consumer = marker_consumer(settings, group)
-    deadline = time.monotonic() + settings.call_timeout
-    while True:
-        try:
-            [committed] = consumer.committed([TopicPartition(settings.marker_topic, 0)],
-                                             max(0.1, deadline - time.monotonic()))
-            break
-        except KafkaException as exc:
-            error = exc.args[0] if exc.args else None
-            if (isinstance(error, KafkaError) and error.code() in _COORDINATOR_MOVING
-                    and time.monotonic() < deadline):
-                time.sleep(0.2)
-                continue
-            raise ServiceUnavailableError(f"cannot read the progress marker of group {group!r} on "
-                                     f"{settings.marker_topic}-0 at kafka.bootstrap.servers="
-                                     f"{settings.bootstrap_servers!r}: {_error_text(exc)}") from None
-    if committed.error is not None:
-        raise SinkError(f"cannot read the progress marker of group {group!r}: "
-                        f"{committed.error.str()}")
-    return sink_markers.decode(committed.offset)
-
-
-class _Topics:
-    """Topics and partition counts a task writes to, checked once per topic
-    before its first record: a missing topic or partition is named at once
-    instead of waiting out the producer's delivery timeout."""
-
-    def __init__(self, settings: KafkaSinkSettings, made: Producer) -> None:
-        self.settings = settings
-        self.producer = made
-        self.partitions: dict[str, int] = {}
-        self.limits: dict[str, int] = {}
-
-    def check(self, topic: str) -> int:
-        known = self.partitions.get(topic)
-        if known is not None:
-            return known
-        try:
-            metadata = self.producer.list_topics(topic, timeout=self.settings.call_timeout)
-        except KafkaException as exc:
-            raise ServiceUnavailableError(f"cannot reach Kafka at kafka.bootstrap.servers="
-                            f"{self.settings.bootstrap_servers!r}: {_error_text(exc)}") from None
-        found = metadata.topics.get(topic)
-        missing = found is None or (found.error is not None and found.error.code() in (
-            KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC))
-        if missing or (found.error is None and not found.partitions):
-            raise SinkError(missing_topic_message(topic))
-        if found.error is not None:
-            # A broker that did not answer in time, a leader being elected:
-            # not a missing topic, and a retry may find it (a slow link gave
-            # a timed-out metadata answer here).
-            raise ServiceUnavailableError(
-                f"cannot read topic {topic!r}'s partitions at kafka.bootstrap.servers="
-                f"{self.settings.bootstrap_servers!r}: {found.error.str()}")
-        self.partitions[topic] = len(found.partitions)
-        return self.partitions[topic]
-
-    def max_record_bytes(self, topic: str) -> int:
-        """The largest record (key, value, headers and framing) the producer
-        sends to ``topic`` and the broker takes: the producer's
-        ``message.max.bytes``, or the topic's ``max.message.bytes`` less a
-        batch header if that is smaller."""
-        if topic not in self.limits:
-            limit = self.settings.max_message_bytes
-            found = topic_max_message_bytes(self.settings, [topic]).get(topic)
-            if found is not None:
-                limit = min(limit, found - BATCH_HEADER_BYTES)
-            self.limits[topic] = limit
-        return self.limits[topic]
-
-
-def _admin(settings: KafkaSinkSettings) -> AdminClient:
-    config = {**admin_config(settings.kafka), "logger": _QUIET}
-    key = _key({k: v for k, v in config.items() if k != "logger"})
-    if key not in _admins:
-        _admins[key] = AdminClient(config)
-    return _admins[key]
-
-
-def topic_max_message_bytes(settings: KafkaSinkSettings, topics: list[str]) -> dict[str, int | None]:
-    """Each topic's ``max.message.bytes`` (DescribeConfigs); None where the
-    broker reports none (it then applies its own default, which the
-    producer's limit stays under unless raised)."""
-    futures = _admin(settings).describe_configs(
-        [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics], request_timeout=settings.call_timeout)
-    found: dict[str, int | None] = {}
-    for resource, future in futures.items():
-        try:
-            configs = future.result(settings.call_timeout)
-        except KafkaException as exc:
-            raise SinkError(
-                f"cannot read the configuration of topic {resource.name!r} (DescribeConfigs) at "
-                f"kafka.bootstrap.servers={settings.bootstrap_servers!r}: {_error_text(exc)}; "
-                f"with '{DEAD_LETTER_TOPIC.name}' set, the sink reads each topic's "
-                "max.message.bytes to set aside records the broker would refuse") from None
-        entry = configs.get("max.message.bytes")
-        found[resource.name] = int(entry.value) if entry is not None and entry.value else None
-    return found
-
-
-def missing_topic_message(topic: str) -> str:
-    return (f"topic {topic!r} does not exist: create it first (the eoskit-kafka sink does not "
-            "rely on automatic topic creation, which gives a topic the broker's default "
-            "partitions and settings)")
-
-
 def _column(batch: pa.RecordBatch, name: str) -> pa.Array | None:
     index = batch.schema.get_field_index(name)
     return None if index < 0 else batch.column(index)
 
 
-def produce_batch(made: Producer, topics: _Topics, settings: KafkaSinkSettings,
+def produce_batch(made: Producer, topics: Topics, settings: KafkaSinkSettings,
                   batch: pa.RecordBatch, first_row: int, on_delivery: Any = None,
                   dead: "DeadLetters | None" = None) -> int:
     """Produce every row of ``batch``; the number of value bytes. The only
@@ -373,7 +182,7 @@ class DeadLetters:
     say the same for readers that do not parse the value.
     """
 
-    def __init__(self, settings: KafkaSinkSettings, marker: Marker, topics: _Topics,
+    def __init__(self, settings: KafkaSinkSettings, marker: Marker, topics: Topics,
                  columns: list[str]) -> None:
         assert settings.dead_letter_topic is not None
         self.settings = settings
@@ -384,7 +193,7 @@ class DeadLetters:
         topics.check(self.topic)
         self.limit = topics.max_record_bytes(self.topic)
 
-    def poison(self, batch: pa.RecordBatch, topics: _Topics, topic_names: list[str | None],
+    def poison(self, batch: pa.RecordBatch, topics: Topics, topic_names: list[str | None],
                partitions: list[int], limits: dict[str, int],
                headers: list[list[tuple[str, Any]] | None]) -> dict[int, str]:
         """The rows of ``batch`` that cannot be written, with why."""
@@ -434,7 +243,7 @@ class DeadLetters:
                 made.poll(0.05)
             except KafkaException as exc:
                 raise SinkError(f"producing a dead letter to {DEAD_LETTER_TOPIC.name} "
-                                f"{self.topic!r} failed: {_error_text(exc)}") from None
+                                f"{self.topic!r} failed: {error_text(exc)}") from None
         self.count += 1
 
 
@@ -491,7 +300,7 @@ def _produce_error(exc: KafkaException, topic: str, partition: int, row: int, va
         return (f"row {row} of this task, for topic {topic!r}, is {size} bytes: larger than the "
                 "producer's message.max.bytes. Raise kafka.message.max.bytes (and the topic's "
                 "max.message.bytes), or filter such records in the transform")
-    return f"producing row {row} to topic {topic!r} partition {partition} failed: {_error_text(exc)}"
+    return f"producing row {row} to topic {topic!r} partition {partition} failed: {error_text(exc)}"
 
 
 class KafkaMarkedWriter(MarkedWriter):
@@ -505,7 +314,7 @@ class KafkaMarkedWriter(MarkedWriter):
         self.bytes = 0
         self.dead_letters = 0
         self._producer: Producer | None = None
-        self._topics: _Topics | None = None
+        self._topics: Topics | None = None
         self._dead: DeadLetters | None = None
         self._open = False
         self._broken = False
@@ -531,7 +340,7 @@ class KafkaMarkedWriter(MarkedWriter):
         self._producer.begin_transaction()
         self._began = time.monotonic()
         self._open = True
-        self._topics = _Topics(self.settings, self._producer)
+        self._topics = Topics(self.settings, self._producer)
         return True
 
     def write(self, batch: pa.RecordBatch) -> None:
@@ -551,17 +360,17 @@ class KafkaMarkedWriter(MarkedWriter):
         what = f"the Kafka transaction of task {self.marker.partition}, batch {self.marker.batch}"
         timeout = self.settings.call_timeout
         try:
-            _bounded(lambda: made.send_offsets_to_transaction(
+            bounded(lambda: made.send_offsets_to_transaction(
                 [TopicPartition(self.settings.marker_topic, 0, offset)],
                 marker_consumer(self.settings, group).consumer_group_metadata(), timeout),
                 f"sending the progress marker of {what}", timeout)
-            _bounded(lambda: made.commit_transaction(timeout), f"committing {what}", timeout)
+            bounded(lambda: made.commit_transaction(timeout), f"committing {what}", timeout)
         except ServiceUnavailableError:
             self._broken = True  # a call still hangs in its thread: do not wait on another
             raise
         except KafkaException as exc:
-            self._broken = _fatal(exc)
-            raise SinkError(f"committing {what} failed: {_error_text(exc)}"
+            self._broken = fatal(exc)
+            raise SinkError(f"committing {what} failed: {error_text(exc)}"
                             f"{self._timed_out_hint()}") from None
         self._open = False
         self._producer = None
@@ -587,7 +396,7 @@ class KafkaMarkedWriter(MarkedWriter):
             return
         if self._open and not self._broken:
             try:
-                _bounded(lambda: made.abort_transaction(self.settings.call_timeout),
+                bounded(lambda: made.abort_transaction(self.settings.call_timeout),
                          f"aborting the Kafka transaction of task {self.marker.partition}",
                          self.settings.call_timeout)
             except Exception:  # noqa: BLE001 - broken: the next attempt fences it
@@ -595,33 +404,6 @@ class KafkaMarkedWriter(MarkedWriter):
         self._open = False
         close_producer(made)
 
-
-def _bounded(call: Any, what: str, call_timeout: float) -> None:
-    """``call()``, given at most ``call_timeout`` (the call's own timeout) and
-    30 s more. librdkafka's transactional
-    calls can block past their own timeout while the broker's connections are
-    cut (librdkafka issue 5456); Spark never times a task out, so the batch
-    would stall for good. On timeout the task fails; its retry's new producer
-    fences this one, whose thread is abandoned."""
-    outcome: list[BaseException | None] = []
-
-    def run() -> None:
-        try:
-            call()
-            outcome.append(None)
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller
-            outcome.append(exc)
-
-    thread = threading.Thread(target=run, name=f"eoskit-kafka: {what}", daemon=True)
-    thread.start()
-    timeout = call_timeout + 30
-    thread.join(timeout)
-    if not outcome:
-        raise ServiceUnavailableError(f"{what} did not finish within {timeout:.0f} s (the broker "
-                                 "did not answer); the task fails, and its retry fences this "
-                                 "producer")
-    if outcome[0] is not None:
-        raise outcome[0]
 
 
 class KafkaDirectWriter(CommittingWriter):
@@ -634,7 +416,7 @@ class KafkaDirectWriter(CommittingWriter):
         self.bytes = 0
         self.dead_letters = 0
         self._producer = producer(settings, None)
-        self._topics = _Topics(settings, self._producer)
+        self._topics = Topics(settings, self._producer)
         self._dead: DeadLetters | None = None
         self._errors: list[str] = []
 

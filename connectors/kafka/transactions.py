@@ -26,15 +26,14 @@ from eoskit.connectors.kafka import sink_markers
 from eoskit.connectors.kafka.client import BrokerUnreachableError, KafkaMetadata
 from eoskit.connectors.kafka.schema import HEADER_SPARK_TYPE
 from eoskit.connectors.kafka.sink_settings import KafkaSinkSettings
-from eoskit.connectors.kafka.sink_writer import (
-    KafkaDirectWriter,
-    KafkaMarkedWriter,
+from eoskit.connectors.kafka.sink_clients import (
     close_producer,
     missing_topic_message,
     producer,
     read_marker,
     topic_max_message_bytes,
 )
+from eoskit.connectors.kafka.sink_writer import KafkaDirectWriter, KafkaMarkedWriter
 from eoskit.connectors.sink_options import DEAD_LETTER_TOPIC
 from eoskit.twophase.contract import (
     CommitMode,

@@ -62,7 +62,7 @@ def recorded_only(root: str | os.PathLike[str]) -> frozenset[str] | None:
 
 @dataclass(frozen=True)
 class Placement:
-    """Where a service runs: a host of a network lab (``netlab.py``), its
+    """Where a service runs: a host of a network lab (``netlab/``), its
     address and network namespace."""
 
     address: str

@@ -111,7 +111,7 @@ def start_process(
     ``user`` runs it as another system user (PostgreSQL refuses to run as
     root); that needs root, which is exactly when it is used. ``netns``
     runs it inside that network namespace (a host of a network lab,
-    ``netlab.py``): ``ip netns exec`` then ``setpriv`` for the user, both of
+    ``netlab/``): ``ip netns exec`` then ``setpriv`` for the user, both of
     which exec in place, so the pid is the server's.
     """
     if netns is not None:

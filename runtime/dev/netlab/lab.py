@@ -1,61 +1,42 @@
-"""Network labs: each party of a distributed test on a host of its own.
-
-A :class:`Lab` puts hosts, each a Linux network namespace with one ``eth0``,
-on a bridge that lives in a "switch" namespace of its own, and makes faults
-between them with iptables rules inside the hosts' namespaces: partitions,
-lost replies, resets, packet loss, isolation (for half-open peers), slow links
-(tbf). The kernel here has no netem, so latency comes from :class:`DelayProxy`.
-
-Nothing is created in the root namespace: the test process reaches a host's
-service through :meth:`Lab.expose` (a forwarder listening on the root's
-loopback whose outgoing socket is made inside the host's namespace) or opens
-sockets inside a host with :meth:`Host.socket`. An address in the root
-namespace would be seen by every process on the machine and would collide
-with a concurrent lab on the same subnet.
-
-Cleanup: every namespace name starts with the lab's prefix, ``eosk<6 hex>-``,
-and a state file under :data:`STATE_DIR` names the owning process (pid and
-start time) before anything is made. ``Lab.__exit__`` (or the ``atexit`` hook,
-or the watchdog after ``timeout``) kills the processes in the namespaces and
-deletes the namespaces, which takes their links, rules and qdiscs with them;
-:func:`sweep` does the same for labs whose owner died (run at every lab's
-start, and by ``python -m eoskit.runtime.dev.netlab sweep``).
-
-Stdlib only, so that the file also runs by path (``python netlab.py sweep``).
-See docs/network-faults.md.
-"""
+"""The lab itself: :class:`Lab` makes the switch and the hosts
+(:class:`Host`) and the faults between them (:class:`Fault`), and removes
+them all when it ends. Stdlib only (see the package's docstring)."""
 
 from __future__ import annotations
 
-import argparse
 import atexit
-import ctypes
 import ipaddress
 import json
 import os
-import queue
 import re
 import secrets
-import shutil
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-__all__ = ["STATE_DIR", "DelayProxy", "Fault", "Host", "Lab", "NetlabError", "sweep"]
+from .namespaces import (
+    _LAB_NAME,
+    NetlabError,
+    _claim_prefix,
+    _delete_netns,
+    _in_netns,
+    _list_netns,
+    _run,
+    _socket_in,
+    _state_path,
+    _tool,
+    sweep,
+)
+from .proxy import DelayProxy, _abort
 
-#: Where each lab's owner is written down, so that :func:`sweep` can tell a
-#: live lab from one left by a killed process.
-STATE_DIR = Path("/run/eoskit-netlab")
-_LAB_NAME = re.compile(r"^(eosk[a-z0-9]{1,8}-)")
 _HOST_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,19}$")
 _SWITCH = "switch"
 _IN = "eoskit-in"  # each host's chain of faults, jumped to from INPUT
@@ -69,179 +50,6 @@ _HOST_SYSCTLS = {
     # its peer half-open, as a crashed machine would (see Lab.isolate).
     "net/ipv4/tcp_orphan_retries": "1",
 }
-_COMMAND_TIMEOUT = 20.0
-_CLONE_NEWNET = 0x40000000
-_LIBC = ctypes.CDLL(None, use_errno=True)
-_T = TypeVar("_T")
-
-
-class NetlabError(RuntimeError):
-    """A lab could not be made, changed or removed; the message names what."""
-
-
-def _tool(name: str) -> str:
-    """Full path of ``name`` (sbin directories are not on every PATH)."""
-    found = shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin:/usr/bin:/bin")
-    if found is None:
-        raise NetlabError(f"`{name}` is not installed (apt-get install iptables iproute2)")
-    return found
-
-
-def _run(argv: Sequence[str], *, input: str | None = None, check: bool = True,
-         timeout: float = _COMMAND_TIMEOUT) -> subprocess.CompletedProcess[str]:
-    """Run a setup command; a failure names the command and what it printed."""
-    command = " ".join(argv)
-    try:
-        done = subprocess.run(list(argv), input=input, capture_output=True, text=True, timeout=timeout,
-                              stdin=None if input is not None else subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        raise NetlabError(f"`{command}` did not finish within {timeout:g} s") from None
-    except FileNotFoundError:
-        raise NetlabError(f"`{argv[0]}` is not installed") from None
-    if check and done.returncode != 0:
-        raise NetlabError(f"`{command}` failed (exit {done.returncode}): {done.stderr.strip()}")
-    return done
-
-
-def _in_netns(netns: str | None, work: Callable[[], _T], timeout: float = 10.0) -> _T:
-    """``work()`` run on a fresh thread that has entered ``netns``.
-
-    setns(2) moves only the calling thread, and a socket stays in the
-    namespace it was made in, so this is how a socket (or a /proc/sys/net
-    write) is made inside a host without a subprocess. The thread ends
-    afterwards instead of going back: nothing else ever runs in it.
-    """
-    if netns is None:
-        return work()
-    outcome: dict[str, Any] = {}
-
-    def enter_and_work() -> None:
-        try:
-            fd = os.open(f"/run/netns/{netns}", os.O_RDONLY)
-            try:
-                if _LIBC.setns(fd, _CLONE_NEWNET) != 0:
-                    err = ctypes.get_errno()
-                    raise NetlabError(f"cannot enter namespace {netns}: {os.strerror(err)}")
-            finally:
-                os.close(fd)
-            outcome["value"] = work()
-        except BaseException as exc:  # handed to the caller's thread
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=enter_and_work, name=f"netlab-{netns}", daemon=True)
-    thread.start()
-    thread.join(timeout)
-    if thread.is_alive():
-        raise NetlabError(f"work inside namespace {netns} did not finish within {timeout:g} s")
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
-
-
-def _socket_in(netns: str | None, kind: int = socket.SOCK_STREAM) -> socket.socket:
-    return _in_netns(netns, lambda: socket.socket(socket.AF_INET, kind))
-
-
-def _start_time(pid: int) -> int | None:
-    """Start time of a live (not zombie) ``pid`` in clock ticks, or None.
-
-    The same check as :mod:`.processes`, repeated so this module stays
-    stdlib-only: a recycled pid is not taken for a lab's owner.
-    """
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = raw[raw.rindex(")") + 2:].split()
-    return None if fields[0] in ("Z", "X") else int(fields[19])
-
-
-def _state_path(prefix: str) -> Path:
-    return STATE_DIR / f"{prefix.rstrip('-')}.json"
-
-
-def _owner_alive(prefix: str) -> bool:
-    """A process's lab lives while its process does; a kept lab
-    (``Lab(keep_while=...)``, the dev services') while its owner's file exists."""
-    try:
-        owner = json.loads(_state_path(prefix).read_text())
-        if owner.get("keep_while"):
-            return Path(owner["keep_while"]).exists()
-        started = _start_time(int(owner["pid"]))
-        return started is not None and started == owner["start_time"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
-
-
-def _list_netns() -> list[str]:
-    out = _run([_tool("ip"), "netns", "list"]).stdout
-    return [line.split()[0] for line in out.splitlines() if line.strip()]
-
-
-def _delete_netns(names: Sequence[str]) -> list[str]:
-    """Kill every process inside ``names``, then delete them; the errors."""
-    ip, errors = _tool("ip"), []
-    for name in names:
-        pids = _run([ip, "netns", "pids", name], check=False).stdout.split()
-        for pid in pids:
-            try:
-                os.kill(int(pid), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-    for name in names:
-        done = _run([ip, "netns", "delete", name], check=False)
-        if done.returncode != 0 and name in _list_netns():
-            errors.append(f"namespace {name}: {done.stderr.strip()}")
-    return errors
-
-
-def sweep(prefix: str = "eosk") -> list[str]:
-    """Remove the namespaces (their processes, links and rules with them) of
-    labs whose owning process is gone; the namespace names removed.
-
-    A state file is written before a lab makes anything, so a namespace
-    without a live owner is a leftover, never a lab being built.
-    """
-    labs: dict[str, list[str]] = {}
-    for name in _list_netns():
-        match = _LAB_NAME.match(name)
-        if match and name.startswith(prefix):
-            labs.setdefault(match.group(1), []).append(name)
-    if STATE_DIR.is_dir():
-        for path in STATE_DIR.glob(f"{prefix}*.json"):
-            labs.setdefault(f"{path.stem}-", [])
-    removed = []
-    for lab_prefix, names in sorted(labs.items()):
-        if _owner_alive(lab_prefix):
-            continue
-        errors = _delete_netns(names)
-        if errors:
-            raise NetlabError(f"sweeping lab {lab_prefix}: " + "; ".join(errors))
-        _state_path(lab_prefix).unlink(missing_ok=True)
-        removed += names
-    return removed
-
-
-def _claim_prefix(prefix: str, keep_while: Path | None = None, subnet: str = "") -> None:
-    """Write down the owner of ``prefix`` before anything of it exists: this
-    process, or (a kept lab) a file whose existence keeps it.
-
-    Written aside and linked into place, so that a sweeper never reads a
-    half-written file (and takes the lab for a dead one) and two labs never
-    share a prefix.
-    """
-    STATE_DIR.mkdir(parents=True, exist_ok=True)
-    path, aside = _state_path(prefix), STATE_DIR / f".{prefix}{os.getpid()}.tmp"
-    owner: dict[str, Any] = {"pid": os.getpid(), "start_time": _start_time(os.getpid())}
-    if keep_while is not None:
-        owner.update(keep_while=str(Path(keep_while).absolute()), subnet=subnet)
-    aside.write_text(json.dumps(owner))
-    try:
-        os.link(aside, path)
-    except FileExistsError:
-        raise NetlabError(f"lab prefix {prefix} is taken ({path} exists)") from None
-    finally:
-        aside.unlink()
 
 
 @dataclass(eq=False)
@@ -330,153 +138,6 @@ class Fault:
         self.healed = True
         self._lab._faults.remove(self)
 
-
-class DelayProxy:
-    """A TCP proxy that holds each direction's bytes ``delay_s`` before
-    passing them on, in order: latency, since this kernel has no netem.
-
-    It listens on ``listen_host`` (None: the root namespace's loopback) and
-    connects to the target from ``connect_from`` (default: the listening
-    host), on threads of this process, its sockets made inside the
-    namespaces. A reset on one side is passed on as a reset.
-    """
-
-    def __init__(self, listen_host: Host | None, listen_port: int, target_ip: str, target_port: int,
-                 delay_s: float, *, connect_from: Host | None = None) -> None:
-        if delay_s < 0:
-            raise ValueError(f"delay_s must be >= 0, not {delay_s}")
-        source = connect_from or listen_host
-        self._listen = (listen_host.netns if listen_host else None, listen_host.ip if listen_host else "127.0.0.1")
-        self._listen_port, self._target = listen_port, (target_ip, target_port)
-        self._source_netns = source.netns if source else None
-        owner = listen_host or connect_from
-        self._lab = owner._lab if owner is not None else None
-        self.delay_s = delay_s
-        self.address: tuple[str, int] = (self._listen[1], listen_port)
-        self._stop = threading.Event()
-        self._sockets: set[socket.socket] = set()
-        self._lock = threading.Lock()
-        self._listener: socket.socket | None = None
-
-    def start(self) -> DelayProxy:
-        listener = _socket_in(self._listen[0])
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind((self._listen[1], self._listen_port))
-        listener.listen(64)
-        listener.settimeout(0.2)
-        self._listener, self.address = listener, listener.getsockname()
-        if self._lab is not None:
-            self._lab._proxies.append(self)
-        threading.Thread(target=self._accept_loop, name=f"netlab-proxy-{self.address[1]}", daemon=True).start()
-        return self
-
-    def __enter__(self) -> DelayProxy:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Stop listening and cut every connection (idempotent)."""
-        self._stop.set()
-        with self._lock:
-            sockets, self._sockets = list(self._sockets), set()
-        for sock in [*sockets, *([self._listener] if self._listener else [])]:
-            _abort(sock)
-
-    def _accept_loop(self) -> None:
-        assert self._listener is not None
-        while not self._stop.is_set():
-            try:
-                client, _ = self._listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
-
-    def _serve(self, client: socket.socket) -> None:
-        client.settimeout(None)
-        try:
-            upstream = _socket_in(self._source_netns)
-        except (OSError, NetlabError):
-            _abort(client)
-            return
-        with self._lock:
-            if self._stop.is_set():
-                _abort(client)
-                _abort(upstream)
-                return
-            self._sockets |= {client, upstream}
-        try:
-            upstream.settimeout(10.0)
-            upstream.connect(self._target)
-            upstream.settimeout(None)
-        except OSError:
-            _abort(client)
-            _abort(upstream)
-            return
-        remaining = [2]
-
-        def finished() -> None:
-            with self._lock:
-                remaining[0] -= 1
-                if remaining[0]:
-                    return
-                self._sockets -= {client, upstream}
-            client.close()
-            upstream.close()
-
-        for src, dst in ((client, upstream), (upstream, client)):
-            self._pipe(src, dst, finished)
-
-    def _pipe(self, src: socket.socket, dst: socket.socket, finished: Callable[[], None]) -> None:
-        """One direction: a reader stamps each chunk with when it is due, a writer sends it then."""
-        pending: queue.SimpleQueue[tuple[float, bytes | None]] = queue.SimpleQueue()
-
-        def read() -> None:
-            while True:
-                try:
-                    data = src.recv(65536)
-                except OSError:
-                    pending.put((time.monotonic(), None))  # None: the source broke
-                    return
-                pending.put((time.monotonic() + self.delay_s, data))
-                if not data:
-                    return
-
-        def write() -> None:
-            try:
-                while True:
-                    due, data = pending.get()
-                    if self._stop.wait(max(0.0, due - time.monotonic())):
-                        return
-                    if data is None:
-                        _abort(dst)
-                        return
-                    if not data:
-                        dst.shutdown(socket.SHUT_WR)
-                        return
-                    dst.sendall(data)
-            except OSError:
-                _abort(dst)
-                _abort(src)
-            finally:
-                finished()
-
-        threading.Thread(target=read, daemon=True).start()
-        threading.Thread(target=write, daemon=True).start()
-
-
-def _abort(sock: socket.socket) -> None:
-    """Cut a connection with a reset: linger 0, and SHUT_RD (which sends
-    nothing, unlike SHUT_WR's FIN) to wake a thread blocked reading it."""
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        sock.shutdown(socket.SHUT_RD)
-    except OSError:
-        pass
-    sock.close()
 
 
 _AVAILABLE: list[str | None] = []  # Lab.available()'s answer, once per process
@@ -856,28 +517,3 @@ def _why_unavailable() -> str | None:
     except (NetlabError, OSError) as err:
         return f"cannot make a network lab here: {err}"
     return None
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m eoskit.runtime.dev.netlab",
-                                     description="eoskit's network lab (docs/network-faults.md)")
-    commands = parser.add_subparsers(dest="command", required=True)
-    sweeping = commands.add_parser("sweep", help="remove what labs of dead processes left behind")
-    sweeping.add_argument("--prefix", default="eosk", help="only namespaces starting with this")
-    commands.add_parser("check", help="say whether a lab can run on this machine")
-    args = parser.parse_args(argv)
-    try:
-        if args.command == "sweep":
-            removed = sweep(args.prefix)
-            print(f"removed {len(removed)} namespace(s){': ' if removed else ''}{' '.join(removed)}")
-            return 0
-        reason = Lab.available()
-        print(reason or "network labs can run here")
-        return 1 if reason else 0
-    except NetlabError as err:
-        print(f"netlab: {err}", file=sys.stderr)
-        return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

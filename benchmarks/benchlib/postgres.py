@@ -1,0 +1,53 @@
+"""PostgreSQL as the benchmarks use it: connect, empty a table, read a
+table's figures back and check them against what was produced."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from sqlalchemy.engine import make_url
+
+from eoskit.connectors.postgres.connection import connect_kwargs
+from eoskit.runtime.demo.orders import OrderTotals
+
+from benchlib.results import CREATED_AT, TABLE_DDL, TableStats
+
+
+def pg_connect(sqlalchemy_url: str, **kwargs: Any) -> psycopg.Connection:
+    """psycopg from the SQLAlchemy URL LocalServices gives (eoskit's own mapping)."""
+    return psycopg.connect(**connect_kwargs(make_url(sqlalchemy_url)), **kwargs)
+
+
+def reset_table(sqlalchemy_url: str, table: str) -> None:
+    """Both runs start from an empty table of the same layout (no index, no key),
+    so neither pays for anything the other does not."""
+    with pg_connect(sqlalchemy_url, autocommit=True) as conn:
+        conn.execute(f"DROP TABLE IF EXISTS {table}")
+        conn.execute(f"CREATE TABLE {table} {TABLE_DDL}")
+
+
+def table_stats(sqlalchemy_url: str, table: str) -> TableStats:
+    """An independent reading of what a run left in the table."""
+    with pg_connect(sqlalchemy_url, autocommit=True) as conn:
+        row = conn.execute(
+            f"SELECT count(*), count(DISTINCT order_id), sum(amount), "
+            f"min(created_at), max(created_at) FROM {table}"
+        ).fetchone()
+    assert row is not None
+    return TableStats(*row)
+
+
+def verify(name: str, stats: TableStats, expected: OrderTotals) -> list[str]:
+    """What differs from the produced data; empty when every order is there once."""
+    problems = []
+    if stats.count != expected.count:
+        problems.append(f"{name}: {stats.count} rows, expected {expected.count}")
+    if stats.distinct_ids != expected.count:
+        problems.append(f"{name}: {stats.distinct_ids} distinct order_ids, expected {expected.count}")
+    if stats.amount != expected.amount:
+        problems.append(f"{name}: sum(amount) = {stats.amount}, expected {expected.amount}")
+    if stats.min_created != CREATED_AT or stats.max_created != CREATED_AT:
+        problems.append(f"{name}: created_at spans {stats.min_created} .. {stats.max_created}, "
+                        f"expected {CREATED_AT} only")
+    return problems + [f"{name}: {problem}" for problem in stats.problems]
