@@ -36,6 +36,7 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
+from pyspark.sql.datasource import CaseInsensitiveDict
 
 from eoskit.twophase.adapter import TransactionalDataSource, TransactionalStreamWriter
 from eoskit.twophase.contract import SinkError
@@ -102,7 +103,7 @@ class BatchWriter:
     def __init__(self, data_source: type[TransactionalDataSource], options: Mapping[str, Any]) -> None:
         self.data_source = data_source
         self.options = {k: str(v) for k, v in options.items()}
-        data_source(dict(self.options))  # every option check the data source makes
+        data_source(CaseInsensitiveDict(self.options))  # every option check, with Spark's options
 
     def checkpoint_location(self, df: DataFrame) -> str:
         given = CHECKPOINT.get(self.options)
@@ -121,7 +122,7 @@ class BatchWriter:
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         # Step 1: planning, as for the data source (check, sweep, decision log).
-        options = dict(self.options, checkpointLocation=self.checkpoint_location(df))
+        options = CaseInsensitiveDict({**self.options, "checkpointLocation": self.checkpoint_location(df)})
         writer = self.data_source(options).streamWriter(df.schema, False)
         # Step 2: the tasks, one per partition, each writing and acking.
         try:
