@@ -71,7 +71,7 @@ class CrashSuite:
 #: The submission tier's share of the conformance crash matrix; every other
 #: scenario of these tests runs in the full tier. Rotated over the sinks so
 #: that each sink and commit mode keeps a driver SIGKILL and a worker (or
-#: executor) kill, and every crash point of ``twophase/crash.py`` fires at
+#: executor) kill, and every crash point of ``core/crash.py`` fires at
 #: least once (tests/test_tiers.py checks both against the kit's scenarios).
 SUBMISSION_CRASH_MATRIX = (
     CrashSuite("integration_tests/test_postgres_conformance.py::test_postgres_twophase", "postgres", "twophase",

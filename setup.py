@@ -14,7 +14,7 @@ connector edits no shared file:
   loads where asked for (``-p eoskit.testing.pytest_plugin``), not in every
   pytest run of the environment;
 - the console scripts: ``eoskit``, and ``eoskit-spark-python``, the Python
-  eoskit's local sessions give Spark (``eoskit.runtime.spark_python``).
+  eoskit's local sessions give Spark (``eoskit.runtime.spark.python``).
 
 The extras are declared here too, though not derived from the tree (a
 connector with a new client library adds its list): one list per
@@ -36,7 +36,7 @@ from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).parent
 PACKAGE_DIRS = {"eoskit.connectors": "connectors", "eoskit.twophase": "twophase",
-                "eoskit.runtime": "runtime", "eoskit.testing": "testing"}
+                "eoskit.runtime": "runtime", "eoskit.testing": "testing", "eoskit.core": "core"}
 
 
 #: Each connector's extra: what its client library needs.
@@ -155,8 +155,8 @@ if __name__ == "__main__":  # as setuptools' build backend runs it; tests/test_p
         packages=packages(),
         extras_require=extras(),
         entry_points={
-            "console_scripts": ["eoskit = eoskit.runtime.cli:main",
-                                "eoskit-spark-python = eoskit.runtime.spark_python:main"],
+            "console_scripts": ["eoskit = eoskit.runtime.cli.main:main",
+                                "eoskit-spark-python = eoskit.runtime.spark.python:main"],
             "eoskit.plugins": plugin_entry_points(),
         },
         cmdclass={"build_py": BuildPyWithDiscoveryModules},

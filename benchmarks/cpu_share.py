@@ -43,7 +43,7 @@ def process_cpu_s(pid: int, proc: Path = Path("/proc")) -> float:
 def tree_cpu_s(root: int) -> float:
     """CPU-seconds of ``root`` and every live process below it (the tree as
     ``eoskit chaos`` walks it), with their reaped children's."""
-    from eoskit.runtime.chaos.processes import descendants
+    from eoskit.runtime.devtools.chaos.processes import descendants
 
     return sum(process_cpu_s(pid) for pid in (root, *(p.pid for p in descendants(root))))
 
@@ -76,7 +76,7 @@ class Cpu:
 
 def services_cpu(services_dir: str) -> Cpu:
     """A Cpu over the dev services running in ``services_dir`` (``eoskit dev up``)."""
-    from eoskit.runtime.dev import LocalServices
+    from eoskit.runtime.devtools.services import LocalServices
 
     return Cpu(LocalServices(services_dir).pids())
 

@@ -41,9 +41,8 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
-from eoskit.runtime.dev import LocalServices
-from eoskit.twophase import timings
-
+from eoskit.runtime.devtools.services import LocalServices
+from eoskit.core import timings
 from benchlib.postgres import reset_table, table_stats, verify
 from benchlib.report import (
     fail,

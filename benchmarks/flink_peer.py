@@ -29,7 +29,7 @@ import sys
 import urllib.request
 from pathlib import Path
 
-from eoskit.runtime.demo import enrich
+from eoskit.runtime.devtools.demo import enrich
 
 from benchlib.harness import Contender, Unavailable, run_peer_process
 from benchlib.report import say

@@ -81,7 +81,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--output", required=True, help="an existing topic")
     parser.add_argument("--records", type=int, required=True,
                         help="the input topic's record count (reported as rows)")
-    parser.add_argument("--enrich", required=True, help="path of eoskit/runtime/demo/enrich.py")
+    parser.add_argument("--enrich", required=True, help="path of eoskit/runtime/devtools/demo/enrich.py")
     parser.add_argument("--connector-jar", required=True,
                         help="flink-sql-connector-kafka, built for this Flink")
     parser.add_argument("--parallelism", type=int, default=2,

@@ -1,7 +1,7 @@
 """Kafka -> Kafka exactly once: eoskit against a hand-written transactional loop and Quix Streams.
 
 All three read the SAME topic of JSON orders (produced once per run), apply
-the same enrichment (``eoskit.runtime.demo.enrich``: amount with tax,
+the same enrichment (``eoskit.runtime.devtools.demo.enrich``: amount with tax,
 customer tier) and write JSON keyed by order id to a topic of their own,
 exactly once. With ``--spark-kafka``, Spark's own ``kafka`` source and sink
 (at-least-once, ``spark_kafka_runner.py``, a process of its own) does the
@@ -33,10 +33,10 @@ from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPa
 from flink_peer import flink_contender, flink_options, make_flink_venv
 from pyspark.sql.streaming import DataStreamWriter
 
-from eoskit.runtime.demo import enrich
-from eoskit.runtime.demo.orders import recreate_topic
-from eoskit.runtime.dev import LocalServices
-from eoskit.runtime.dev.kafka_topic import read_topic
+from eoskit.runtime.devtools.demo import enrich
+from eoskit.runtime.devtools.demo.orders import recreate_topic
+from eoskit.runtime.devtools.services import LocalServices
+from eoskit.runtime.devtools.services.kafka_topic import read_topic
 
 from benchlib.harness import (
     Contender,

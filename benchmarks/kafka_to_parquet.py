@@ -39,8 +39,8 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from pyspark.sql.streaming import DataStreamWriter
 
-from eoskit.runtime.demo.orders import OrderTotals
-from eoskit.runtime.dev import LocalServices
+from eoskit.runtime.devtools.demo.orders import OrderTotals
+from eoskit.runtime.devtools.services import LocalServices
 
 from benchlib.harness import Unavailable, parse_args, run_peer_process
 from benchlib.report import (

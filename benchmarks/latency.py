@@ -39,8 +39,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter
 
-from eoskit.runtime.demo.orders import recreate_topic
-from eoskit.runtime.dev import LocalServices
+from eoskit.runtime.devtools.demo.orders import recreate_topic
+from eoskit.runtime.devtools.services import LocalServices
 
 from soak import SteadyProducer
 

@@ -205,7 +205,7 @@ def start_services(services_dir: str) -> None:
     """The dev services, started here before the rounds (``eoskit dev up``,
     a no-op when they run): a script that started them would count the
     broker and the databases in its memory."""
-    done = subprocess.run([sys.executable, "-m", "eoskit.runtime.dev", "up", "--dir", services_dir])
+    done = subprocess.run([sys.executable, "-m", "eoskit.runtime.devtools.services", "up", "--dir", services_dir])
     if done.returncode != 0:
         raise SystemExit(f"the dev services in {services_dir} did not start (exit {done.returncode})")
 

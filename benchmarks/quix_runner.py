@@ -48,7 +48,7 @@ def main() -> int:
     parser.add_argument("--input", required=True)
     parser.add_argument("--output", required=True)
     parser.add_argument("--records", type=int, required=True)
-    parser.add_argument("--enrich", required=True, help="path of eoskit/runtime/demo/enrich.py")
+    parser.add_argument("--enrich", required=True, help="path of eoskit/runtime/devtools/demo/enrich.py")
     parser.add_argument("--commit-every", type=int, default=10_000)
     parser.add_argument("--idle-timeout", type=float, default=60.0,
                         help="stop when no record arrives for this long (a stuck run fails)")

@@ -29,9 +29,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from eoskit.runtime.dev import LocalServices
-from eoskit.runtime.dev.cluster import SparkCluster
-from eoskit.twophase import crash
+from eoskit.runtime.devtools.services import LocalServices
+from eoskit.runtime.devtools.services.cluster import SparkCluster
+from eoskit.core import crash
 from eoskit.twophase.txn_id import sink_prefix
 
 from benchlib.job import JobRun, PostgresTable, Workload
@@ -62,7 +62,7 @@ def restart_once(run: JobRun, batch: int, postgres_url: str) -> tuple[dict[str, 
     once it ends. The milestones are polled every POLL_S: the job's process
     group for a ``java`` process, PostgreSQL's ``pg_prepared_xacts`` (one
     connection, a query of about a millisecond) for the sink's ids."""
-    from eoskit.runtime.chaos.processes import run_processes
+    from eoskit.runtime.devtools.chaos.processes import run_processes
 
     committed = run.checkpoint / "commits" / str(batch)
     assert not committed.exists(), f"batch {batch} was committed before the restart"

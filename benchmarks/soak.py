@@ -31,8 +31,8 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
-from eoskit.runtime.demo.orders import recreate_topic
-from eoskit.runtime.dev import LocalServices
+from eoskit.runtime.devtools.demo.orders import recreate_topic
+from eoskit.runtime.devtools.services import LocalServices
 from eoskit.twophase.txn_id import sink_prefix
 
 from benchlib.job import JobRun, PostgresTable, Workload
@@ -157,7 +157,7 @@ def _memory_kib(entry: Path) -> int:
 def python_workers(pgid: int) -> list[Proc]:
     """The job's task workers: children forked by the ``pyspark.worker``
     daemon (eoskit's ``worker_daemon``, or its copy forked by the zygote,
-    named ``pyspark.worker``: see eoskit.runtime.zygote)."""
+    named ``pyspark.worker``: see eoskit.runtime.spark.zygote)."""
     procs = processes_of_group(pgid)
     daemons = {p.pid for p in procs if "worker_daemon" in p.cmdline or p.comm == "pyspark.worker"}
     return [p for p in procs if p.ppid in daemons]

@@ -1,7 +1,7 @@
 """One run of what a Spark user writes today for Kafka -> Kafka, in a process
 of its own: Spark's own `kafka` source and `kafka` sink (at-least-once: a
 retried task writes its records again), the same enrichment as eoskit's run
-(``eoskit.runtime.demo.enrich.enrich_orders``: Spark columns only, so the
+(``eoskit.runtime.devtools.demo.enrich.enrich_orders``: Spark columns only, so the
 whole query runs in the JVM), availableNow in batches of --max-offsets, into
 an output topic that exists already. Spark's Kafka connector comes from Maven
 Central (spark.jars.packages). Prints one JSON line: rows, run_s,
@@ -30,7 +30,7 @@ def main() -> None:
     args = parser.parse_args()
 
     # eoskit's module imports PySpark inside enrich_orders: importing this file starts nothing.
-    from eoskit.runtime.demo.enrich import enrich_orders
+    from eoskit.runtime.devtools.demo.enrich import enrich_orders
 
     spark = session("bench-spark-kafka", args.spark_kafka_version, master=args.master)
     # key: the order id, value: the enriched order as JSON

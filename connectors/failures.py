@@ -19,9 +19,9 @@ they do with the answer:
 
 - the SQL sinks' reconnecting calls (``connectors/sql/sink.py``) try again
   on ``LOST`` only (``lost``), and raise ``ConnectionLostError`` when it lasts;
-- the CLI (``runtime/cli_errors.py``) exits 3, "a service cannot be
+- the CLI (``runtime/cli/errors.py``) exits 3, "a service cannot be
   reached", on either, with the service's own one-line message;
-- the runtime's restart strategy (``runtime/failures.py``) sees what a
+- the runtime's restart strategy (``runtime/job/failures.py``) sees what a
   task raised only as a type name and a line of text, so it asks the
   error's class (``verdict_of``), and the sinks raise eoskit's own errors
   from these verdicts (``ServiceUnavailableError``, ``LOST``, for a lost

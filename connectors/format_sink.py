@@ -16,8 +16,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql.datasource import CaseInsensitiveDict
 from pyspark.sql.streaming import DataStreamWriter
 
-from eoskit.twophase.options import OptionError
-from eoskit.connectors.output_modes import check_output_mode, write_stream
+from eoskit.core.options import OptionError
+from eoskit.connectors.spark.output_modes import check_output_mode, write_stream
 from eoskit.connectors.plugins import by_format, plugins
 
 

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 GROUP = "eoskit.plugins"
 
 #: ``in_doubt(kind, target, options)``, asked by ``eoskit txn list|resolve``
-#: (``runtime/txn_cli.py``) on the user's machine, never in a job:
+#: (``runtime/cli/txn.py``) on the user's machine, never in a job:
 #:
 #: - ``kind``: ``"url"`` for ``--url``, the server that holds the prepared
 #:   transactions as a URL (a database's SQLAlchemy URL), or ``"path"`` for

@@ -4,7 +4,7 @@ every sink takes (``commitMode``, ``sinkId``, ...) are the protocol's:
 
 from __future__ import annotations
 
-from eoskit.twophase.options import Option, parse_str
+from eoskit.core.options import Option, parse_str
 
 
 def parse_names(text: str) -> tuple[str, ...]:

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pyspark.sql import DataFrame, Row
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
-from eoskit.runtime.keyed_state import replace_timer, ttl
+from eoskit.runtime.state.keyed import replace_timer, ttl
 
 
 # 1. Value state (Flink: ValueState<Tuple2<Long, Long>>) ---------------------------

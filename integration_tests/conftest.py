@@ -17,9 +17,9 @@ import pytest
 from pyspark.sql import SparkSession
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from eoskit.runtime.dev import LocalServices
-from eoskit.runtime.dev.endpoints import endpoints_from_env
-from eoskit.runtime.dev.produce import produce_records
+from eoskit.runtime.devtools.services import LocalServices
+from eoskit.runtime.devtools.services.endpoints import endpoints_from_env
+from eoskit.runtime.devtools.services.produce import produce_records
 from eoskit.testing.pytest_plugin import DEFAULT_TEST_DIR
 from eoskit.testing.conformance.postgres import PostgresTarget
 
@@ -54,17 +54,15 @@ def spark_kafka_versions() -> list[str]:
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     from pyspark.errors import PySparkRuntimeError
 
-    from eoskit.runtime.spark import get_session
-    from eoskit.twophase import crash
-
-    # The session's Python workers inherit the environment its JVM starts
+    from eoskit.runtime.spark.session import get_session
+    from eoskit.core import crash  # The session's Python workers inherit the environment its JVM starts
     # with: a crash scenario that kills only a task's worker arms its point
     # through this folder (crash.arm) and runs in this warm session instead
     # of a driver of its own.
     os.environ[crash.CONTROL_ENV] = str(tmp_path_factory.mktemp("crash-control"))
 
     # Spark's Python is get_session's choice, as in a job: in local mode
-    # eoskit-spark-python beside this interpreter (runtime/spark_python.py),
+    # eoskit-spark-python beside this interpreter (runtime/spark/python.py),
     # which hands Spark's helpers to the zygote; not the shell's.
     os.environ.pop("PYSPARK_PYTHON", None)
     conf = {
@@ -131,7 +129,7 @@ def produce(
     records: Mapping[int, Sequence[tuple[bytes | None, bytes]]],
     headers: list[tuple[str, bytes]] | None = None,
 ) -> None:
-    """Produce ``partition -> [(key, value)]`` (see eoskit.runtime.dev.produce)."""
+    """Produce ``partition -> [(key, value)]`` (see eoskit.runtime.devtools.services.produce)."""
     produce_records(bootstrap, topic,
                     ((p, key, value) for p, rows in records.items() for key, value in rows), headers)
 

@@ -17,9 +17,9 @@ import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 
-from eoskit.runtime.chaos.plan import FaultPlan
-from eoskit.runtime.demo.orders import recreate_topic
-from eoskit.runtime.dev.produce import produce_records
+from eoskit.runtime.devtools.chaos.plan import FaultPlan
+from eoskit.runtime.devtools.demo.orders import recreate_topic
+from eoskit.runtime.devtools.services.produce import produce_records
 from eoskit.testing.chaos import assert_exactly_once, run_chaos
 
 JOB = Path(__file__).resolve().parents[1] / "examples" / "chaos_orders.py"
@@ -248,7 +248,7 @@ def test_a_sink_that_cannot_be_redirected_is_refused_before_anything_runs(kafka,
 
 # -- the network cut between the job's host and its database ----------------------
 
-DEMO_JOB = Path(__file__).resolve().parents[1] / "runtime" / "demo" / "orders_job.py"
+DEMO_JOB = Path(__file__).resolve().parents[1] / "runtime" / "devtools" / "demo" / "orders_job.py"
 #: Ten of the demo job's batches (maxOffsetsPerTrigger 4,000): room for three
 #: cuts of up to 8 s a batch apart.
 ORDERS = 40_000
@@ -265,8 +265,8 @@ def test_the_demos_job_is_exact_through_network_faults_on_dev_services_of_their_
     namespace, link or rule."""
     import subprocess
 
-    from eoskit.runtime.demo.orders import produce_orders
-    from eoskit.runtime.dev.netlab import Lab
+    from eoskit.runtime.devtools.demo.orders import produce_orders
+    from eoskit.runtime.devtools.services.netlab import Lab
 
     if Lab.available() is not None:
         pytest.skip(f"the network lab cannot run here: {Lab.available()}")

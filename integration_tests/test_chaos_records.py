@@ -16,8 +16,8 @@ from confluent_kafka.admin import AdminClient
 from eoskit.connectors.kafka import KafkaSource
 from eoskit.connectors.kafka.pin import offsets
 from eoskit.connectors.kafka.scratch_input import RecordRefusedError
-from eoskit.runtime.chaos.generate import generate
-from eoskit.runtime.components import InputRecord
+from eoskit.runtime.devtools.chaos.generate import generate
+from eoskit.runtime.job.components import InputRecord
 
 RECORDS = 50
 
@@ -68,7 +68,7 @@ def topics(kafka: str) -> set[str]:
 def source(kafka, new_topic) -> KafkaSource:
     """A job's source over a new topic of three partitions, one record in it
     (the job's real input, which the scratch input must leave alone)."""
-    from eoskit.runtime.dev.produce import produce_records
+    from eoskit.runtime.devtools.services.produce import produce_records
 
     topic = new_topic(3, prefix="orders")
     produce_records(kafka, topic, [(0, b"real", b"real")])
@@ -141,8 +141,8 @@ def test_the_command_s_preparation_pins_the_scratch_input_that_each_run_s_job_re
     import io
     import json
 
-    from eoskit.runtime.chaos.redirect import redirected
-    from eoskit.runtime.chaos.runner import ROLE_LETTERS, Chaos, ChaosSettings
+    from eoskit.runtime.devtools.chaos.redirect import redirected
+    from eoskit.runtime.devtools.chaos.runner import ROLE_LETTERS, Chaos, ChaosSettings
 
     topic, out = source.options["subscribe"], new_topic(2, prefix="out")
     job = tmp_path / "records_job.py"

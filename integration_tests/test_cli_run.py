@@ -232,7 +232,7 @@ def test_a_stop_signal_lets_the_batch_in_flight_commit(postgres, stop_workload, 
     finish and commit, then the run exits 0 without starting batch 3. Ctrl-C
     in a terminal signals the whole foreground process group (the JVM and
     the Python workers too); a container runtime signals the driver alone."""
-    from eoskit.twophase import crash
+    from eoskit.core import crash
     from eoskit.testing.conformance.postgres import PostgresTarget
     from eoskit.testing.conformance.scenarios import Paused, Run
     from eoskit.twophase.txn_id import sink_prefix

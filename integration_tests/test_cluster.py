@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from eoskit.runtime.dev.cluster import SparkCluster, master_info
-from eoskit.runtime.dev.processes import ProcessRef, is_alive
+from eoskit.runtime.devtools.services.cluster import SparkCluster, master_info
+from eoskit.runtime.devtools.services.processes import ProcessRef, is_alive
 from eoskit.testing.conformance import Scenario, Workload, run_scenario, scenarios_for
 
 pytestmark = pytest.mark.cluster

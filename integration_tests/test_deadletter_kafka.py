@@ -15,10 +15,10 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark.sql import functions as F
 
-from eoskit.twophase import crash
+from eoskit.core import crash
 from eoskit.testing.conformance import Workload
 from eoskit.testing.conformance.kafka import KafkaTopicTarget
-from eoskit.runtime.dev.kafka_topic import read_topic
+from eoskit.runtime.devtools.services.kafka_topic import read_topic
 from eoskit.testing.conformance.scenarios import Run
 
 #: The output topics' max.message.bytes: a 3000-byte value is over it.

@@ -19,7 +19,7 @@ from sqlalchemy.engine import make_url
 
 from eoskit.connectors.mysql.transactions import MySQLTransactions
 from eoskit.connectors.sql.settings import SqlSinkSettings
-from eoskit.twophase import crash
+from eoskit.core import crash
 from eoskit.testing.conformance import ConformanceTarget, Workload
 from eoskit.testing.conformance.scenarios import Run
 from eoskit.twophase.contract import CommitMode, Marker, SinkContext, SinkError

@@ -1,6 +1,6 @@
 """The README's demo: its three jobs killed with SIGKILL mid-stream, restarted, exact."""
 
-from eoskit.runtime.demo import run
+from eoskit.runtime.devtools.demo import run
 
 
 def test_demo_survives_kill_and_verifies_exactly_once(kafka, service_endpoints, tmp_path, capsys):
@@ -20,8 +20,8 @@ def test_orders_made_longer_for_the_benchmarks_keep_their_totals(kafka):
     import uuid
     from decimal import Decimal
 
-    from eoskit.runtime.demo.orders import produce_orders, recreate_topic
-    from eoskit.runtime.dev.kafka_topic import read_topic
+    from eoskit.runtime.devtools.demo.orders import produce_orders, recreate_topic
+    from eoskit.runtime.devtools.services.kafka_topic import read_topic
 
     topics = [f"orders-size-{uuid.uuid4().hex[:8]}" for _ in range(2)]
     for topic in topics:

@@ -24,21 +24,21 @@ from pathlib import Path
 
 import pytest
 
-from eoskit.runtime.dev import LocalServices, MissingBinaryError
-from eoskit.runtime.dev import kafka as kafka_mod
-from eoskit.runtime.dev import kafka_jars
-from eoskit.runtime.dev import postgres as postgres_mod
-from eoskit.runtime.dev.endpoints import s3_storage_options
-from eoskit.runtime.dev.kafka import KafkaService
-from eoskit.runtime.dev.ports import pick_free_port
-from eoskit.runtime.dev.processes import ProcessRef, group_members, is_alive
-from eoskit.runtime.dev.s3 import S3Service
+from eoskit.runtime.devtools.services import LocalServices, MissingBinaryError
+from eoskit.runtime.devtools.services import kafka as kafka_mod
+from eoskit.runtime.devtools.services import kafka_jars
+from eoskit.runtime.devtools.services import postgres as postgres_mod
+from eoskit.runtime.devtools.services.endpoints import s3_storage_options
+from eoskit.runtime.devtools.services.kafka import KafkaService
+from eoskit.runtime.devtools.services.ports import pick_free_port
+from eoskit.runtime.devtools.services.processes import ProcessRef, group_members, is_alive
+from eoskit.runtime.devtools.services.s3 import S3Service
 
 
 def dev(*args: str, check: bool = True, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run `eoskit dev ARGS` in a fresh interpreter, like a user's shell would."""
     done = subprocess.run(
-        [sys.executable, "-m", "eoskit.runtime.dev", *args],
+        [sys.executable, "-m", "eoskit.runtime.devtools.services", *args],
         capture_output=True,
         text=True,
         timeout=120,

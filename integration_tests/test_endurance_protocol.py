@@ -25,7 +25,7 @@ import pyarrow.dataset as ds
 import pytest
 from pyspark.sql.types import LongType, StructField, StructType
 
-from eoskit.twophase.adapter import TransactionalStreamWriter
+from eoskit.connectors.spark.datasource import TransactionalStreamWriter
 from eoskit.twophase.task import write_task
 
 BATCHES = 1305

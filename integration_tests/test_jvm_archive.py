@@ -10,8 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from eoskit.runtime import jvm_archive
-
+from eoskit.runtime.spark import jvm_archive
 STRICT_SESSION = """
 import sys
 from pyspark.sql import SparkSession

@@ -26,9 +26,9 @@ import pytest
 from confluent_kafka import ElectionType, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from eoskit.runtime.dev.produce import produce_records
-from eoskit.runtime.dev.state import load_state
-from eoskit.twophase import crash
+from eoskit.runtime.devtools.services.produce import produce_records
+from eoskit.runtime.devtools.services.state import load_state
+from eoskit.core import crash
 from eoskit.testing.conformance import Workload
 from eoskit.testing.conformance.kafka import (
     KafkaTopicTarget,
@@ -38,7 +38,7 @@ from eoskit.testing.conformance.kafka import (
     transaction_coordinator,
     wait_for_full_isr,
 )
-from eoskit.runtime.dev.kafka_topic import read_topic
+from eoskit.runtime.devtools.services.kafka_topic import read_topic
 from eoskit.testing.conformance.scenarios import Paused, Run
 
 pytestmark = pytest.mark.crash

@@ -12,12 +12,11 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from eoskit.connectors.kafka.sink_markers import marker_group
-from eoskit.runtime.dev.kafka_topic import read_topic
+from eoskit.runtime.devtools.services.kafka_topic import read_topic
 from eoskit.testing.conformance import ENDURANCE, Scenario, TotalsTarget, Workload, run_scenario, scenarios_for
 from eoskit.testing.conformance.kafka import KafkaTopicTarget
 from eoskit.testing.conformance.scenarios import Run
-from eoskit.twophase import crash
-
+from eoskit.core import crash
 INPUT_PARTITIONS = 4
 OUTPUT_PARTITIONS = 3
 

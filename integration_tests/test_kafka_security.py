@@ -15,8 +15,8 @@ import pytest
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
 
-from eoskit.runtime.spark_errors import root_cause
-from eoskit.runtime.dev.kafka_topic import read_topic
+from eoskit.runtime.spark.errors import root_cause
+from eoskit.runtime.devtools.services.kafka_topic import read_topic
 
 WRONG = "wr0ng-Passw0rd-for-the-test"
 
@@ -107,7 +107,7 @@ WRONG_PASSWORD_SCRIPT = """
 import json, sys
 from pyspark.sql import SparkSession
 from eoskit.connectors.kafka import KafkaDataSource
-from eoskit.runtime.spark_errors import root_cause
+from eoskit.runtime.spark.errors import root_cause
 
 options, topic, checkpoint = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
 spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()

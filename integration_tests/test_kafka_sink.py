@@ -1,6 +1,6 @@
 """The eoskit-kafka sink against the real broker: Spark's Kafka sink columns
 and options, exactly-once output read by a plain read_committed consumer
-(``eoskit.runtime.dev.kafka_topic``), and bad input refused
+(``eoskit.runtime.devtools.services.kafka_topic``), and bad input refused
 with the column, topic or partition named."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
 
-from eoskit.runtime.dev.kafka_topic import read_topic
+from eoskit.runtime.devtools.services.kafka_topic import read_topic
 
 def run_to_kafka(spark, kafka, source_topic, transform, options, tmp_path, name=None):
     checkpoint = tmp_path / (name or f"ck-{uuid.uuid4().hex[:6]}")
@@ -201,7 +201,7 @@ def test_transactions_left_open_by_a_run_with_more_tasks_are_aborted_at_start(
     assert read_topic(kafka, out).open_transactions, "the zombie's transaction should be open"
     produce_to(source, numbered_records(3, 10, start=1200))
     # A new run, as `eoskit run` marks one: the sink's start-up work runs again.
-    from eoskit.runtime.control import ControlDir
+    from eoskit.runtime.job.control import ControlDir
 
     record = ControlDir(str(checkpoint)).claim("restart")
     try:

@@ -204,7 +204,7 @@ def test_aborted_transactions_are_never_read_and_leave_gaps(spark, kafka, new_to
     batch = sorted((r.offset, r.v) for r in spark.read.format("eoskit-kafka")
                    .option("kafka.bootstrap.servers", kafka).option("subscribe", topic).load()
                    .selectExpr("offset", "cast(value as string) v").collect())
-    from eoskit.runtime.dev.kafka_topic import read_topic
+    from eoskit.runtime.devtools.services.kafka_topic import read_topic
 
     consumer = [(r.offset, r.value.decode()) for r in read_topic(kafka, topic).records()]
     assert streamed == batch == consumer == expected
@@ -250,7 +250,7 @@ def test_compacted_topic_is_read_as_a_plain_consumer_reads_it(spark, kafka, tmp_
     and in a batch read, exactly as a plain consumer does."""
     from confluent_kafka.admin import NewTopic
 
-    from eoskit.runtime.dev.kafka_topic import read_topic
+    from eoskit.runtime.devtools.services.kafka_topic import read_topic
 
     topic = f"compacted-{os.urandom(4).hex()}"
     admin = AdminClient({"bootstrap.servers": kafka})

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from eoskit.runtime import Pipeline
-from eoskit.runtime.checkpoints import Checkpoint
-from eoskit.runtime.jobfile import load_module
-from eoskit.runtime.keyed_state import StateTTLError
+from eoskit.runtime.state.checkpoints import Checkpoint
+from eoskit.runtime.job.jobfile import load_module
+from eoskit.runtime.state.keyed import StateTTLError
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "keyed_state.py"
 

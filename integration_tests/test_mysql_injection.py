@@ -21,7 +21,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
 from eoskit.connectors.mysql import connection, literals
-from eoskit.twophase.options import OptionError
+from eoskit.core.options import OptionError
 from eoskit.twophase.contract import SinkError
 
 #: Their UTF-8 bytes end in a lead byte of the character set, which read

@@ -1,5 +1,5 @@
 """The network fails, not the process: every party on a host of its own
-(the ``net`` fixture: a network lab, ``eoskit.runtime.dev.netlab``), and
+(the ``net`` fixture: a network lab, ``eoskit.runtime.devtools.services.netlab``), and
 faults cut between the job's host and a service's host at a step of the
 protocol, while the job is paused there (``EOSKIT_PAUSE_AT``). What is
 asserted, for each fault: the output is exact (read by an independent
@@ -24,7 +24,7 @@ from eoskit.testing.conformance.kafka import KafkaTopicTarget
 from eoskit.testing.conformance.mysql import CLIENT, MySQLTarget
 from eoskit.testing.conformance.postgres import PostgresTarget
 from eoskit.testing.conformance.scenarios import Paused, Run, Runs
-from eoskit.twophase import crash
+from eoskit.core import crash
 from eoskit.twophase.txn_id import batch_prefix, sink_prefix
 
 pytestmark = [pytest.mark.network, pytest.mark.crash]
@@ -394,7 +394,7 @@ def test_a_lossy_link_to_the_database_changes_nothing_but_speed(net, net_run):
 def test_latency_to_the_database_changes_nothing_but_speed(net, net_run):
     """PostgreSQL 150 ms away each way (a delaying proxy on the job's host:
     the kernel has no netem), for the whole run: exact."""
-    from eoskit.runtime.dev.netlab import DelayProxy
+    from eoskit.runtime.devtools.services.netlab import DelayProxy
     from sqlalchemy.engine import make_url
 
     pg = make_url(net.endpoints.postgres_url)
@@ -424,7 +424,7 @@ def net_cluster(tmp_path_factory):
 
 
 def _cluster_run(lab, hosts, bootstrap, tmp_path, spark) -> Run:
-    from eoskit.runtime.dev.produce import produce_records
+    from eoskit.runtime.devtools.services.produce import produce_records
     from eoskit.testing.conformance.kafka import create_replicated_topic
 
     class Replicated(TunedKafka):

@@ -156,7 +156,7 @@ def postgres_without_prepared_transactions():
     import time
     from pathlib import Path
 
-    from eoskit.runtime.dev.postgres import find_bindir
+    from eoskit.runtime.devtools.services.postgres import find_bindir
 
     root = Path(tempfile.mkdtemp(prefix="eoskit-pg0-"))
     root.chmod(0o755)

@@ -51,7 +51,7 @@ def _started_by_spark(jvm: int, daemon: int) -> int | None:
             continue
         pid = int(entry.name)
         try:
-            if (b"eoskit.runtime.worker_daemon" in (entry / "cmdline").read_bytes()
+            if (b"eoskit.runtime.spark.worker_daemon" in (entry / "cmdline").read_bytes()
                     and _parent(pid) == jvm
                     and (pid == daemon or os.readlink(entry / "fd" / "2") == stderr)):
                 return pid

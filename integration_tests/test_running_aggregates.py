@@ -16,7 +16,7 @@ from sqlalchemy.engine import make_url
 from eoskit.connectors.mysql import MySQLSink
 from eoskit.connectors.postgres import PostgresSink
 from eoskit.runtime import Pipeline
-from eoskit.runtime.checkpoints import Checkpoint
+from eoskit.runtime.state.checkpoints import Checkpoint
 
 ORDERS = "customer string, amount long"
 BATCHES = [

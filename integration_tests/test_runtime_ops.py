@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from eoskit.twophase import crash
+from eoskit.core import crash
 from eoskit.testing.conformance import Workload
 from eoskit.testing.conformance.scenarios import Run
 from eoskit.twophase.txn_id import sink_prefix
@@ -144,7 +144,7 @@ def test_a_savepoint_carries_a_batch_the_sink_committed_before_spark_logged_it(r
     last = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
     for name in (str(last), f".{last}.crc"):
         (commits / name).unlink(missing_ok=True)  # the sink committed it; Spark never logged it
-    from eoskit.runtime.savepoints import create_savepoint
+    from eoskit.runtime.state.savepoints import create_savepoint
 
     target = tmp_path / "sp"
     manifest = create_savepoint(str(run.checkpoint), str(target), job_name="conformance")

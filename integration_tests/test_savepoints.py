@@ -15,9 +15,10 @@ import pytest
 from pyspark.sql import functions as F
 
 from eoskit.connectors.kafka import KafkaSink, KafkaSource
-from eoskit.runtime import Pipeline, fingerprint
-from eoskit.runtime.checkpoints import Checkpoint
-from eoskit.runtime.savepoints import (
+from eoskit.runtime import Pipeline
+from eoskit.runtime.job import fingerprint
+from eoskit.runtime.state.checkpoints import Checkpoint
+from eoskit.runtime.state.savepoints import (
     IncompatibleSavepointError,
     create_savepoint,
     dispose_savepoint,
@@ -25,7 +26,7 @@ from eoskit.runtime.savepoints import (
     restore_savepoint,
     restored_from,
 )
-from eoskit.runtime.dev.kafka_topic import read_topic
+from eoskit.runtime.devtools.services.kafka_topic import read_topic
 
 PER_TRIGGER = 20  # 40 records in 2 batches
 

@@ -2,7 +2,7 @@
 the database restarted between the decision and its commits and during the
 tasks' writes, a session killed while transactions are prepared, the broker
 SIGKILLed mid-batch and brought back by `eoskit dev up`. Each job is a real ``eoskit run`` process paused at a
-named point (``EOSKIT_PAUSE_AT``, twophase/crash.py) while the fault
+named point (``EOSKIT_PAUSE_AT``, core/crash.py) while the fault
 happens. What is built, and asserted: the job rides each fault out (exit 0)
 and the sink holds every record exactly once, checked with an independent
 client (psql, the mariadb client, a read_committed consumer), nothing left
@@ -27,8 +27,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy.engine import make_url
 
-from eoskit.runtime.dev import LocalServices
-from eoskit.twophase import crash
+from eoskit.runtime.devtools.services import LocalServices
+from eoskit.core import crash
 from eoskit.testing.conformance import ConformanceTarget, Workload
 from eoskit.testing.conformance.kafka import KafkaTopicTarget
 from eoskit.testing.conformance.postgres import PostgresTarget

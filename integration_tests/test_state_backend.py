@@ -11,9 +11,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StatefulProcessor
 
 from eoskit.runtime import Pipeline
-from eoskit.runtime.checkpoints import Checkpoint
-from eoskit.runtime.settings import SettingError
-from eoskit.runtime.state_backend import PROVIDER_KEY, PROVIDERS
+from eoskit.runtime.state.checkpoints import Checkpoint
+from eoskit.runtime.job.settings import SettingError
+from eoskit.runtime.state.backend import PROVIDER_KEY, PROVIDERS
 
 
 class Counter(StatefulProcessor):

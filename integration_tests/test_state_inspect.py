@@ -13,10 +13,10 @@ import pytest
 from pyspark.sql import functions as F
 
 from eoskit.runtime import Pipeline
-from eoskit.runtime.cli import main
-from eoskit.runtime.jobfile import load_module
-from eoskit.runtime.savepoints import create_savepoint
-from eoskit.runtime.state_inspect import StateInspectError, read_state, summarize
+from eoskit.runtime.cli.main import main
+from eoskit.runtime.job.jobfile import load_module
+from eoskit.runtime.state.savepoints import create_savepoint
+from eoskit.runtime.state.inspection import StateInspectError, read_state, summarize
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "keyed_state.py"
 

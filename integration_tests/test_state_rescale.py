@@ -22,12 +22,12 @@ from sqlalchemy.engine import make_url
 from eoskit.connectors.kafka import KafkaSource
 from eoskit.connectors.postgres import PostgresSink
 from eoskit.runtime import Pipeline
-from eoskit.runtime.checkpoints import Checkpoint
-from eoskit.runtime.cli import main
-from eoskit.runtime.control import ControlDir
-from eoskit.runtime.jobfile import load_module
-from eoskit.runtime.state_inspect import summarize
-from eoskit.runtime.state_rescale import JOURNAL, RescaleFailed, rescale
+from eoskit.runtime.state.checkpoints import Checkpoint
+from eoskit.runtime.cli.main import main
+from eoskit.runtime.job.control import ControlDir
+from eoskit.runtime.job.jobfile import load_module
+from eoskit.runtime.state.inspection import summarize
+from eoskit.runtime.state.rescale import JOURNAL, RescaleFailed, rescale
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "keyed_state.py"
 ORDER = "id long, customer string, amount long"

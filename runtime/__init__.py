@@ -13,11 +13,10 @@ __all__ = ["Pipeline", "PipelineError", "RunSummary"]
 
 def __getattr__(name: str) -> Any:
     if name in ("Pipeline", "PipelineError"):
-        from eoskit.runtime import pipeline
-
+        from eoskit.runtime.job import pipeline
         return getattr(pipeline, name)
     if name == "RunSummary":
-        from eoskit.runtime.progress import RunSummary
+        from eoskit.runtime.job.progress import RunSummary
 
         return RunSummary
     raise AttributeError(name)

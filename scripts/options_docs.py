@@ -20,7 +20,7 @@ PAGES = {
     "mysql-sink.md": "eoskit.connectors.sql.settings",
     "kafka-sink.md": "eoskit.connectors.kafka.sink_settings",
     "files-sink.md": "eoskit.connectors.files.settings",
-    "operations.md": "eoskit.runtime.settings",
+    "operations.md": "eoskit.runtime.job.settings",
 }
 BEGIN, END = "<!-- options:begin -->\n", "<!-- options:end -->"
 

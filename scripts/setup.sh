@@ -12,7 +12,7 @@ command -v psql >/dev/null 2>&1 || missing+=(postgresql-client)
 [ -x /usr/sbin/mariadbd ] || command -v mariadbd >/dev/null 2>&1 || missing+=(mariadb-server)
 command -v mariadb >/dev/null 2>&1 || missing+=(mariadb-client)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)  # the dev broker's TLS certificates
-# The network lab (runtime/dev/netlab/): namespaces and veth links, faults
+# The network lab (runtime/devtools/services/netlab/): namespaces and veth links, faults
 # as iptables rules inside them, slow links with tc; sbin is not on every PATH.
 PATH="$PATH:/usr/sbin:/sbin" command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 PATH="$PATH:/usr/sbin:/sbin" command -v iptables >/dev/null 2>&1 || missing+=(iptables)
@@ -43,6 +43,9 @@ if [ ! -f "$stamp" ]; then
     .venv/bin/pip install -q --disable-pip-version-check ".[test]"
     touch "$stamp"
 fi
+# Without setuptools' build/ folder of an earlier install: its stale copies
+# of moved or deleted modules would be installed again.
+rm -rf build
 .venv/bin/pip install -q --disable-pip-version-check --no-deps --force-reinstall .
 # The worked example of a plug-in in a package of its own (docs/plugins.md):
 # its tests are in the tiers, and eoskit finds it by its entry point alone.
@@ -50,5 +53,5 @@ fi
 # Apache Kafka's jars for the local broker, fetched once into eoskit's cache
 # (a no-op when they are there). Without network this only warns: the first
 # `eoskit dev up` tries again and says what to do.
-.venv/bin/python -c 'import sys; from eoskit.runtime.dev.kafka_jars import fetch_main; sys.exit(fetch_main())' >/dev/null \
+.venv/bin/python -c 'import sys; from eoskit.runtime.devtools.services.kafka_jars import fetch_main; sys.exit(fetch_main())' >/dev/null \
     || echo "==> warning: Apache Kafka's jars are not fetched yet; \`eoskit dev up\` will try again" >&2

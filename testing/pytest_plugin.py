@@ -25,7 +25,7 @@ network lab (as root), beside a job host, for network-fault tests
 The Spark cluster is ``EOSKIT_TEST_SPARK_MASTER`` when set (a running
 cluster's ``spark://`` URL), else one master and two workers started from the
 installed PySpark under ``EOSKIT_CLUSTER_DIR`` (default ``.eoskit/cluster``
-in the pytest root dir; ``eoskit.runtime.dev.cluster``).
+in the pytest root dir; ``eoskit.runtime.devtools.services.cluster``).
 
 Nothing starts until a test asks for one of these fixtures, and then only
 once per session, and only what it asks for: ``kafka``, ``postgres``,
@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from eoskit.runtime.dev import ServiceEndpoints
+    from eoskit.runtime.devtools.services import ServiceEndpoints
 
 DEFAULT_TEST_DIR = ".eoskit/test"
 DEFAULT_KAFKA_CLUSTER_DIR = ".eoskit/kafka-cluster"
@@ -73,7 +73,7 @@ class SessionServices:
     def __init__(self, root: str | os.PathLike[str], environ: Mapping[str, str],
                  local: Callable[..., Any] | None = None, docker: Callable[..., Any] | None = None) -> None:
         # Imported here so that merely having the plugin installed costs nothing.
-        from eoskit.runtime.dev.endpoints import endpoints_from_env
+        from eoskit.runtime.devtools.services.endpoints import endpoints_from_env
 
         self.root = root
         self.given = endpoints_from_env(environ)
@@ -117,7 +117,7 @@ class SessionServices:
 
     def _local_services(self, only: frozenset[str] | None = None) -> Any:
         if self._local is None:
-            from eoskit.runtime.dev import LocalServices
+            from eoskit.runtime.devtools.services import LocalServices
 
             self._local = LocalServices
         return self._local(self.root, only=only)
@@ -125,7 +125,7 @@ class SessionServices:
     def _docker_up(self) -> ServiceEndpoints:
         if self._docker_services is None:
             if self._docker is None:
-                from eoskit.runtime.dev import DockerServices
+                from eoskit.runtime.devtools.services import DockerServices
 
                 self._docker = DockerServices
             docker = self._docker(self.root)
@@ -212,7 +212,7 @@ def s3_storage_options(s3: str) -> dict[str, Any]:
 
     A new dict per test, so a test may add its own options to it.
     """
-    from eoskit.runtime.dev.endpoints import s3_storage_options as options_for
+    from eoskit.runtime.devtools.services.endpoints import s3_storage_options as options_for
 
     return options_for(s3)
 
@@ -244,7 +244,7 @@ class KafkaCluster:
     @staticmethod
     def service_of(broker_id: int) -> str:
         """The dev service running broker ``broker_id``."""
-        from eoskit.runtime.dev.kafka import node_service_name
+        from eoskit.runtime.devtools.services.kafka import node_service_name
 
         return node_service_name(broker_id)
 
@@ -266,7 +266,7 @@ def kafka_cluster(request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
     The session's one-node ``kafka`` is another broker, left alone."""
     if os.environ.get("EOSKIT_SERVICES", "").strip().lower() == "docker":
         pytest.skip("the three-node Kafka cluster runs as local processes, and the services run in Docker")
-    from eoskit.runtime.dev import LocalServices
+    from eoskit.runtime.devtools.services import LocalServices
 
     root = os.environ.get("EOSKIT_KAFKA_CLUSTER_DIR") or Path(request.config.rootpath) / DEFAULT_KAFKA_CLUSTER_DIR
     services = LocalServices(root, kafka_brokers=3, kafka_only=True)
@@ -292,7 +292,7 @@ def spark_cluster(request: pytest.FixtureRequest) -> Iterator[str]:
     if given:
         yield given
         return
-    from eoskit.runtime.dev.cluster import SparkCluster
+    from eoskit.runtime.devtools.services.cluster import SparkCluster
 
     root = os.environ.get("EOSKIT_CLUSTER_DIR") or Path(request.config.rootpath) / DEFAULT_CLUSTER_DIR
     cluster = SparkCluster(root, workers=2, cores=1, memory="1g", bare_worker_python=True)
@@ -305,7 +305,7 @@ def spark_cluster(request: pytest.FixtureRequest) -> Iterator[str]:
 # -- the network lab: every party on a host of its own ----------------------
 
 class NetServices:
-    """A network lab (``eoskit.runtime.dev.netlab``) with the dev services on
+    """A network lab (``eoskit.runtime.devtools.services.netlab``) with the dev services on
     hosts of their own (``kafka``, ``postgres``, ``mariadb``, ``s3``) and a
     ``job`` host for the jobs under test; the test process reaches every
     host from the root namespace (the lab's tester), whatever faults are
@@ -332,9 +332,9 @@ def services_on_lab_hosts(root: Path, names: Iterable[str], *, subnet: str | Non
     started: ``(lab, hosts, services)``. At the end the services are
     stopped and the lab removed, every namespace, link and rule, whatever
     happened. Skips, saying why, where a lab cannot run."""
-    from eoskit.runtime.dev import LocalServices
-    from eoskit.runtime.dev.local import Placement
-    from eoskit.runtime.dev.netlab import Lab
+    from eoskit.runtime.devtools.services import LocalServices
+    from eoskit.runtime.devtools.services.local import Placement
+    from eoskit.runtime.devtools.services.netlab import Lab
 
     why = Lab.available()
     if why is not None:
@@ -357,7 +357,7 @@ def services_on_lab_hosts(root: Path, names: Iterable[str], *, subnet: str | Non
 
 @pytest.fixture(scope="session")
 def network_services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NetServices]:
-    """A network lab (``eoskit.runtime.dev.netlab``) with the dev services on
+    """A network lab (``eoskit.runtime.devtools.services.netlab``) with the dev services on
     hosts of their own and a ``job`` host, started once per session (about
     10 s) when a test first asks, and removed at its end, every namespace,
     link and rule with them. Skips, saying why, where a lab cannot run (not

@@ -26,7 +26,7 @@ def _no_jvm(request: pytest.FixtureRequest):
 #: What pip writes as the ``eoskit-spark-python`` console script.
 _SPARK_PYTHON_SCRIPT = """import re
 import sys
-from eoskit.runtime.spark_python import main
+from eoskit.runtime.spark.python import main
 if __name__ == "__main__":
     sys.argv[0] = re.sub(r"(-script\\.pyw|\\.exe)?$", "", sys.argv[0])
     sys.exit(main())

@@ -9,7 +9,7 @@ from decimal import Decimal
 
 import pytest
 
-from eoskit.runtime.chaos.compare import (EXAMPLES, Difference, RowCount, canonical, compare,
+from eoskit.runtime.devtools.chaos.compare import (EXAMPLES, Difference, RowCount, canonical, compare,
                                           nondeterministic_columns)
 
 COLUMNS = ("id", "name", "amount")

@@ -16,12 +16,12 @@ from collections import Counter
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from eoskit.runtime.chaos import processes, services
-from eoskit.runtime.chaos.plan import DOWN_S, Fault, FaultPlan
-from eoskit.runtime.chaos.snapshots import Snapshots, first_difference
-from eoskit.runtime.components import Served
-from eoskit.runtime.dev.processes import process_start_time
-from eoskit.runtime.dev.state import DevState, ServiceState, save_state
+from eoskit.runtime.devtools.chaos import processes, services
+from eoskit.runtime.devtools.chaos.plan import DOWN_S, Fault, FaultPlan
+from eoskit.runtime.devtools.chaos.snapshots import Snapshots, first_difference
+from eoskit.runtime.job.components import Served
+from eoskit.runtime.devtools.services.processes import process_start_time
+from eoskit.runtime.devtools.services.state import DevState, ServiceState, save_state
 
 
 def test_service_faults_draw_their_time_down_and_say_it():

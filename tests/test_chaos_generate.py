@@ -15,8 +15,8 @@ import textwrap
 
 import pytest
 
-from eoskit.runtime.chaos.generate import GeneratorError, generate, load, record, records
-from eoskit.runtime.components import Fillable, InputRecord, ScratchInput
+from eoskit.runtime.devtools.chaos.generate import GeneratorError, generate, load, record, records
+from eoskit.runtime.job.components import Fillable, InputRecord, ScratchInput
 
 SPEC = "the.spec:make"
 
@@ -159,7 +159,7 @@ def test_a_generator_that_fails_while_read_says_after_how_many(gen_file):
      "eoskit chaos: --records 0: give how many records to generate (1 or more)"),
 ])
 def test_records_and_generator_come_together(argv, says, tmp_path, capsys):
-    from eoskit.runtime.cli import build_parser, main
+    from eoskit.runtime.cli.main import build_parser, main
 
     job = tmp_path / "never_loaded.py"
     args = build_parser().parse_args(["chaos", str(job), "--records", "5", "--generator", "g.py:f"])
@@ -254,9 +254,9 @@ class FillableSource(Source):
 
 
 def prepared(tmp_path, monkeypatch, source, generator: str, count: int = 5):
-    from eoskit.runtime import jobfile
-    from eoskit.runtime.chaos.runner import Chaos, ChaosSettings
-    from eoskit.runtime.pipeline import Pipeline
+    from eoskit.runtime.job import jobfile
+    from eoskit.runtime.devtools.chaos.runner import Chaos, ChaosSettings
+    from eoskit.runtime.job.pipeline import Pipeline
 
     pipeline = Pipeline("job", source, RedirectableSink(source.log))
     monkeypatch.setattr(jobfile, "load_pipeline", lambda path: pipeline)
@@ -291,8 +291,8 @@ def test_the_generated_records_go_to_a_scratch_input_that_every_run_reads(tmp_pa
 
 
 def test_a_run_s_job_reads_the_scratch_input_its_spec_names(tmp_path):
-    from eoskit.runtime.chaos.redirect import redirect, write_spec
-    from eoskit.runtime.pipeline import Pipeline
+    from eoskit.runtime.devtools.chaos.redirect import redirect, write_spec
+    from eoskit.runtime.job.pipeline import Pipeline
 
     log: list[str] = []
     original = Pipeline("job", FillableSource("orders", log), RedirectableSink(log))
@@ -308,7 +308,7 @@ def test_a_run_s_job_reads_the_scratch_input_its_spec_names(tmp_path):
 
 def test_records_for_a_source_that_cannot_be_filled_are_refused_before_anything_is_made(
         tmp_path, monkeypatch, gen_file):
-    from eoskit.runtime.chaos.redirect import ChaosRefusedError
+    from eoskit.runtime.devtools.chaos.redirect import ChaosRefusedError
 
     path = gen_file("def make(n):\n    raise AssertionError('never called')\n")
     chaos = prepared(tmp_path, monkeypatch, Source("orders", []), f"{path}:make")
@@ -356,7 +356,7 @@ def test_the_kafka_scratch_input_copies_one_topic_and_reads_it_from_its_beginnin
     ({"assign": '{"orders": [0], "returns": [1]}'}, "the source reads 2 topics (assign: orders, returns)"),
 ])
 def test_a_kafka_source_of_more_than_one_topic_is_refused(options, says):
-    from eoskit.twophase.options import OptionError
+    from eoskit.core.options import OptionError
 
     with pytest.raises(OptionError) as refused:
         kafka_source(**options).scratch_input("chaosab12i")

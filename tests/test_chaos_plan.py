@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from eoskit.runtime.chaos.plan import (
+from eoskit.runtime.devtools.chaos.plan import (
     CUT_S,
     CUTS,
     DRIVER_STEPS,
@@ -18,9 +18,7 @@ from eoskit.runtime.chaos.plan import (
     FaultPlan,
     parse_faults,
 )
-from eoskit.twophase import crash
-
-
+from eoskit.core import crash
 def test_every_kind_declared_once_with_help_and_a_known_need():
     assert FAULT_KINDS == ("driver", "worker", "executor", "database", "broker", "network")
     for name, kind in KINDS.items():

@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from eoskit.runtime.chaos import processes
-from eoskit.runtime.chaos.redirect import ChaosRefusedError, check, redirect, write_spec
+from eoskit.runtime.devtools.chaos import processes
+from eoskit.runtime.devtools.chaos.redirect import ChaosRefusedError, check, redirect, write_spec
 
 
 class Source:
@@ -67,7 +67,7 @@ class RedirectableSink(Sink):
 
 
 def pipeline(source, sink):
-    from eoskit.runtime.pipeline import Pipeline
+    from eoskit.runtime.job.pipeline import Pipeline
 
     return Pipeline("job", source, sink)
 
@@ -158,8 +158,8 @@ def test_task_workers_under_the_zygote_are_the_forks_of_the_daemon_named_pyspark
     whose parent's command line runs the worker daemon's module."""
     worker = {"name": "pyspark.worker"}
     spec = {"children": [{"exe": str(tmp_path / "java"), "children": [
-        {"argv": ["-m", "eoskit.runtime.worker_daemon", "pyspark.worker"], "children": [
-            {"argv": ["-m", "eoskit.runtime.zygote"], "children": [
+        {"argv": ["-m", "eoskit.runtime.spark.worker_daemon", "pyspark.worker"], "children": [
+            {"argv": ["-m", "eoskit.runtime.spark.zygote"], "children": [
                 {"name": "pyspark.worker", "own_group": True, "children": [worker, worker]},
                 {"name": "plan_data_sourc", "own_group": True, "children": [{"name": "plan_data_sourc"}]}]}]}]}]}
     root = start_tree(tmp_path, spec)
@@ -182,7 +182,7 @@ def test_task_workers_without_the_zygote_are_the_children_of_the_worker_daemon(t
     """driver -> java -> worker daemon (its command line runs eoskit's
     worker daemon module) -> a worker (forked: the same command line); a
     planner's daemon (pyspark.daemon) with a worker of its own is no task's."""
-    daemon = ["-m", "eoskit.runtime.worker_daemon", "pyspark.worker"]
+    daemon = ["-m", "eoskit.runtime.spark.worker_daemon", "pyspark.worker"]
     spec = {"children": [{"exe": str(tmp_path / "java"), "children": [
         {"argv": daemon, "children": [{"argv": daemon}]},
         {"argv": ["-m", "pyspark.daemon", "pyspark.sql.worker.plan_data_source_read"],
@@ -193,7 +193,7 @@ def test_task_workers_without_the_zygote_are_the_children_of_the_worker_daemon(t
         workers = processes.python_workers(root.pid)
         assert len(workers) == 1, members
         (worker,) = workers
-        assert "eoskit.runtime.worker_daemon" in processes._cmdline(worker)
+        assert "eoskit.runtime.spark.worker_daemon" in processes._cmdline(worker)
         assert members[members[worker].ppid].ppid != root.pid  # the daemon's parent is the JVM
     finally:
         end_tree(root)
@@ -215,7 +215,7 @@ def test_a_kafka_pin_becomes_the_source_s_start_and_end():
 
 def test_stop_at_offsets_is_streaming_only_and_checked():
     from eoskit.connectors.kafka.settings import KafkaSourceSettings
-    from eoskit.twophase.options import OptionError
+    from eoskit.core.options import OptionError
 
     base = {"kafka.bootstrap.servers": "localhost:9092", "subscribe": "orders"}
     settings = KafkaSourceSettings.parse({**base, "stopAtOffsets": '{"orders": {"0": 12}}'})

@@ -1,4 +1,4 @@
-"""Reading checkpoint directories (``eoskit.runtime.checkpoints``) and ``eoskit
+"""Reading checkpoint directories (``eoskit.runtime.state.checkpoints``) and ``eoskit
 checkpoint list|inspect``, on synthetic trees laid out as Spark 4 writes them
 (checked against real checkpoints by integration_tests/test_savepoints.py).
 
@@ -18,8 +18,8 @@ import fsspec
 import pyarrow as pa
 import pytest
 
-from eoskit.runtime.checkpoints import Checkpoint, CheckpointError, open_location
-from eoskit.runtime.cli import main
+from eoskit.runtime.state.checkpoints import Checkpoint, CheckpointError, open_location
+from eoskit.runtime.cli.main import main
 
 TOPIC = "orders"
 
@@ -270,7 +270,7 @@ def test_checkpoint_inspect_shows_one_batch_with_sinks_and_state(checkpoint_dir,
 
 
 def test_checkpoint_commands_name_a_bad_path(tmp_path, capsys):
-    assert main(["checkpoint", "list", str(tmp_path / "nope")]) == 2  # bad input (runtime/cli_errors.py)
+    assert main(["checkpoint", "list", str(tmp_path / "nope")]) == 2  # bad input (runtime/cli/errors.py)
     assert capsys.readouterr().err.strip() == f"eoskit checkpoint list: checkpoint {tmp_path / 'nope'}: no such directory"
     make_checkpoint(str(tmp_path / "ck"), planned=2, committed=2, state=False)
     assert main(["checkpoint", "inspect", str(tmp_path / "ck"), "--batch", "7"]) == 2

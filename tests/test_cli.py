@@ -1,6 +1,6 @@
 """The eoskit CLI's one way to fail: a line that names the cause, a
 documented exit code, the traceback only with --verbose, no password
-anywhere. In process (``eoskit.runtime.cli.main``), no Spark."""
+anywhere. In process (``eoskit.runtime.cli.main.main``), no Spark."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from eoskit.runtime import cli, cli_errors
-from eoskit.runtime.cli import build_parser, main
-from eoskit.runtime.cli_errors import FAILED, INTERRUPTED, UNREACHABLE, USAGE, describe, guarded, redact
-from eoskit.runtime.spark_errors import RootCause, python_error, root_cause
+from eoskit.runtime.cli import main as cli
+from eoskit.runtime.cli import errors as cli_errors
+from eoskit.runtime.cli.main import build_parser, main
+from eoskit.runtime.cli.errors import FAILED, INTERRUPTED, UNREACHABLE, USAGE, describe, guarded, redact
+from eoskit.runtime.spark.errors import RootCause, python_error, root_cause
 
 SECRET = "SECRETPW"
 # Port 1 on the loopback: nothing listens there, the connection is refused at once.
@@ -172,11 +173,11 @@ def test_ctrl_c_is_130(capsys):
 
 
 def test_pipeline_failures_take_their_code_from_the_root_cause():
-    from eoskit.twophase.options import OptionError  # noqa: F401 - imported, so resolvable
-    from eoskit.runtime.pipeline import PipelineError
+    from eoskit.core.options import OptionError  # noqa: F401 - imported, so resolvable
+    from eoskit.runtime.job.pipeline import PipelineError
     from eoskit.twophase.contract import SinkError  # noqa: F401
 
-    option = describe(PipelineError("pipeline p failed: unknown option 'x'", "eoskit.twophase.options.OptionError"))
+    option = describe(PipelineError("pipeline p failed: unknown option 'x'", "eoskit.core.options.OptionError"))
     sink = describe(PipelineError("pipeline p failed: table t does not exist", "eoskit.twophase.contract.SinkError"))
     udf = describe(PipelineError("pipeline p failed: ZeroDivisionError: division by zero", "ZeroDivisionError"))
     jvm = describe(PipelineError("pipeline p failed: [USER_RAISED_EXCEPTION] poison record", None))
@@ -248,7 +249,7 @@ def test_a_bad_conf_is_refused_before_the_job_file_is_read(tmp_path, capsys):
 
 
 #: A job file whose source cannot hold a batch back (not Pausable).
-_RATE_JOB = """from eoskit.runtime.pipeline import Pipeline
+_RATE_JOB = """from eoskit.runtime.job.pipeline import Pipeline
 
 
 class Rate:
@@ -264,7 +265,7 @@ pipeline = Pipeline("job", Rate(), sink=object())
 def sessions_asked(monkeypatch) -> list[str]:
     """eoskit's session builder replaced by one that starts nothing: the
     names of the jobs ``eoskit run`` asked a session for."""
-    import eoskit.runtime.spark as spark
+    import eoskit.runtime.spark.session as spark
 
     asked: list[str] = []
 
@@ -380,7 +381,7 @@ def test_metrics_can_be_served_on_every_interface(tmp_path):
     import socket
     import urllib.request
 
-    from eoskit.runtime.listeners import PrometheusMetrics
+    from eoskit.runtime.job.listeners import PrometheusMetrics
 
     args = cli.build_parser().parse_args(["run", "job.py", "--checkpoint-dir", str(tmp_path),
                                           "--metrics-port", "1", "--metrics-host", "0.0.0.0"])
@@ -436,7 +437,7 @@ def test_spark_s_refusal_of_update_mode_on_an_eoskit_format_points_at_foreach_ba
 
 
 def test_metrics_counters_exist_from_the_start_and_batch_histograms_reach_ten_minutes():
-    from eoskit.runtime.listeners import PrometheusMetrics
+    from eoskit.runtime.job.listeners import PrometheusMetrics
 
     metrics = PrometheusMetrics(0)
     try:
@@ -456,8 +457,7 @@ def test_metrics_counters_exist_from_the_start_and_batch_histograms_reach_ten_mi
 
 def test_txn_storage_options_reach_the_files_sink_as_its_fs_options(monkeypatch, tmp_path):
     import eoskit.connectors.plugins as plugins
-    from eoskit.runtime import txn_cli
-
+    from eoskit.runtime.cli import txn as txn_cli
     seen = {}
 
     def in_doubt_sink(kind, target, options):

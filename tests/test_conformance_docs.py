@@ -25,7 +25,7 @@ def test_the_data_source_example_checks_its_options_as_documented(monkeypatch):
     from pyspark.sql.datasource import CaseInsensitiveDict
 
     from eoskit.twophase.contract import Sink
-    from eoskit.twophase.options import OptionError
+    from eoskit.core.options import OptionError
 
     package, sink = types.ModuleType("acme_sqlite"), types.ModuleType("acme_sqlite.sink")
     sink.SQLiteSink = type("SQLiteSink", (Sink,), {})

@@ -8,10 +8,9 @@ import subprocess
 import sys
 import time
 
-from eoskit.twophase import crash
-
+from eoskit.core import crash
 CHILD = """
-from eoskit.twophase import crash
+from eoskit.core import crash
 crash.crash_point(crash.TASK_AFTER_PREPARE, 0)  # below the armed batch: no pause
 print("before", flush=True)
 crash.crash_point(crash.TASK_AFTER_PREPARE, 2)
@@ -58,7 +57,7 @@ def test_an_unknown_pause_point_is_refused_by_name(tmp_path):
 
 ARMED_CHILD = """
 import sys
-from eoskit.twophase import crash
+from eoskit.core import crash
 crash.crash_point(crash.TASK_AFTER_PREPARE, 5)  # nothing armed yet
 print("unarmed", flush=True)
 sys.stdin.readline()  # the test arms the point meanwhile

@@ -20,7 +20,7 @@ from eoskit.connectors.dead_letters import (
     source_columns,
 )
 from eoskit.connectors.kafka.sink_settings import KafkaSinkSettings
-from eoskit.twophase.options import OptionError
+from eoskit.core.options import OptionError
 from eoskit.connectors.postgres.transactions import PostgresTransactions
 from eoskit.connectors.sql.settings import SqlSinkSettings
 from eoskit.twophase.contract import SinkError

@@ -1,7 +1,7 @@
 """What the demo says at its end about the local services (issue 23: it stops
 what it started, and says how to get them back)."""
 
-from eoskit.runtime.demo.run import stop_line
+from eoskit.runtime.devtools.demo.run import stop_line
 
 
 def test_the_demo_says_what_it_stopped_and_what_it_left_running():

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from eoskit.runtime.dev import register_cli
-from eoskit.runtime.dev.cluster import ClusterState, NodeState, SparkCluster, spark_home
+from eoskit.runtime.devtools.services import register_cli
+from eoskit.runtime.devtools.services.cluster import ClusterState, NodeState, SparkCluster, spark_home
 
 
 def _parser() -> argparse.ArgumentParser:

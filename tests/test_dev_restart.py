@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from eoskit.runtime.dev import LocalServices
-from eoskit.runtime.dev.base import LaunchSpec, LocalService
-from eoskit.runtime.dev.errors import DevServicesError
-from eoskit.runtime.dev.state import load_state
+from eoskit.runtime.devtools.services import LocalServices
+from eoskit.runtime.devtools.services.base import LaunchSpec, LocalService
+from eoskit.runtime.devtools.services.errors import DevServicesError
+from eoskit.runtime.devtools.services.state import load_state
 
 #: A server that accepts a connection and closes it first (so the closed
 #: connection's TIME_WAIT stays on the server's port), as databases do on

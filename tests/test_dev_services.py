@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from eoskit.runtime.dev import (
+from eoskit.runtime.devtools.services import (
     DevServicesError,
     DockerServices,
     LocalServices,
@@ -26,15 +26,15 @@ from eoskit.runtime.dev import (
     ServiceEndpoints,
     register_cli,
 )
-from eoskit.runtime.dev import kafka as kafka_mod
-from eoskit.runtime.dev import kafka_jars
-from eoskit.runtime.dev import mariadb as mariadb_mod
-from eoskit.runtime.dev import postgres as postgres_mod
-from eoskit.runtime.dev import s3 as s3_mod
-from eoskit.runtime.dev.endpoints import endpoints_from_env, make_endpoints, render_env, s3_storage_options
-from eoskit.runtime.dev.local import SERVICE_NAMES, SERVICES, parse_services, recorded_only
-from eoskit.runtime.dev.ports import choose_port, is_port_free, pick_free_port
-from eoskit.runtime.dev.processes import (
+from eoskit.runtime.devtools.services import kafka as kafka_mod
+from eoskit.runtime.devtools.services import kafka_jars
+from eoskit.runtime.devtools.services import mariadb as mariadb_mod
+from eoskit.runtime.devtools.services import postgres as postgres_mod
+from eoskit.runtime.devtools.services import s3 as s3_mod
+from eoskit.runtime.devtools.services.endpoints import endpoints_from_env, make_endpoints, render_env, s3_storage_options
+from eoskit.runtime.devtools.services.local import SERVICE_NAMES, SERVICES, parse_services, recorded_only
+from eoskit.runtime.devtools.services.ports import choose_port, is_port_free, pick_free_port
+from eoskit.runtime.devtools.services.processes import (
     ProcessRef,
     group_members,
     is_alive,
@@ -42,7 +42,7 @@ from eoskit.runtime.dev.processes import (
     stop_process,
     tail,
 )
-from eoskit.runtime.dev.state import DevState, ServiceState, load_state, save_state
+from eoskit.runtime.devtools.services.state import DevState, ServiceState, load_state, save_state
 
 ENDPOINTS = make_endpoints(9092, 5432, 3306, s3_port=5000)
 
@@ -281,7 +281,7 @@ def test_missing_java_fails_eoskit_dev_up_in_one_line_before_anything_starts(tmp
     env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
     env["PATH"] = str(tmp_path / "no-bin")
     folder = tmp_path / "dev"
-    done = subprocess.run([sys.executable, "-m", "eoskit.runtime.dev", "up", "--dir", str(folder)],
+    done = subprocess.run([sys.executable, "-m", "eoskit.runtime.devtools.services", "up", "--dir", str(folder)],
                           env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
     assert done.stderr.splitlines() == [
@@ -604,7 +604,7 @@ def test_pytest_plugin_without_s3_variable_fails_only_the_tests_that_need_s3(tmp
 
 def _fake_service(root: Path, probe_error: str | None, service_name: str = "fake"):
     """A 'server' that is just `sleep`, to test the orchestration in isolation."""
-    from eoskit.runtime.dev.base import LaunchSpec, LocalService
+    from eoskit.runtime.devtools.services.base import LaunchSpec, LocalService
 
     class Fake(LocalService):
         name = service_name
@@ -839,7 +839,7 @@ def test_endpoints_of_three_nodes_list_every_broker(tmp_path: Path, monkeypatch:
 
 
 def test_dev_up_takes_kafka_brokers():
-    from eoskit.runtime.dev.cli import register_cli
+    from eoskit.runtime.devtools.services.cli import register_cli
 
     parser = argparse.ArgumentParser()
     register_cli(parser.add_subparsers())
@@ -990,7 +990,7 @@ def test_dev_up_only_parses_and_names_an_unknown_service(capsys: pytest.CaptureF
     (["--kafka-brokers", "3"], "--kafka-brokers 3 is about Kafka, which --only postgres leaves out"),
 ])
 def test_dev_up_only_refuses_what_it_cannot_do(argv, message, tmp_path: Path, capsys):
-    from eoskit.runtime.dev.cli import main
+    from eoskit.runtime.devtools.services.cli import main
 
     assert main(["dev", "up", "--only", "postgres", "--dir", str(tmp_path / "dev"), *argv]) == 1
     assert capsys.readouterr().err.startswith(f"eoskit dev up: {message}")
@@ -998,7 +998,7 @@ def test_dev_up_only_refuses_what_it_cannot_do(argv, message, tmp_path: Path, ca
 
 
 def test_status_and_env_of_a_folder_show_the_services_chosen(tmp_path: Path, capsys):
-    from eoskit.runtime.dev.cli import main
+    from eoskit.runtime.devtools.services.cli import main
 
     state = DevState(only=["postgres"])
     state.service("postgres").port = 5432
@@ -1011,7 +1011,7 @@ def test_status_and_env_of_a_folder_show_the_services_chosen(tmp_path: Path, cap
 
 
 def test_dev_env_prints_only_the_chosen_services(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys):
-    from eoskit.runtime.dev.cli import main
+    from eoskit.runtime.devtools.services.cli import main
 
     state = _running(monkeypatch)
     state.only = ["postgres", "s3"]
@@ -1123,8 +1123,8 @@ def test_pytest_plugin_session_using_postgres_starts_postgres_alone(tmp_path: Pa
     """Through the fixtures, in a session of its own: ``LocalServices`` there is a fake."""
     (tmp_path / "conftest.py").write_text(textwrap.dedent('''
         import json, pathlib
-        import eoskit.runtime.dev
-        from eoskit.runtime.dev.endpoints import ServiceEndpoints
+        import eoskit.runtime.devtools.services
+        from eoskit.runtime.devtools.services.endpoints import ServiceEndpoints
 
         CALLS = pathlib.Path(__file__).with_name("calls.jsonl")
 
@@ -1141,7 +1141,7 @@ def test_pytest_plugin_session_using_postgres_starts_postgres_alone(tmp_path: Pa
                     calls.write(json.dumps(["up", self.only]) + "\\n")
                 return ServiceEndpoints(postgres_url="postgresql+psycopg://eoskit:eoskit@127.0.0.1:1/eoskit")
 
-        eoskit.runtime.dev.LocalServices = Fake
+        eoskit.runtime.devtools.services.LocalServices = Fake
     '''))
     done = _run_plugin_session(tmp_path, """
         def test_one(postgres):

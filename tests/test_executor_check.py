@@ -1,4 +1,4 @@
-"""The start-up check of executors (``eoskit.runtime.executors``): the probe
+"""The start-up check of executors (``eoskit.runtime.spark.executors``): the probe
 run in this process, and the one-line errors it turns reports and Spark
 failures into. The check on a real cluster is in integration_tests/test_cluster.py."""
 
@@ -9,8 +9,8 @@ import platform
 import sys
 from pathlib import Path
 
-from eoskit.runtime import executor_probe
-from eoskit.runtime.executors import connector_modules, explain, explain_failure, format_of
+from eoskit.runtime.spark import executor_probe
+from eoskit.runtime.spark.executors import connector_modules, explain, explain_failure, format_of
 
 DRIVER = {"python": platform.python_version(), "eoskit": "0.1.0", "host": "driver-host"}
 NODE = {"host": "node-7", "pid": 42, "cwd": "/work/app-1/3", "executable": "/opt/py/bin/python",
@@ -80,7 +80,7 @@ def _spark_error(text: str) -> Exception:
 def test_failures_before_the_probe_ran_name_the_executor():
     no_eoskit = _spark_error("org.apache.spark.SparkException: \nError from python worker:\n  "
                              "/usr/bin/python3: Error while finding module specification for "
-                             "'eoskit.runtime.worker_daemon' (ModuleNotFoundError: No module named 'eoskit')\n"
+                             "'eoskit.runtime.spark.worker_daemon' (ModuleNotFoundError: No module named 'eoskit')\n"
                              "PYTHONPATH was:\n  /spark/python/lib/pyspark.zip")
     message = explain_failure(no_eoskit, "python3")
     assert message.startswith("executor 1 on host 10.0.0.5 cannot start its Python worker")
@@ -111,8 +111,8 @@ def test_a_component_says_its_format_through_the_typed_protocol():
     """runtime.components.Formatted: spark_format and all_options(), or nothing
     (no probing for other attribute names such as ``format``)."""
     from eoskit.connectors.kafka.pipeline_source import KafkaSource
-    from eoskit.runtime.components import Formatted, Pausable
-    from eoskit.runtime.fingerprint import component
+    from eoskit.runtime.job.components import Formatted, Pausable
+    from eoskit.runtime.job.fingerprint import component
 
     class Users:
         spark_format = "delta"

@@ -16,8 +16,8 @@ from eoskit.connectors.failures import lost, service_failure
 from eoskit.connectors.kafka.client import BrokerUnreachableError, KafkaAuthenticationError
 from eoskit.connectors.mysql.failures import lost as mysql_lost
 from eoskit.connectors.postgres.failures import lost as postgres_lost
-from eoskit.runtime.cli_errors import FAILED, UNREACHABLE, USAGE, VERDICT_CODES, describe
-from eoskit.runtime.failures import classify
+from eoskit.runtime.cli.errors import FAILED, UNREACHABLE, USAGE, VERDICT_CODES, describe
+from eoskit.runtime.job.failures import classify
 from eoskit.twophase.verdicts import Verdict, first_line, verdict_of
 
 LOST, REFUSED = Verdict.LOST, Verdict.REFUSED
@@ -102,7 +102,7 @@ def traceback_of(qualified: str, message: str) -> str:
     ("eoskit.twophase.coordinator.LostPreparedTransactionError", False),  # a CoordinatorError that says RECOVERABLE
     ("eoskit.connectors.kafka.client.KafkaAuthenticationError", True),
     ("eoskit.connectors.kafka.client.BrokerUnreachableError", False),
-    ("eoskit.twophase.options.OptionError", True),  # eoskit's bad input: a ValueError
+    ("eoskit.core.options.OptionError", True),  # eoskit's bad input: a ValueError
     ("eoskit.connectors.kafka.java_regex.JavaRegexError", True),
     ("eoskit.connectors.kafka.reader.DataLossError", True),  # the same offsets are still gone
     ("eoskit.no_such_module.SinkError", False),  # unknown: to the restart strategy
@@ -116,7 +116,7 @@ def test_a_restart_is_tried_unless_the_error_class_says_it_cannot_help(qualified
 
 
 def test_eoskit_value_errors_are_bad_input_unless_they_say_otherwise():
-    from eoskit.twophase.options import OptionError
+    from eoskit.core.options import OptionError
 
     class Retryable(OptionError):
         verdict = Verdict.RECOVERABLE
@@ -135,12 +135,12 @@ def test_eoskit_value_errors_are_bad_input_unless_they_say_otherwise():
     ("eoskit.connectors.kafka.client.BrokerUnreachableError", Verdict.LOST),  # a ConnectionError
     ("eoskit.connectors.kafka.reader.DataLossError", Verdict.PERMANENT),
     ("eoskit.connectors.plugins.PluginError", Verdict.BAD_INPUT),
-    ("eoskit.runtime.control.ControlError", Verdict.PERMANENT),
-    ("eoskit.runtime.cli_errors.UsageError", Verdict.BAD_INPUT),  # an eoskit ValueError
-    ("eoskit.twophase.options.OptionError", Verdict.BAD_INPUT),
+    ("eoskit.runtime.job.control.ControlError", Verdict.PERMANENT),
+    ("eoskit.runtime.cli.errors.UsageError", Verdict.BAD_INPUT),  # an eoskit ValueError
+    ("eoskit.core.options.OptionError", Verdict.BAD_INPUT),
 ])
 def test_each_error_class_has_one_verdict_that_restarts_and_exit_codes_read(error_class, verdict):
-    from eoskit.runtime.failures import error_class as lookup
+    from eoskit.runtime.job.failures import error_class as lookup
 
     found = lookup(error_class)
     assert found is not None and verdict_of(found) is verdict
@@ -159,7 +159,7 @@ def test_the_verdicts_and_what_each_one_does():
 
 
 def test_a_pipeline_failure_takes_its_exit_code_from_its_cause_s_verdict():
-    from eoskit.runtime.pipeline import PipelineError
+    from eoskit.runtime.job.pipeline import PipelineError
 
     def code(cause_type):
         return describe(PipelineError("pipeline p failed: x", cause_type)).code

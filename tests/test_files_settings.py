@@ -11,7 +11,7 @@ from eoskit.connectors.files import FilesSink
 from eoskit.connectors.files.datasource import JsonDataSource, ParquetDataSource
 from eoskit.connectors.files.settings import OPTIONS, FilesSettings
 from eoskit.connectors.files.transactions import FilesTransactions
-from eoskit.twophase.options import OptionError
+from eoskit.core.options import OptionError
 from eoskit.twophase.contract import CommitMode, SinkError
 
 

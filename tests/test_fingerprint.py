@@ -1,4 +1,4 @@
-"""A query's fingerprint (``eoskit.runtime.fingerprint``): what a job restored
+"""A query's fingerprint (``eoskit.runtime.job.fingerprint``): what a job restored
 from a savepoint must share with it, read from pipeline parts, an explained
 plan and a checkpoint's operators, and every difference named. Spark
 explaining a real query, and a real refused restore, are in
@@ -6,8 +6,8 @@ integration_tests/test_savepoints.py."""
 
 from __future__ import annotations
 
-from eoskit.runtime.checkpoints import StateOperator
-from eoskit.runtime.fingerprint import (
+from eoskit.runtime.state.checkpoints import StateOperator
+from eoskit.runtime.job.fingerprint import (
     checkpoint_operators,
     component,
     differences,

@@ -6,7 +6,7 @@ import types
 import pytest
 from pyspark.sql.datasource import DataSource
 
-from eoskit.twophase.options import Option, OptionError, OptionSet, parse_str
+from eoskit.core.options import Option, OptionError, OptionSet, parse_str
 
 
 SEEN = []

@@ -2,7 +2,7 @@
 PromQL names only metrics (and labels) that eoskit's metrics code registers.
 
 The registered names are read from the code itself: ``PrometheusMetrics``
-(``runtime/listeners.py``) builds its metrics in a fresh ``CollectorRegistry``
+(``runtime/job/listeners.py``) builds its metrics in a fresh ``CollectorRegistry``
 of its own (``self.registry``; its constructor takes no registry), so the test
 creates one on an ephemeral port of 127.0.0.1, feeds it one event of each
 kind so that every labelled metric has a child, and reads the sample names
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from eoskit.runtime.listeners import PrometheusMetrics
+from eoskit.runtime.job.listeners import PrometheusMetrics
 
 DASHBOARD = Path(__file__).resolve().parent.parent / "docs" / "grafana" / "eoskit-dashboard.json"
 

@@ -1,4 +1,4 @@
-"""The driver JVM's class-sharing archive (eoskit.runtime.jvm_archive):
+"""The driver JVM's class-sharing archive (eoskit.runtime.spark.jvm_archive):
 where it is, when it is used, and that one maker runs per key. Making one
 runs a JVM: integration_tests/test_jvm_archive.py."""
 
@@ -10,9 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from eoskit.runtime import jvm_archive
-
-
+from eoskit.runtime.spark import jvm_archive
 @pytest.fixture
 def java(tmp_path: Path) -> Path:
     """A stand-in ``java`` under a JAVA_HOME of our own."""
@@ -61,7 +59,7 @@ def test_a_session_uses_an_archive_that_exists_and_starts_one_maker_otherwise(ja
     conf: dict[str, str] = {"spark.driver.extraJavaOptions": "-Xmx1g"}
     assert jvm_archive.use_or_make(conf) is None and conf == {"spark.driver.extraJavaOptions": "-Xmx1g"}
     assert jvm_archive.use_or_make({}) is None  # its maker is at work: not a second one
-    assert len(started) == 1 and started[0][1:3] == ["-m", "eoskit.runtime.jvm_archive"]
+    assert len(started) == 1 and started[0][1:3] == ["-m", "eoskit.runtime.spark.jvm_archive"]
 
     archive = Path(started[0][3])
     archive.write_bytes(b"made")  # what the maker moves into place when done

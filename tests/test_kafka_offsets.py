@@ -20,7 +20,7 @@ from eoskit.connectors.kafka.offsets import (
     to_json,
     to_json_dict,
 )
-from eoskit.twophase.options import OptionError
+from eoskit.core.options import OptionError
 
 
 def test_json_round_trip_keeps_spark_shape():

@@ -16,7 +16,7 @@ from eoskit.connectors.kafka.jaas import parse_jaas
 from eoskit.connectors.kafka.security import PLAIN_MODULE, SCRAM_MODULE
 from eoskit.connectors.kafka.settings import KafkaSourceSettings
 from eoskit.connectors.kafka.sink_settings import KafkaSinkSettings
-from eoskit.twophase.options import OptionError
+from eoskit.core.options import OptionError
 
 SECRET = "Pa55-w0rd!sekret"
 JAAS = f'{SCRAM_MODULE} required username="alice" password="{SECRET}";'
@@ -216,7 +216,7 @@ def test_security_options_are_declared_for_the_docs():
 
 
 def test_cli_redaction_hides_a_jaas_password_that_reaches_an_error():
-    from eoskit.runtime.cli_errors import redact
+    from eoskit.runtime.cli.errors import redact
 
     text = f"failed with options {{'kafka.sasl.jaas.config': '{SCRAM_MODULE} required username=\"u\" " \
            f"password=\"{SECRET}\\\\\"x\";'}}"
@@ -226,7 +226,7 @@ def test_cli_redaction_hides_a_jaas_password_that_reaches_an_error():
 
 
 def test_refused_credentials_end_a_job_instead_of_restarting_it():
-    from eoskit.runtime.failures import classify
+    from eoskit.runtime.job.failures import classify
 
     # As Spark hands it over: the Python traceback as the text of a JVM error.
     failure = classify("[PYTHON_DATA_SOURCE_ERROR] Failed ...\nTraceback (most recent call last):\n"

@@ -13,7 +13,7 @@ from eoskit.connectors.kafka.settings import (
     TopicNotFoundError,
     parse_duration_s,
 )
-from eoskit.twophase.options import OptionError
+from eoskit.core.options import OptionError
 
 BASE = {"kafka.bootstrap.servers": "127.0.0.1:1"}
 

@@ -1,4 +1,4 @@
-"""Helpers for keyed state (``eoskit.runtime.keyed_state``), and job files
+"""Helpers for keyed state (``eoskit.runtime.state.keyed``), and job files
 whose stateful processors reach Spark's workers (``jobfile.load_module``)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import sys
 import pytest
 from pyspark import cloudpickle
 
-from eoskit.runtime.jobfile import load_pipeline
-from eoskit.runtime.keyed_state import StateTTLError, replace_timer, ttl
+from eoskit.runtime.job.jobfile import load_pipeline
+from eoskit.runtime.state.keyed import StateTTLError, replace_timer, ttl
 
 
 def test_a_ttl_reads_like_a_setting_and_must_be_positive():

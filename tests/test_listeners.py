@@ -1,4 +1,4 @@
-"""The listener seam's views (``eoskit.runtime.listeners``, ``progress``):
+"""The listener seam's views (``eoskit.runtime.job.listeners``, ``progress``):
 what reaches the status file, the Prometheus endpoint and the run summary.
 Fed by hand here; integration_tests/test_runtime_ops.py feeds them from a
 real run."""
@@ -10,8 +10,8 @@ import socket
 import urllib.request
 from io import StringIO
 
-from eoskit.runtime.listeners import Listeners, PrometheusMetrics, StatusFile
-from eoskit.runtime.progress import ProgressPrinter
+from eoskit.runtime.job.listeners import Listeners, PrometheusMetrics, StatusFile
+from eoskit.runtime.job.progress import ProgressPrinter
 
 
 def free_port() -> int:
@@ -68,7 +68,7 @@ def test_each_batch_reaches_every_view_once_whichever_way_it_came(tmp_path):
 def test_a_run_of_weeks_keeps_the_printer_flat():
     """30,000 batches (8 hours at a 1 s trigger): the printer keeps the last
     batch id, not every one, and the last DURATIONS_KEPT batch durations."""
-    from eoskit.runtime.progress import DURATIONS_KEPT
+    from eoskit.runtime.job.progress import DURATIONS_KEPT
 
     printer = ProgressPrinter("orders", StringIO())
     for n in range(30_000):

@@ -20,7 +20,7 @@ from pymysql.converters import escape_item, escape_string
 from sqlalchemy.engine import make_url
 
 from eoskit.connectors.mysql import connection, literals
-from eoskit.twophase.options import OptionError
+from eoskit.core.options import OptionError
 from eoskit.twophase.contract import SinkError
 
 #: Characters whose UTF-8 bytes end in a lead byte of a multibyte

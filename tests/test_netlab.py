@@ -1,4 +1,4 @@
-"""The network lab (runtime/dev/netlab/) on this machine's kernel: hosts
+"""The network lab (runtime/devtools/services/netlab/) on this machine's kernel: hosts
 reach each other, every fault is shown with a check that fails without it,
 and nothing of a lab is left in the root namespace, after an error in the
 test, a watchdog's timeout or its owner's SIGKILL. Root only: elsewhere the
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from eoskit.runtime.dev import netlab
+from eoskit.runtime.devtools.services import netlab
 
 
 _WHY_NOT = netlab.Lab.available()

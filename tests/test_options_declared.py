@@ -9,7 +9,7 @@ from typing import ClassVar
 
 import pytest
 
-from eoskit.twophase.options import Option, OptionError, OptionSet, parse_positive_int, parse_str, setting
+from eoskit.core.options import Option, OptionError, OptionSet, parse_positive_int, parse_str, setting
 
 
 def _needs_small(settings: "Example", reading) -> None:

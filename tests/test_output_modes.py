@@ -8,9 +8,9 @@ import pytest
 
 from eoskit.connectors.format_sink import FormatSink
 from eoskit.connectors.kafka import KafkaSink
-from eoskit.twophase.options import OptionError
+from eoskit.core.options import OptionError
 from eoskit.connectors.postgres import PostgresSink
-from eoskit.twophase.foreach_batch import BatchWriter
+from eoskit.connectors.spark.foreach_batch import BatchWriter
 
 PG = "postgresql+psycopg://u@127.0.0.1:5432/db"
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from eoskit.runtime.cli import build_parser
-from eoskit.runtime.package import PackageError, base_python, closure, normalize, pack, requirements
+from eoskit.runtime.cli.main import build_parser
+from eoskit.runtime.spark.package import PackageError, base_python, closure, normalize, pack, requirements
 
 
 def _names(dists) -> set[str]:
@@ -33,7 +33,7 @@ def test_closure_follows_requirements_and_extras_and_leaves_out_pyspark():
 
 
 def test_the_archive_packs_the_connectors_installed_here():
-    from eoskit.runtime.package import default_roots, installed_connector_extras
+    from eoskit.runtime.spark.package import default_roots, installed_connector_extras
 
     # This environment has every connector's extra (eoskit[test] asks for all).
     assert installed_connector_extras() == ("files", "kafka", "mysql", "postgres", "s3")
@@ -100,14 +100,14 @@ class _Session:
 
 
 def test_archive_aliases():
-    from eoskit.runtime.spark import archive_aliases
+    from eoskit.runtime.spark.session import archive_aliases
 
     assert archive_aliases("hdfs:///envs/env.tar.gz#environment, other.zip") == {"environment", "other.zip"}
     assert archive_aliases("") == set()
 
 
 def test_client_mode_driver_links_the_shipped_environment_to_its_own(tmp_path: Path, monkeypatch):
-    from eoskit.runtime.spark import link_shipped_environment
+    from eoskit.runtime.spark.session import link_shipped_environment
 
     monkeypatch.setenv("PYSPARK_PYTHON", "./environment/bin/python")
     # Not shipped (no such alias), or already there: nothing is done.

@@ -17,7 +17,8 @@ def eoskit_plugins():
     from eoskit.connectors.plugins import plugins
 
     return [p for p in plugins() if p.data_source.startswith("eoskit.")]
-FOLDERS = {"connectors": "eoskit.connectors", "twophase": "eoskit.twophase", "runtime": "eoskit.runtime"}
+FOLDERS = {"connectors": "eoskit.connectors", "twophase": "eoskit.twophase", "runtime": "eoskit.runtime",
+           "core": "eoskit.core"}
 
 
 def test_every_package_folder_is_installed():
@@ -65,10 +66,10 @@ def test_spark_s_python_wrapper_is_installed_beside_the_interpreter():
     import sys
     from importlib.metadata import entry_points
 
-    from eoskit.runtime.spark import spark_python_wrapper
+    from eoskit.runtime.spark.session import spark_python_wrapper
 
     (script,) = [e for e in entry_points(group="console_scripts") if e.name == "eoskit-spark-python"]
-    assert script.value == "eoskit.runtime.spark_python:main"
+    assert script.value == "eoskit.runtime.spark.python:main"
     wrapper = spark_python_wrapper()
     assert wrapper is not None and Path(wrapper).parent == Path(sys.executable).parent
 
@@ -137,7 +138,7 @@ def test_a_kafka_only_installation_loads_the_registry_the_cli_and_the_kafka_conn
 from eoskit.connectors.plugins import plugins, by_format
 print(sorted(p.format for p in plugins() if p.data_source.startswith("eoskit.")))
 print(by_format("eoskit-kafka").data_source_class().__name__)
-import eoskit.runtime.cli, eoskit.connectors.kafka.source, eoskit.connectors.kafka
+import eoskit.runtime.cli.main, eoskit.connectors.kafka.source, eoskit.connectors.kafka
 print(eoskit.connectors.kafka.KafkaSink.__name__)
 print(sorted(m for m in sys.modules if m.partition(".")[0] in ("psycopg", "pymysql", "sqlalchemy")))
 """)

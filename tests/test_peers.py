@@ -379,7 +379,7 @@ def test_run_benchmark_writes_every_peer_with_spark_broker_and_tables_stubbed(mo
     harness, results = _benchlib("harness", "results")
     from decimal import Decimal
 
-    from eoskit.runtime.demo.orders import OrderTotals
+    from eoskit.runtime.devtools.demo.orders import OrderTotals
 
     expected = OrderTotals(1000, Decimal("5.00"))
     right = results.TableStats(1000, 1000, Decimal("5.00"), results.CREATED_AT, results.CREATED_AT)
@@ -516,7 +516,7 @@ def test_the_session_settings_and_the_record_size_are_checked(monkeypatch, capsy
 def test_the_growth_curves_stop_the_cluster_they_started_and_only_that(monkeypatch):
     """growth.DevCluster: started on first use when not running, stopped at
     the end; a cluster that was running before is used and left running."""
-    from eoskit.runtime.dev import cluster as dev_cluster
+    from eoskit.runtime.devtools.services import cluster as dev_cluster
 
     class FakeCluster:
         running: str | None = None

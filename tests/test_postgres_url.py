@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy.engine import make_url
 
-from eoskit.twophase.options import OptionError
+from eoskit.core.options import OptionError
 from eoskit.connectors.postgres.connection import check_url, connect_kwargs
 
 BASE = "postgresql://eoskit:s3cret@127.0.0.1:5432/db"

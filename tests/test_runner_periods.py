@@ -10,11 +10,11 @@ import time
 
 import pytest
 
-from eoskit.runtime import runner as runner_module
-from eoskit.runtime.control import ControlDir
-from eoskit.runtime.failures import Failure
-from eoskit.runtime.runner import Runner
-from eoskit.runtime.settings import JobSettings
+from eoskit.runtime.job import runner as runner_module
+from eoskit.runtime.job.control import ControlDir
+from eoskit.runtime.job.failures import Failure
+from eoskit.runtime.job.runner import Runner
+from eoskit.runtime.job.settings import JobSettings
 
 
 class FakeQuery:
@@ -171,7 +171,7 @@ def test_a_restart_that_cannot_start_yet_is_retried_by_the_restart_strategy(tmp_
 
 def test_the_first_start_fails_at_once_and_the_strategy_still_bounds_restarts(tmp_path):
     from eoskit.connectors.kafka.client import BrokerUnreachableError
-    from eoskit.runtime.runner import PipelineError
+    from eoskit.runtime.job.runner import PipelineError
 
     with pytest.raises(PipelineError, match="could not start: cannot reach Kafka"):
         run_loop(tmp_path, Pipeline(_broker_down()), "fixed_delay(attempts=5, delay=0s)")

@@ -6,8 +6,8 @@ import argparse
 
 import pytest
 
-from eoskit.runtime.restart import ExponentialDelay, FailureRate, FixedDelay, NoRestart, parse_strategy
-from eoskit.runtime.settings import JobSettings, SettingError, add_flags, from_flags, parse_duration
+from eoskit.runtime.job.restart import ExponentialDelay, FailureRate, FixedDelay, NoRestart, parse_strategy
+from eoskit.runtime.job.settings import JobSettings, SettingError, add_flags, from_flags, parse_duration
 
 
 def test_durations_read_the_way_spark_triggers_are_written():
@@ -54,7 +54,7 @@ def test_flags_are_derived_from_the_declarations_and_win_over_the_job_file():
 
 def test_min_pause_reaches_a_source_that_can_hold_batches_back_only():
     from eoskit.connectors.kafka import KafkaSource
-    from eoskit.runtime.pipeline import Pipeline
+    from eoskit.runtime.job.pipeline import Pipeline
 
     assert JobSettings.of(min_pause="2s").min_pause == 2.0 and JobSettings().min_pause == 0
     kafka = KafkaSource("localhost:9092", {"subscribe": "orders"})
@@ -92,7 +92,7 @@ def test_exponential_delay_grows_caps_and_resets_after_a_quiet_spell():
 
 
 def test_a_restart_is_not_tried_for_what_it_cannot_fix():
-    from eoskit.runtime.failures import classify
+    from eoskit.runtime.job.failures import classify
 
     spark_text = (
         "[STREAM_FAILED] Query [id = 1] terminated with exception: Writing job failed.\n"
@@ -117,8 +117,8 @@ def test_the_smallest_retention_that_works_is_accepted():
 
 
 def test_settings_and_options_are_one_declaration_form():
-    from eoskit.runtime.settings import SETTINGS
-    from eoskit.twophase.options import Option
+    from eoskit.runtime.job.settings import SETTINGS
+    from eoskit.core.options import Option
 
     assert all(isinstance(s, Option) for s in SETTINGS)
 
@@ -129,7 +129,7 @@ def test_settings_and_options_are_one_declaration_form():
     ("1500", "ms", 1.5), ("5", "s", 5.0), (5, "s", 5.0), (0.5, "s", 0.5),
 ])
 def test_one_duration_grammar_whose_bare_number_unit_is_declared(text, bare, seconds):
-    from eoskit.twophase.options import parse_duration
+    from eoskit.core.options import parse_duration
 
     assert parse_duration(text, bare) == pytest.approx(seconds)
 
@@ -146,8 +146,8 @@ def test_a_bare_number_counts_as_each_declaration_says():
 @pytest.mark.parametrize("bad", ["-1s", "5 fortnights", "soon", ""])
 def test_a_bad_duration_names_the_setting_and_the_option(bad):
     from eoskit.connectors.kafka.settings import KafkaSourceSettings
-    from eoskit.runtime.settings import SettingError
-    from eoskit.twophase.options import OptionError
+    from eoskit.runtime.job.settings import SettingError
+    from eoskit.core.options import OptionError
 
     with pytest.raises(SettingError, match="setting min_pause"):
         JobSettings.of(min_pause=bad)
@@ -159,7 +159,7 @@ def test_a_bad_duration_names_the_setting_and_the_option(bad):
 @pytest.mark.parametrize("text, value", [("true", True), ("on", True), ("1", True), ("YES", True),
                                          ("false", False), ("off", False), ("0", False), ("No", False)])
 def test_one_bool_parser_for_settings_and_options(text, value):
-    from eoskit.twophase.options import parse_bool
+    from eoskit.core.options import parse_bool
 
     assert parse_bool(text) is value
     assert JobSettings.of(state_backend="rocksdb", incremental_checkpoints=text).incremental_checkpoints is value

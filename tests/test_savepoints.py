@@ -1,4 +1,4 @@
-"""Savepoint storage (``eoskit.runtime.savepoints``) and ``eoskit savepoint
+"""Savepoint storage (``eoskit.runtime.state.savepoints``) and ``eoskit savepoint
 inspect|dispose`` on synthetic checkpoint trees: which files a savepoint of
 batch b holds, the manifest written last, restore into an empty directory
 only, dispose of savepoints only. Spark resuming from a restored savepoint
@@ -16,9 +16,9 @@ from pathlib import Path
 import fsspec
 import pytest
 
-from eoskit.runtime.checkpoints import Checkpoint
-from eoskit.runtime.cli import main
-from eoskit.runtime.savepoints import (
+from eoskit.runtime.state.checkpoints import Checkpoint
+from eoskit.runtime.cli.main import main
+from eoskit.runtime.state.savepoints import (
     DISPOSING,
     MANIFEST,
     IncompatibleSavepointError,
@@ -138,8 +138,7 @@ def test_a_non_empty_target_is_refused_and_an_empty_one_used(checkpoint_dir, tmp
 
 
 def test_a_failed_copy_leaves_no_savepoint_and_no_partial_directory(checkpoint_dir, tmp_path, monkeypatch):
-    from eoskit.runtime import savepoints
-
+    from eoskit.runtime.state import savepoints
     real = savepoints.savepoint_files
 
     def vanishing(checkpoint, batch):
@@ -273,7 +272,7 @@ def test_a_savepoint_without_a_fingerprint_is_restored_unchecked_and_says_so(che
     del data["fingerprint"]  # as an older eoskit wrote it
     manifest_path.write_text(json.dumps(data))
     assert inspect_savepoint(str(tmp_path / "sp")).fingerprint is None
-    with caplog.at_level("WARNING", logger="eoskit.runtime.savepoints"):
+    with caplog.at_level("WARNING", logger="eoskit.runtime.state.savepoints"):
         restore_savepoint(str(tmp_path / "sp"), str(tmp_path / "new"), job_name="orders",
                           expect={"source": {"format": "eoskit-kafka", "subscribe": ["other"]}})
     assert "has no fingerprint of its query" in caplog.text and "not checked" in caplog.text

@@ -107,8 +107,7 @@ def test_spark_s_zip_is_dropped_for_the_installed_pyspark(spark_python, work):
 @pytest.fixture
 def interpreter(tmp_path, monkeypatch) -> Path:
     """A stand-in for this interpreter in a venv's bin, with the wrapper beside it."""
-    from eoskit.runtime import spark
-
+    from eoskit.runtime.spark import session as spark
     folder = tmp_path / "venv" / "bin"
     folder.mkdir(parents=True)
     for name in ("python", "eoskit-spark-python"):
@@ -121,7 +120,7 @@ def interpreter(tmp_path, monkeypatch) -> Path:
 
 
 def test_a_local_session_runs_spark_s_python_through_the_wrapper(interpreter):
-    from eoskit.runtime.spark import choose_pyspark_python
+    from eoskit.runtime.spark.session import choose_pyspark_python
 
     wrapper = str(interpreter / "eoskit-spark-python")
     for master in ("local", "local[*]", "local[2,3]"):
@@ -129,14 +128,14 @@ def test_a_local_session_runs_spark_s_python_through_the_wrapper(interpreter):
 
 
 def test_a_cluster_or_an_unknown_master_gets_the_interpreter(interpreter):
-    from eoskit.runtime.spark import choose_pyspark_python
+    from eoskit.runtime.spark.session import choose_pyspark_python
 
     for master in ("spark://host:7077", "yarn", "k8s://https://host", "local-cluster[2,1,1024]", None):
         assert choose_pyspark_python(master) == str(interpreter / "python") == os.environ["PYSPARK_PYTHON"]
 
 
 def test_a_later_session_chooses_again_and_the_user_s_choice_stays(interpreter, monkeypatch):
-    from eoskit.runtime.spark import CHOSEN_ENV, choose_pyspark_python
+    from eoskit.runtime.spark.session import CHOSEN_ENV, choose_pyspark_python
 
     wrapper, python = str(interpreter / "eoskit-spark-python"), str(interpreter / "python")
     assert choose_pyspark_python("local[2]") == wrapper
@@ -151,7 +150,7 @@ def test_a_later_session_chooses_again_and_the_user_s_choice_stays(interpreter, 
 
 
 def test_without_the_wrapper_beside_the_interpreter_the_helpers_start_cold(interpreter):
-    from eoskit.runtime.spark import choose_pyspark_python
+    from eoskit.runtime.spark.session import choose_pyspark_python
 
     (interpreter / "eoskit-spark-python").unlink()
     assert choose_pyspark_python("local[*]") == str(interpreter / "python")

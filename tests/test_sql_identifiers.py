@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from eoskit.twophase.options import OptionError
+from eoskit.core.options import OptionError
 from eoskit.connectors.sql.identifiers import (
     IdentifierError,
     Part,

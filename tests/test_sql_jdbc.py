@@ -20,7 +20,7 @@ from eoskit.connectors.postgres.transactions import PostgresTransactions
 from eoskit.connectors.sql.jdbc import REFUSED, ColumnType, parse_column_types, table_kwargs
 from eoskit.connectors.sql.settings import SqlSinkSettings
 from eoskit.connectors.sql.types import can_fill, declared_type
-from eoskit.twophase.options import OptionError
+from eoskit.core.options import OptionError
 
 SECRET = "s3cr3t-Value"
 

@@ -1,4 +1,4 @@
-"""The state backend setting (``eoskit.runtime.state_backend``): declared like
+"""The state backend setting (``eoskit.runtime.state.backend``): declared like
 every setting, derived from a job's spark_conf, and held to the backend its
 checkpoint was written with (read from offset-log entries laid out as Spark
 4.3 writes them; checked against real ones by
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from eoskit.runtime.settings import JobSettings, SettingError
-from eoskit.runtime.state_backend import (
+from eoskit.runtime.job.settings import JobSettings, SettingError
+from eoskit.runtime.state.backend import (
     PROVIDERS,
     check_checkpoint,
     recorded_backend,

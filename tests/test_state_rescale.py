@@ -1,4 +1,4 @@
-"""``eoskit state rescale``'s checks and its journal (``eoskit.runtime.state_rescale``),
+"""``eoskit state rescale``'s checks and its journal (``eoskit.runtime.state.rescale``),
 without Spark: synthetic checkpoints laid out as Spark 4 writes them (the
 tree builder of tests/test_checkpoints.py). The repartition itself runs in
 integration_tests/test_state_rescale.py."""
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from eoskit.runtime.checkpoints import Checkpoint
-from eoskit.runtime.cli import main
-from eoskit.runtime.control import ControlDir
-from eoskit.runtime.state_rescale import (
+from eoskit.runtime.state.checkpoints import Checkpoint
+from eoskit.runtime.cli.main import main
+from eoskit.runtime.job.control import ControlDir
+from eoskit.runtime.state.rescale import (
     JOURNAL,
     RescaleError,
     RescaleFailed,

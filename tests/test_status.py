@@ -1,5 +1,5 @@
 """`eoskit status` and `eoskit list` from what a run keeps beside its
-checkpoint (runtime/status_cli.py, listeners.CheckpointStatus,
+checkpoint (runtime/cli/status.py, listeners.CheckpointStatus,
 control.LocalRuns). Files only: the real run is in
 integration_tests/test_cli_run.py."""
 
@@ -12,11 +12,11 @@ import sys
 
 import pytest
 
-from eoskit.runtime.cli import main
-from eoskit.runtime.cli_errors import FAILED
-from eoskit.runtime.control import ControlDir, LocalRuns
-from eoskit.runtime.listeners import CheckpointStatus
-from eoskit.runtime.status_cli import BARS, render, sparkline, view
+from eoskit.runtime.cli.main import main
+from eoskit.runtime.cli.errors import FAILED
+from eoskit.runtime.job.control import ControlDir, LocalRuns
+from eoskit.runtime.job.listeners import CheckpointStatus
+from eoskit.runtime.cli.status import BARS, render, sparkline, view
 
 
 def progress(batch: int, lag: int, rate: float) -> dict:
@@ -44,7 +44,7 @@ def test_sparkline_scales_between_the_least_and_the_greatest():
 
 def test_progress_is_written_at_most_once_a_second_and_state_changes_at_once(monkeypatch):
     clock = [1000.0]
-    monkeypatch.setattr("eoskit.runtime.listeners.time.time", lambda: clock[0])
+    monkeypatch.setattr("eoskit.runtime.job.listeners.time.time", lambda: clock[0])
     recorder = Recorder()
     status = CheckpointStatus(recorder)
     status.on_start("orders", "/ck")
@@ -101,7 +101,7 @@ def test_watch_draws_the_samples_it_has_seen_and_stops_when_the_run_is_not_live(
     # A second between refreshes, and each new status written as soon as a
     # block is read: the watcher samples each status once however slowly it
     # started (a busy machine once let it start after all the writes).
-    script = (f"import sys; from eoskit.runtime.cli import main; "
+    script = (f"import sys; from eoskit.runtime.cli.main import main; "
               f"sys.exit(main(['status', '--checkpoint-dir', {str(tmp_path)!r}, '--watch', '1', '--count', '4']))")
 
     def read_block(stream) -> None:

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from eoskit.testing.conformance import CLUSTER_SCENARIOS, SCENARIOS
-from eoskit.twophase import crash
-
+from eoskit.core import crash
 ROOT = Path(__file__).resolve().parents[1]
 
 

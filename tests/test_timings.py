@@ -1,4 +1,4 @@
-"""The span recorder (eoskit.twophase.timings): off by default, one JSON line
+"""The span recorder (eoskit.core.timings): off by default, one JSON line
 per span per process when on, and the per-batch aggregation the benchmarks print."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from eoskit.twophase import timings
+from eoskit.core import timings
 from eoskit.twophase.contract import CommitMode
 from eoskit.twophase.coordinator import Coordinator
 from eoskit.twophase.decision_log import DecisionLog
 from eoskit.twophase.task import write_task
-from eoskit.twophase.timings import Span
+from eoskit.core.timings import Span
 
 # The fake sink of the protocol's own unit tests, loaded by path (tests is no package).
 _spec = importlib.util.spec_from_file_location(

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.types import StructType
 
-from eoskit.twophase.adapter import TransactionalDataSource
+from eoskit.connectors.spark.datasource import TransactionalDataSource
 from eoskit.twophase.contract import (
     CommitMode,
     Committer,
@@ -485,7 +485,7 @@ def test_no_two_capabilities_share_a_method_name():
 
 
 def _writer(sink, decisions, mode):
-    from eoskit.twophase.adapter import TransactionalStreamWriter
+    from eoskit.connectors.spark.datasource import TransactionalStreamWriter
 
     return TransactionalStreamWriter(sink, decisions, mode)
 
@@ -557,8 +557,7 @@ def _in_the_commit_process(pickled: bytes, monkeypatch):
     """The data source as Spark's commit process gets it: pickled on the
     driver, unpickled elsewhere, where resolving the options or reading the
     checkpoint's identity again fails the test."""
-    from eoskit.twophase import adapter
-
+    from eoskit.connectors.spark import datasource as adapter
     def not_here(*args, **kwargs):
         raise AssertionError("resolved again in the commit process")
 

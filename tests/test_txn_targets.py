@@ -3,7 +3,7 @@ plug-in's ``in_doubt(kind, target, options)`` receives what its docs say."""
 
 import pytest
 
-from eoskit.runtime.cli import build_parser
+from eoskit.runtime.cli.main import build_parser
 
 
 def _help(capsys, *args):
@@ -24,8 +24,7 @@ def test_the_help_says_which_flag_names_which_sink(capsys, verb):
 def test_a_plug_in_is_asked_with_the_kind_the_target_as_typed_and_the_storage_options(monkeypatch, tmp_path):
     import eoskit.connectors.plugins as registry
     from eoskit.connectors.plugins import Plugin
-    from eoskit.runtime import txn_cli
-
+    from eoskit.runtime.cli import txn as txn_cli
     asked = []
 
     def not_mine(kind, target, options):

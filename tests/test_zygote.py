@@ -73,7 +73,7 @@ def zygotes() -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
         try:
-            if entry.name.isdigit() and b"eoskit.runtime.zygote" in (entry / "cmdline").read_bytes():
+            if entry.name.isdigit() and b"eoskit.runtime.spark.zygote" in (entry / "cmdline").read_bytes():
                 found.append(int(entry.name))
         except OSError:
             pass
@@ -87,7 +87,7 @@ def test_daemons_are_forked_from_one_warm_zygote_and_stop_as_spark_stops_them(tm
     for daemon in report:
         # The worker's daemon is a child of the zygote, not the process Spark started.
         assert daemon["forked_by"] != daemon["daemon"], daemon
-        assert "eoskit.runtime.zygote" in daemon["forked_by_cmdline"], daemon
+        assert "eoskit.runtime.spark.zygote" in daemon["forked_by_cmdline"], daemon
         assert daemon["exit"] == 1, daemon  # PySpark's daemon exits 1 when its stdin closes
     # One zygote served both; named after the module Spark asked for.
     assert report[0]["grandparent"] == report[1]["grandparent"]
@@ -120,8 +120,7 @@ def test_an_interpreter_spark_did_not_start_through_the_wrapper_is_never_taken_o
 
 
 def test_the_zygote_key_follows_what_imports_depend_on(monkeypatch):
-    from eoskit.runtime import zygote
-
+    from eoskit.runtime.spark import zygote
     base = zygote._address(123)
     assert base.startswith(f"eoskit-zygote-{os.getuid()}-123-") and "\0" not in base
     monkeypatch.setenv("EOSKIT_CRASH_AT", "task_after_prepare@1")
@@ -139,7 +138,7 @@ def test_what_a_forking_process_imported_is_exempt_from_the_collector():
     """PySpark's daemon collects garbage in a worker after every task: a
     full collection over the preloaded libraries cost 70 ms a task."""
     result = subprocess.run([sys.executable, "-c", (
-        "import gc; from eoskit.runtime.spark_daemon import preload, freeze_imports; "
+        "import gc; from eoskit.runtime.spark.daemon import preload, freeze_imports; "
         "preload('pyspark.worker'); tracked = len(gc.get_objects()); freeze_imports(); "
         "print(tracked, gc.get_freeze_count(), len(gc.get_objects()))")],
         capture_output=True, text=True, timeout=120, check=True)
@@ -194,8 +193,8 @@ STOPPING_JVM = textwrap.dedent('''
 
 
 @pytest.mark.parametrize("module,worker_module,prefork", [
-    ("eoskit.runtime.worker_daemon", "pyspark.worker", None),
-    ("eoskit.runtime.worker_daemon", "pyspark.worker", "1"),
+    ("eoskit.runtime.spark.worker_daemon", "pyspark.worker", None),
+    ("eoskit.runtime.spark.worker_daemon", "pyspark.worker", "1"),
     ("pyspark.daemon", "pyspark.sql.worker.commit_data_source_write", "1"),
 ])
 def test_a_daemon_stopped_by_sigterm_leaves_its_workers_and_one_whose_jvm_is_gone_takes_them(
@@ -224,7 +223,7 @@ def test_a_sigterm_d_daemon_finds_its_unix_socket_by_its_descriptors(tmp_path):
     PySpark's manager for its socket_path)."""
     import socket
 
-    from eoskit.runtime.spark_daemon import remove_listening_unix_sockets
+    from eoskit.runtime.spark.daemon import remove_listening_unix_sockets
 
     listening, connected_path = tmp_path / "daemon.sock", tmp_path / "other.sock"
     server = socket.socket(socket.AF_UNIX)

@@ -43,7 +43,8 @@ import logging
 from collections.abc import Sequence
 from typing import ClassVar
 
-from eoskit.twophase import crash, timings
+from eoskit.core import crash
+from eoskit.core import timings
 from eoskit.twophase.contract import Committer, Outcome, ProvesOutcomes
 from eoskit.twophase.decision_log import Decision, DecisionLog, prune_due
 from eoskit.twophase.messages import TaskAck, evidence_of, prepared_ids

@@ -29,18 +29,15 @@ through fsspec, so it lives and dies with the checkpoint it belongs to:
 from __future__ import annotations
 
 import json
-import os
 import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import fsspec
-from fsspec.implementations.local import LocalFileSystem
 
-# Hadoop's object-store schemes, as fsspec knows them.
-_SCHEMES = {"s3a://": "s3://", "s3n://": "s3://", "gs://": "gs://", "abfss://": "abfs://"}
+from eoskit.core.fs import file_mtime, fs_path, write_atomic
+
 #: Decisions of batches this far behind the newest are removed when Spark's
 #: offset log cannot be read; otherwise a decision is kept exactly as long as
 #: Spark keeps its batch (``minBatchesToRetain``, eoskit's
@@ -52,7 +49,7 @@ PRUNE_EVERY = 10
 SETTLED_KEPT = 100
 
 
-# -- the layout, written here once (runtime/checkpoints.py and identity.py read it) --
+# -- the layout, written here once (runtime/state/checkpoints.py and identity.py read it) --
 
 #: Every sink's folder is ``<checkpoint>/SINKS/<sink-id>/``.
 SINKS = "eoskit/sinks"
@@ -92,37 +89,6 @@ class Decision:
     done: bool
     #: id -> what its task's prepare left to prove its outcome (``ProvesOutcomes``).
     evidence: Mapping[str, str] = field(default_factory=dict)
-
-
-def fs_path(location: str) -> str:
-    """A Hadoop location (``s3a://``, ``file:/path``) as an fsspec URL or path."""
-    for hadoop, fsspec_scheme in _SCHEMES.items():
-        if location.startswith(hadoop):
-            return fsspec_scheme + location[len(hadoop):]
-    if location.startswith("file:") and not location.startswith("file://"):
-        return location[len("file:"):]  # Hadoop's file:/path
-    return location
-
-
-def write_atomic(fs: fsspec.AbstractFileSystem, path: str, data: bytes) -> None:
-    """Write ``data`` whole or not at all: a durable temporary file renamed
-    over ``path`` locally (then the directory synced), a single PUT on object
-    stores, whose objects appear whole."""
-    if isinstance(fs, LocalFileSystem):
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-        fd = os.open(os.path.dirname(path), os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    else:
-        fs.pipe_file(path, data)
 
 
 class DecisionLog:
@@ -325,23 +291,6 @@ def settlements(checkpoint_location: str, since: float = 0.0) -> list[Settlement
             found.append(Settlement(f"{sink_id}/{name}", at, len(data.get("committed", ())),
                                     len(data.get("rolledBack", ()))))
     return sorted(found, key=lambda s: (s.at, s.key))
-
-
-def file_mtime(info: Mapping[str, Any]) -> float | None:
-    """A file's modification time (seconds since the epoch) from fsspec's
-    ``info``, where the file system reports one (local ``mtime``, S3
-    ``LastModified``, ...)."""
-    for key in ("mtime", "LastModified", "last_modified", "created"):
-        value = info.get(key)
-        if value is None:
-            continue
-        if hasattr(value, "timestamp"):
-            return float(value.timestamp())
-        try:
-            return float(value)
-        except (TypeError, ValueError):
-            continue
-    return None
 
 
 def last_commit_time(checkpoint_location: str) -> float | None:

@@ -25,14 +25,15 @@ import posixpath
 
 import fsspec
 
-from eoskit.twophase.decision_log import SINK_MARKER, SINKS, fs_path, sink_folder
+from eoskit.core.fs import fs_path
+from eoskit.twophase.decision_log import SINK_MARKER, SINKS, sink_folder
 from eoskit.twophase.txn_id import sink_id_for_checkpoint
 
 IDENTITY = "eoskit/identity.json"
 #: Where eoskit's runtime keeps the record of the run using a checkpoint
-#: (``eoskit.runtime.control``); its start time tells one run from the next.
+#: (``eoskit.runtime.job.control``); its start time tells one run from the next.
 RUN_RECORD = "eoskit/control/run.json"
-#: Written into a checkpoint restored from a savepoint (``runtime/savepoints.py``).
+#: Written into a checkpoint restored from a savepoint (``runtime/state/savepoints.py``).
 RESTORED = "eoskit/restored.json"
 
 _cache: dict[str, str] = {}

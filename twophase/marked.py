@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from eoskit.twophase import timings
+from eoskit.core import timings
 from eoskit.twophase.contract import MarkedCommitting
 from eoskit.twophase.decision_log import DecisionLog, oldest_replayable, prune_due
 from eoskit.twophase.messages import TaskAck

@@ -1,6 +1,6 @@
 """Options every eoskit sink takes, declared once: each sink's ``OptionSet``
 lists ``COMMON`` beside its own, and the protocol's adapter
-(``twophase/adapter.py``, ``twophase/foreach_batch.py``) reads
+(``connectors/spark/datasource.py``, ``connectors/spark/foreach_batch.py``) reads
 ``commitMode``, ``sinkId`` and ``checkpointLocation`` through these
 declarations, on the driver: the commit process gets ``sinkId`` and
 ``checkpointLocation`` resolved, pickled with the data source."""
@@ -8,7 +8,7 @@ declarations, on the driver: the commit process gets ``sinkId`` and
 from __future__ import annotations
 
 from eoskit.twophase.contract import EXACTLY_ONCE, CommitMode
-from eoskit.twophase.options import Option, parse_choice, parse_str
+from eoskit.core.options import Option, parse_choice, parse_str
 
 COMMIT_MODE = Option(
     "commitMode", parse_choice(EXACTLY_ONCE, *(m.value for m in CommitMode)), EXACTLY_ONCE,

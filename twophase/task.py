@@ -23,7 +23,8 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
-from eoskit.twophase import crash, timings
+from eoskit.core import crash
+from eoskit.core import timings
 from eoskit.twophase.contract import (
     CommitMode,
     CommittingWriter,

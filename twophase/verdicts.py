@@ -22,10 +22,10 @@ verdict         meaning                                         retried    resta
 
 "Retried" is the SQL sinks' reconnecting calls (``connectors/sql/sink.py``):
 they try again on a new connection for ``LOST`` only. "Restart" is the
-runtime's restart strategy (``runtime/failures.py``): a failure whose
+runtime's restart strategy (``runtime/job/failures.py``): a failure whose
 verdict is not ``restartable`` ends the job at once, whatever the strategy;
 the others go to it, as Flink treats every failure as recoverable unless it
-is marked otherwise. The exit code is the CLI's (``runtime/cli_errors.py``).
+is marked otherwise. The exit code is the CLI's (``runtime/cli/errors.py``).
 
 Who says what:
 

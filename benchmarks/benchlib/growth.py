@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eoskit.runtime.demo.orders import ORDER_VALUE_BYTES
+from eoskit.runtime.devtools.demo.orders import ORDER_VALUE_BYTES
 
 from benchlib.sampling import run_sampled
 
@@ -120,7 +120,7 @@ class DevCluster:
     stopped by ``close``; one that was running before is left running."""
 
     def __init__(self, cluster_dir: str) -> None:
-        from eoskit.runtime.dev.cluster import SparkCluster
+        from eoskit.runtime.devtools.services.cluster import SparkCluster
 
         self.cluster = SparkCluster(cluster_dir)
         self.url: str | None = None

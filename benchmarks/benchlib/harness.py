@@ -24,9 +24,8 @@ from pyspark.sql import DataFrame
 from cpu_share import Cpu
 from cpu_share import describe as describe_cpu
 
-from eoskit.runtime.dev import LocalServices
-from eoskit.twophase import timings
-
+from eoskit.runtime.devtools.services import LocalServices
+from eoskit.core import timings
 from benchlib.postgres import verify
 from benchlib.report import (
     baseline_figures,

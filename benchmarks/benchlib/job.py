@@ -24,9 +24,9 @@ from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
-from eoskit.runtime.demo.orders import recreate_topic
-from eoskit.runtime.dev.produce import produce_records
-from eoskit.twophase import crash
+from eoskit.runtime.devtools.demo.orders import recreate_topic
+from eoskit.runtime.devtools.services.produce import produce_records
+from eoskit.core import crash
 from eoskit.twophase.txn_id import sink_prefix
 
 #: The job: settings arrive through the environment (``EOSKIT_BENCH_*``).

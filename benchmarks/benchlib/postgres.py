@@ -9,7 +9,7 @@ import psycopg
 from sqlalchemy.engine import make_url
 
 from eoskit.connectors.postgres.connection import connect_kwargs
-from eoskit.runtime.demo.orders import OrderTotals
+from eoskit.runtime.devtools.demo.orders import OrderTotals
 
 from benchlib.results import CREATED_AT, TABLE_DDL, TableStats
 

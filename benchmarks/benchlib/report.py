@@ -15,9 +15,8 @@ from typing import Any
 
 import pyspark
 
-from eoskit.runtime.demo.orders import ORDER_VALUE_BYTES
-from eoskit.twophase import timings
-
+from eoskit.runtime.devtools.demo.orders import ORDER_VALUE_BYTES
+from eoskit.core import timings
 from benchlib.results import BaselineResult, StreamResult
 
 
@@ -63,7 +62,7 @@ def print_stream(label: str, result: StreamResult) -> None:
 #: the breakdown table; addBatch holds the write job, so every task phase.
 SPARK_PHASES = ("triggerExecution", "queryPlanning", "getBatch", "latestOffset", "walCommit",
                 "addBatch", "commitOffsets")
-#: eoskit's spans (eoskit.twophase.timings) in the order a batch runs them;
+#: eoskit's spans (eoskit.core.timings) in the order a batch runs them;
 #: an indented name is part of the one above it. Phases not listed follow.
 EOSKIT_PHASES = (
     ("plan.writer", "sink planning (streamWriter), driver"),

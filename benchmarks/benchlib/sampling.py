@@ -27,7 +27,7 @@ def tree_pids(group: int) -> list[int]:
     cluster, the executor JVMs serving the run's driver (found by its port,
     as ``eoskit chaos`` finds them) and their Python workers count too:
     they are the workers' children, not the script's."""
-    from eoskit.runtime.chaos.processes import descendants, executors, run_processes
+    from eoskit.runtime.devtools.chaos.processes import descendants, executors, run_processes
 
     found = set(run_processes(group))
     for executor in executors(group):

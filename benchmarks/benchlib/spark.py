@@ -13,9 +13,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter
 
-from eoskit.runtime.spark import get_session
-from eoskit.twophase import timings
-
+from eoskit.runtime.spark.session import get_session
+from eoskit.core import timings
 from benchlib.results import ORDER_SCHEMA, StreamResult
 
 

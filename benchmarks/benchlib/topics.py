@@ -8,7 +8,7 @@ import time
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from eoskit.runtime.demo.orders import OrderTotals, produce_orders, recreate_topic
+from eoskit.runtime.devtools.demo.orders import OrderTotals, produce_orders, recreate_topic
 
 
 def produce(bootstrap: str, topic: str, records: int, partitions: int, value_bytes: int = 0

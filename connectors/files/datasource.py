@@ -16,9 +16,9 @@ from pyspark.sql.types import StructType
 from eoskit.connectors.files.plugin import PLUGIN
 from eoskit.connectors.files.settings import FilesSettings
 from eoskit.connectors.files.transactions import FilesTransactions
-from eoskit.twophase.adapter import TransactionalDataSource
+from eoskit.connectors.spark.datasource import TransactionalDataSource
 from eoskit.twophase.contract import CommitMode, Sink
-from eoskit.twophase.options import OptionError
+from eoskit.core.options import OptionError
 
 if TYPE_CHECKING:
     from eoskit.connectors.files.scratch import FilesScratch

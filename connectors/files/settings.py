@@ -19,7 +19,7 @@ from typing import Any
 import fsspec
 from fsspec.registry import known_implementations
 
-from eoskit.twophase.options import (
+from eoskit.core.options import (
     Option,
     OptionError,
     OptionSet,
@@ -32,7 +32,7 @@ from eoskit.twophase.options import (
 from eoskit.connectors.sink_options import parse_names
 from eoskit.twophase.sink_options import COMMIT_MODE, COMMON
 from eoskit.twophase.contract import CommitMode, Sink, resolve_commit_mode
-from eoskit.twophase.decision_log import fs_path
+from eoskit.core.fs import fs_path
 
 STORAGE_PREFIX = "fs."
 

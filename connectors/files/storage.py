@@ -24,7 +24,7 @@ import pyarrow as pa
 from fsspec.implementations.local import LocalFileSystem
 
 from eoskit.twophase.contract import SinkError
-from eoskit.twophase.decision_log import write_atomic
+from eoskit.core.fs import write_atomic
 
 
 class Storage:

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from confluent_kafka import KafkaException, Producer
 
 from eoskit.connectors.kafka.client import SECRET_KEYS
-from eoskit.twophase.options import OptionError
+from eoskit.core.options import OptionError
 
 #: Java client settings librdkafka has no equivalent of, with what to do
 #: instead (keys without the ``kafka.`` prefix, lower case).

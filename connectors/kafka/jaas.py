@@ -6,7 +6,7 @@ a password) no error ever quotes."""
 
 from __future__ import annotations
 
-from eoskit.twophase.options import OptionError
+from eoskit.core.options import OptionError
 
 
 

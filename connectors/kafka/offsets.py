@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from eoskit.twophase.options import OptionError
+from eoskit.core.options import OptionError
 
 #: Sentinels of Spark's ``startingOffsets`` / ``endingOffsets`` JSON.
 LATEST = -1

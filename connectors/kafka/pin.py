@@ -19,7 +19,7 @@ from eoskit.connectors.kafka.settings import (
     STOP_AT_OFFSETS,
     KafkaSourceSettings,
 )
-from eoskit.twophase.options import OptionError
+from eoskit.core.options import OptionError
 
 #: The options a pinned source replaces: its start and its end.
 REPLACED = {o.name.lower() for o in (STARTING_OFFSETS, STARTING_TIMESTAMP,

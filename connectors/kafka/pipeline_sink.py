@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, ClassVar
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import DataStreamWriter
 
-from eoskit.connectors.output_modes import check_output_mode, write_stream
+from eoskit.connectors.spark.output_modes import check_output_mode, write_stream
 from eoskit.connectors.kafka.pipeline_source import kafka_servers
 from eoskit.connectors.kafka.sink_settings import KafkaSinkSettings
 from eoskit.connectors.kafka.source import SHORT_NAME, KafkaDataSource
-from eoskit.twophase.foreach_batch import BatchWriter
+from eoskit.connectors.spark.foreach_batch import BatchWriter
 
 if TYPE_CHECKING:
     from eoskit.connectors.kafka.scratch import KafkaScratch

@@ -21,7 +21,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from eoskit.connectors.kafka.client import ClientLog, consumer_config
 from eoskit.connectors.kafka.offsets import OffsetRange
 from eoskit.connectors.kafka.schema import HEADER_ARROW_TYPE
-from eoskit.twophase import timings
+from eoskit.core import timings
 from eoskit.twophase.verdicts import Verdict
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from eoskit.connectors.kafka.client import admin_config, consumer_config
 from eoskit.connectors.kafka.sink_settings import KafkaSinkSettings
-from eoskit.twophase.options import OptionError
+from eoskit.core.options import OptionError
 
 if TYPE_CHECKING:
     from eoskit.connectors.kafka.pipeline_sink import KafkaSink

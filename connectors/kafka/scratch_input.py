@@ -28,7 +28,7 @@ from eoskit.connectors.kafka.settings import (
     SUBSCRIBE_PATTERN,
     KafkaSourceSettings,
 )
-from eoskit.twophase.options import OptionError
+from eoskit.core.options import OptionError
 
 if TYPE_CHECKING:
     from eoskit.connectors.kafka.pipeline_source import KafkaSource

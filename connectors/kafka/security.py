@@ -36,7 +36,7 @@ from eoskit.connectors.kafka.client_names import (
     JAVA_ONLY, JAVA_ONLY_PREFIXES, SIDE_CLIENT, client_settings, refuse)
 from eoskit.connectors.kafka.jaas import parse_jaas
 from eoskit.connectors.kafka.tls_stores import keystore, truststore
-from eoskit.twophase.options import Option, OptionError, parse_str
+from eoskit.core.options import Option, OptionError, parse_str
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")

@@ -28,7 +28,7 @@ from eoskit.connectors.kafka.offsets import (
     from_json_dict,
     parse_offsets_option,
 )
-from eoskit.twophase.options import (
+from eoskit.core.options import (
     Option,
     OptionError,
     OptionSet,

@@ -16,7 +16,7 @@ from typing import ClassVar
 
 from eoskit.connectors.kafka import security
 from eoskit.connectors.kafka.client import redact
-from eoskit.twophase.options import (
+from eoskit.core.options import (
     Option,
     OptionError,
     OptionSet,

@@ -56,8 +56,8 @@ from eoskit.connectors.kafka.schema import arrow_schema, spark_schema
 from eoskit.connectors.kafka.settings import KafkaSourceSettings
 from eoskit.connectors.kafka.sink_settings import KafkaSinkSettings
 from eoskit.connectors.kafka.transactions import KafkaTransactions
-from eoskit.twophase.options import OptionError
-from eoskit.twophase.adapter import TransactionalDataSource
+from eoskit.core.options import OptionError
+from eoskit.connectors.spark.datasource import TransactionalDataSource
 from eoskit.twophase.decision_log import last_commit_time
 
 log = logging.getLogger(__name__)

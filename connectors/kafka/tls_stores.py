@@ -10,7 +10,7 @@ part of an error."""
 
 from __future__ import annotations
 
-from eoskit.twophase.options import OptionError
+from eoskit.core.options import OptionError
 
 
 def _store_type(get, name: str) -> str:  # noqa: ANN001

@@ -59,7 +59,7 @@ import pymysql
 from pymysql.constants import SERVER_STATUS
 from sqlalchemy.engine import URL
 
-from eoskit.twophase.options import OptionError, parse_bool
+from eoskit.core.options import OptionError, parse_bool
 from eoskit.connectors.sql.network import SessionLimits
 from eoskit.connectors.sql.sink import safe
 from eoskit.twophase.contract import SinkError

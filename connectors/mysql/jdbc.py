@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from eoskit.connectors.sql.jdbc import JdbcDialect
-from eoskit.twophase.options import OptionError, parse_bool
+from eoskit.core.options import OptionError, parse_bool
 
 
 def _milliseconds(*names: str):

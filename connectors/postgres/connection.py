@@ -23,7 +23,7 @@ import psycopg
 from sqlalchemy.engine import URL
 
 from eoskit.connectors.sql.network import SessionLimits
-from eoskit.twophase.options import OptionError
+from eoskit.core.options import OptionError
 
 #: The session's encoding, which no URL key changes.
 CLIENT_ENCODING = "UTF8"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 from eoskit.connectors.sql.jdbc import JdbcDialect
-from eoskit.twophase.options import OptionError, parse_bool
+from eoskit.core.options import OptionError, parse_bool
 
 
 def _same(name: str):

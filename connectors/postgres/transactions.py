@@ -50,7 +50,7 @@ from eoskit.connectors.sql.reconnect import Attempt
 from eoskit.connectors.sql.sink import SqlSink, safe
 from eoskit.connectors.sql.tables import TargetTable, resolve_table
 from eoskit.connectors.sql.writer import SqlWriter
-from eoskit.twophase import timings
+from eoskit.core import timings
 from eoskit.twophase.contract import (
     CommitMode,
     Marker,

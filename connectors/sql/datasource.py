@@ -10,13 +10,13 @@ from pyspark.sql import DataFrame
 from pyspark.sql.streaming import DataStreamWriter
 from pyspark.sql.types import StructType
 
-from eoskit.connectors.output_modes import check_output_mode, write_stream
+from eoskit.connectors.spark.output_modes import check_output_mode, write_stream
 from eoskit.connectors.sql.settings import SqlSinkSettings
 from eoskit.connectors.sql.sink import parse_url, safe
-from eoskit.twophase.options import OptionError
-from eoskit.twophase.adapter import TransactionalDataSource
+from eoskit.core.options import OptionError
+from eoskit.connectors.spark.datasource import TransactionalDataSource
 from eoskit.twophase.contract import CommitMode, Sink
-from eoskit.twophase.foreach_batch import BatchWriter
+from eoskit.connectors.spark.foreach_batch import BatchWriter
 
 if TYPE_CHECKING:
     from eoskit.connectors.sql.scratch import SqlScratch
@@ -85,7 +85,7 @@ class SqlPipelineSink:
         grants Python data sources no part in (``update``, ``complete``):
         ``df.writeStream.outputMode("update").foreachBatch(sink.foreach_batch())``.
         Each batch goes through the same exactly-once protocol, keyed by the
-        batch id Spark passes (``eoskit.twophase.foreach_batch``)."""
+        batch id Spark passes (``eoskit.connectors.spark.foreach_batch``)."""
         return BatchWriter(self.data_source, self.all_options())
 
     def write_stream(self, df: DataFrame) -> DataStreamWriter:

@@ -33,7 +33,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
-from eoskit.twophase.options import (
+from eoskit.core.options import (
     Option,
     OptionError,
     parse_choice,

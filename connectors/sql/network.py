@@ -37,7 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from collections.abc import Mapping
 
-from eoskit.twophase.options import Option, parse_positive_int
+from eoskit.core.options import Option, parse_positive_int
 
 CONNECT_TIMEOUT = Option(
     "connectTimeout", parse_positive_int, 10,

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from eoskit.twophase.options import (
+from eoskit.core.options import (
     Option,
     OptionError,
     OptionSet,

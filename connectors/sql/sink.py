@@ -44,7 +44,7 @@ from eoskit.connectors.sql.writer import (
     PreparingSqlWriter,
     kind_of,
 )
-from eoskit.twophase.options import OptionError
+from eoskit.core.options import OptionError
 from eoskit.twophase.contract import (
     CommitMode,
     DirectCommitting,

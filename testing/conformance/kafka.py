@@ -1,5 +1,5 @@
 """The Kafka sink as a conformance target, read back by a plain
-``read_committed`` consumer (``eoskit.runtime.dev.kafka_topic``), not by
+``read_committed`` consumer (``eoskit.runtime.devtools.services.kafka_topic``), not by
 eoskit's source: what the Kafka crash, broker-fault and dead-letter tests
 check their output topics with. Subclasses change where the topic lives
 (``create_table``) or what the job writes (``select``, ``options``)."""
@@ -11,8 +11,8 @@ import time
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from eoskit.runtime.demo.orders import recreate_topic
-from eoskit.runtime.dev.kafka_topic import read_topic
+from eoskit.runtime.devtools.demo.orders import recreate_topic
+from eoskit.runtime.devtools.services.kafka_topic import read_topic
 from eoskit.testing.conformance.target import ConformanceTarget
 
 

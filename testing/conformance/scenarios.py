@@ -21,9 +21,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from eoskit.runtime.demo.orders import recreate_topic
-from eoskit.runtime.dev.produce import produce_records
-from eoskit.twophase import crash
+from eoskit.runtime.devtools.demo.orders import recreate_topic
+from eoskit.runtime.devtools.services.produce import produce_records
+from eoskit.core import crash
 from eoskit.testing.conformance.cluster import EventLog, kill_executor
 from eoskit.testing.conformance.job_template import JOB
 from eoskit.testing.conformance.target import ConformanceTarget, TotalsTarget
@@ -104,7 +104,7 @@ class Scenario:
     #: replay, a refusal). The test tiers keep one of each kind per sink and
     #: commit mode in the submission tier (the root conftest.py).
     kills: str = ""
-    #: The protocol's crash point it fires (``twophase/crash.py``), if any.
+    #: The protocol's crash point it fires (``core/crash.py``), if any.
     point: str | None = None
 
 
@@ -225,7 +225,7 @@ class Run:
 
     def run_in_process(self, **extra: str) -> str:
         """Run the job until caught up in ``self.spark``; raises PipelineError."""
-        from eoskit.runtime.jobfile import load_pipeline
+        from eoskit.runtime.job.jobfile import load_pipeline
 
         job = self.workdir / "job.py"
         job.write_text(JOB)
@@ -247,7 +247,7 @@ class Run:
             code, log = self.run_job(**extra)
             assert code == 1, f"the job did not fail (exit {code}):\n{log[-3000:]}"
             return log
-        from eoskit.runtime.pipeline import PipelineError
+        from eoskit.runtime.job.pipeline import PipelineError
 
         try:
             self.run_in_process(**extra)

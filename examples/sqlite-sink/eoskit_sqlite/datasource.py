@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pyspark.sql.types import StructType
 
-from eoskit.twophase.adapter import TransactionalDataSource
-from eoskit.twophase.options import Option, OptionError, OptionSet, parse_str
+from eoskit.connectors.spark.datasource import TransactionalDataSource
+from eoskit.core.options import Option, OptionError, OptionSet, parse_str
 from eoskit.twophase.sink_options import COMMON
 
 from eoskit_sqlite.sink import SqliteSink

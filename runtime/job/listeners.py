@@ -1,0 +1,287 @@
+"""The listener seam: what happens in a run, told to whoever listens.
+
+Spark tells a ``StreamingQueryListener`` about each batch's progress; eoskit's
+run loop adds its own events (a restart and its cause, a savepoint, in-doubt
+transactions a sink's recovery settled, the end of the run). ``Listeners`` registers one Spark listener per query and fans
+both out to ``RunListener`` parts, each in charge of one view:
+
+- ``ProgressPrinter`` (``runtime/job/progress.py``): a line per batch, a bar
+  toward the caught-up offsets, the run's summary;
+- ``PrometheusMetrics``: an endpoint for a monitoring system to scrape
+  (``eoskit run --metrics-port``);
+- ``StatusFile``: the run's state as a JSON file (``--status-file``).
+
+Spark calls its listener from another thread; every part takes the events
+it is given and guards its own state.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from abc import ABC, abstractmethod
+from typing import Any
+
+from pyspark.sql.streaming import StreamingQueryListener
+
+
+class RunListener:
+    """A part of the seam: override what it cares about. Never raises into the run."""
+
+    def on_start(self, job: str, checkpoint: str) -> None: ...
+
+    def on_progress(self, progress: dict[str, Any]) -> None: ...
+
+    def on_restart(self, count: int, cause: str, delay: float) -> None: ...
+
+    def on_savepoint(self, path: str, batch: int) -> None: ...
+
+    def on_in_doubt_settled(self, committed: int, rolled_back: int) -> None:
+        """A sink's start-up sweep settled in-doubt (prepared) transactions left
+        by an earlier run or attempt: these many committed, these rolled back."""
+
+    def on_end(self, failed: str | None) -> None: ...
+
+
+class Listeners(RunListener):
+    """The parts, called in order; one that raises is reported once and dropped."""
+
+    def __init__(self, *parts: RunListener) -> None:
+        self.parts = list(parts)
+        self._lock = threading.Lock()
+        self._last_batch: dict[Any, int] = {}  # runId -> the last batchId passed on
+
+    def _each(self, method: str, *args: Any) -> None:
+        with self._lock:
+            for part in list(self.parts):
+                try:
+                    getattr(part, method)(*args)
+                except Exception as exc:  # noqa: BLE001 - a view must never stop the job
+                    print(f"eoskit: listener {type(part).__name__} failed and is switched off: "
+                          f"{exc}", flush=True)
+                    self.parts.remove(part)
+
+    def on_start(self, job: str, checkpoint: str) -> None:
+        self._each("on_start", job, checkpoint)
+
+    def on_progress(self, progress: dict[str, Any]) -> None:
+        """Each batch of each run of the query once: Spark's listener and the
+        runner's read of ``recentProgress`` at the end (for events still
+        queued when the query ended) may both bring it. Both bring a run's
+        batches in order, so the last batch id per run is all it keeps (a
+        run a restart, not a batch: a job of months keeps a few)."""
+        run, batch = progress.get("runId"), progress.get("batchId")
+        if isinstance(batch, int):
+            with self._lock:
+                if batch <= self._last_batch.get(run, -1):
+                    return
+                self._last_batch[run] = batch
+        self._each("on_progress", progress)
+
+    def on_restart(self, count: int, cause: str, delay: float) -> None:
+        self._each("on_restart", count, cause, delay)
+
+    def on_savepoint(self, path: str, batch: int) -> None:
+        self._each("on_savepoint", path, batch)
+
+    def on_in_doubt_settled(self, committed: int, rolled_back: int) -> None:
+        self._each("on_in_doubt_settled", committed, rolled_back)
+
+    def on_end(self, failed: str | None) -> None:
+        self._each("on_end", failed)
+
+    def spark_listener(self, query_name: str) -> StreamingQueryListener:
+        """The Spark listener feeding this seam with one query's progress."""
+        return _SparkListener(self, query_name)
+
+
+class _SparkListener(StreamingQueryListener):
+    def __init__(self, listeners: Listeners, query_name: str) -> None:
+        self.listeners = listeners
+        self.query_name = query_name
+
+    def onQueryStarted(self, event: Any) -> None:
+        pass
+
+    def onQueryProgress(self, event: Any) -> None:
+        progress = json.loads(event.progress.json)
+        if progress.get("name") == self.query_name:
+            self.listeners.on_progress(progress)
+
+    def onQueryIdle(self, event: Any) -> None:
+        pass
+
+    def onQueryTerminated(self, event: Any) -> None:
+        pass
+
+
+class RunStatus(RunListener, ABC):
+    """The run's state as one JSON document, written at every event by
+    ``_write`` (where: the subclass's)."""
+
+    def __init__(self) -> None:
+        self.state: dict[str, Any] = {"state": "starting", "restarts": 0, "batches": 0,
+                                      "in_doubt_settled": 0, "in_doubt_committed": 0,
+                                      "in_doubt_rolled_back": 0}
+
+    @abstractmethod
+    def _write(self) -> None:
+        """Store ``state``."""
+
+    def on_start(self, job: str, checkpoint: str) -> None:
+        self.state.update(job=job, checkpoint=checkpoint, state="running", pid=os.getpid())
+        self._write()
+
+    def on_progress(self, progress: dict[str, Any]) -> None:
+        self._count(progress)
+        self._write()
+
+    def _count(self, progress: dict[str, Any]) -> None:
+        """The batch's progress into the state."""
+        from eoskit.runtime.job.progress import lag_per_partition
+
+        lag = lag_per_partition(progress)
+        self.state.update(
+            state="running", batches=self.state["batches"] + 1, last_batch=progress.get("batchId"),
+            last_checkpoint=progress.get("timestamp"),
+            input_rows_per_second=progress.get("inputRowsPerSecond"),
+            processed_rows_per_second=progress.get("processedRowsPerSecond"),
+            batch_ms=(progress.get("durationMs") or {}).get("triggerExecution"),
+            lag=lag, total_lag=sum(lag.values()) if lag else None)
+
+    def on_restart(self, count: int, cause: str, delay: float) -> None:
+        self.state.update(state="restarting", restarts=count, last_failure=cause)
+        self._write()
+
+    def on_savepoint(self, path: str, batch: int) -> None:
+        self.state.update(last_savepoint={"path": path, "batch": batch, "at": time.time()})
+        self._write()
+
+    def on_in_doubt_settled(self, committed: int, rolled_back: int) -> None:
+        s = self.state
+        s.update(in_doubt_committed=s["in_doubt_committed"] + committed,
+                 in_doubt_rolled_back=s["in_doubt_rolled_back"] + rolled_back,
+                 in_doubt_settled=s["in_doubt_settled"] + committed + rolled_back)
+        self._write()
+
+    def on_end(self, failed: str | None) -> None:
+        self.state.update(state="failed" if failed else "finished", failure=failed)
+        self._write()
+
+
+class StatusFile(RunStatus):
+    """The run's state in a local JSON file, replaced atomically at every
+    event (``eoskit run --status-file``)."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        self.path = path
+
+    def _write(self) -> None:
+        self.state["updated"] = time.time()
+        temporary = f"{self.path}.tmp"
+        with open(temporary, "w") as handle:
+            json.dump(self.state, handle, sort_keys=True)
+        os.replace(temporary, self.path)
+
+
+class CheckpointStatus(RunStatus):
+    """The run's state kept beside the checkpoint (``eoskit/control/status.json``,
+    on any file system the checkpoint is on), for ``eoskit status`` and
+    ``eoskit list``. Every run writes it. Progress is written at most every
+    ``EVERY_S`` seconds (a store such as S3 pays a request per write); a
+    change of state (start, restart, savepoint, end) at once."""
+
+    EVERY_S = 1.0
+
+    def __init__(self, control: Any) -> None:
+        super().__init__()
+        self.control = control
+        self._last = 0.0
+
+    def _write(self) -> None:
+        self.state["updated"] = self._last = time.time()
+        self.control.write_status(self.state)
+
+    def on_progress(self, progress: dict[str, Any]) -> None:
+        self._count(progress)
+        if time.time() - self._last >= self.EVERY_S:
+            self._write()
+
+
+class PrometheusMetrics(RunListener):
+    """Metrics on ``http://<address>:<port>/metrics`` (prometheus-client);
+    ``address`` 127.0.0.1 by default (``eoskit run --metrics-host``)."""
+
+    def __init__(self, port: int, address: str = "127.0.0.1") -> None:
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+        self.registry = registry = CollectorRegistry()
+        self.input_rate = Gauge("eoskit_input_rows_per_second", "Rows/s arriving, last batch",
+                                ["job"], registry=registry)
+        self.processed_rate = Gauge("eoskit_processed_rows_per_second",
+                                    "Rows/s processed, last batch", ["job"], registry=registry)
+        self.rows = Counter("eoskit_rows", "Rows processed", ["job"], registry=registry)
+        self.batches = Counter("eoskit_batches", "Completed batches (checkpoints)", ["job"],
+                               registry=registry)
+        self.lag = Gauge("eoskit_lag_offsets", "Offsets not yet read, per topic-partition",
+                         ["job", "topic_partition"], registry=registry)
+        # Buckets to 10 minutes: a first batch on a cold JVM, or one a slow
+        # database holds, takes longer than the library's default 10 s.
+        buckets = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+        self.batch_seconds = Histogram("eoskit_batch_duration_seconds",
+                                       "Whole micro-batch (trigger) duration", ["job"],
+                                       registry=registry, buckets=buckets)
+        self.commit_seconds = Histogram("eoskit_commit_duration_seconds",
+                                        "The batch's write and commit (Spark's addBatch)",
+                                        ["job"], registry=registry, buckets=buckets)
+        self.restarts = Counter("eoskit_restarts", "Restarts by the restart strategy", ["job"],
+                                registry=registry)
+        self.in_doubt_settled = Counter(
+            "eoskit_in_doubt_settled", "In-doubt transactions a sink's recovery settled, by outcome",
+            ["job", "outcome"], registry=registry)
+        self.last_checkpoint = Gauge("eoskit_last_checkpoint_timestamp_seconds",
+                                     "When the last batch completed", ["job"], registry=registry)
+        self.last_savepoint = Gauge("eoskit_last_savepoint_timestamp_seconds",
+                                    "When the last savepoint was taken", ["job"],
+                                    registry=registry)
+        self.server, self.thread = start_http_server(port, addr=address, registry=registry)
+        self.job = "?"
+
+    def on_start(self, job: str, checkpoint: str) -> None:
+        self.job = job
+        for outcome in ("committed", "rolled_back"):
+            self.in_doubt_settled.labels(job, outcome)  # shown as 0 until a sweep settles any
+        for counter in (self.restarts, self.batches, self.rows):
+            counter.labels(job)  # 0 from the start, so that the first increase is seen by rate()
+
+    def on_progress(self, progress: dict[str, Any]) -> None:
+        from eoskit.runtime.job.progress import lag_per_partition
+
+        job, durations = self.job, progress.get("durationMs") or {}
+        self.input_rate.labels(job).set(float(progress.get("inputRowsPerSecond") or 0))
+        self.processed_rate.labels(job).set(float(progress.get("processedRowsPerSecond") or 0))
+        self.rows.labels(job).inc(int(progress.get("numInputRows") or 0))
+        self.batches.labels(job).inc()
+        for partition, behind in lag_per_partition(progress).items():
+            self.lag.labels(job, partition).set(behind)
+        if "triggerExecution" in durations:
+            self.batch_seconds.labels(job).observe(durations["triggerExecution"] / 1000)
+        if "addBatch" in durations:
+            self.commit_seconds.labels(job).observe(durations["addBatch"] / 1000)
+        self.last_checkpoint.labels(job).set(time.time())
+
+    def on_restart(self, count: int, cause: str, delay: float) -> None:
+        self.restarts.labels(self.job).inc()
+
+    def on_savepoint(self, path: str, batch: int) -> None:
+        self.last_savepoint.labels(self.job).set(time.time())
+
+    def on_in_doubt_settled(self, committed: int, rolled_back: int) -> None:
+        self.in_doubt_settled.labels(self.job, "committed").inc(committed)
+        self.in_doubt_settled.labels(self.job, "rolled_back").inc(rolled_back)
+
+    def on_end(self, failed: str | None) -> None:
+        self.server.shutdown()

@@ -1,0 +1,126 @@
+"""A job: a source, an optional transformation, a sink and a checkpoint interval.
+
+A ``Pipeline`` only describes the job; ``run`` starts it as one Spark
+Structured Streaming query whose checkpoint location holds every bit of
+state (source offsets in the offset log, sink progress in the commit log),
+so a restart with the same checkpoint directory continues where it stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, TextIO
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from eoskit.runtime.state import backend as state_backend
+from eoskit.runtime.job.components import Pausable, Sink, Source
+from eoskit.runtime.spark.executors import check_executors, connector_modules
+from eoskit.runtime.job.listeners import RunListener
+from eoskit.runtime.job.progress import RunSummary
+from eoskit.runtime.job.runner import PipelineError, Runner
+from eoskit.runtime.job.settings import JobSettings, SettingError
+from eoskit.runtime.spark.session import get_session
+from eoskit.twophase.identity import qualified_location
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class Pipeline:
+    """Source -> transform -> sink, one micro-batch per checkpoint interval.
+
+    Keyword settings (``checkpoint_interval="5 seconds"``,
+    ``restart_strategy="fixed_delay(3, 10s)"``, ...) are the runtime's
+    declared settings (``eoskit.runtime.job.settings``), checked here.
+    """
+
+    def __init__(self, name: str, source: Source, sink: Sink,
+                 transform: Callable[[DataFrame], DataFrame] | None = None,
+                 spark_conf: Mapping[str, str] | None = None, **settings: Any) -> None:
+        if not _NAME.match(name):
+            raise ValueError(
+                f"Pipeline name {name!r} must be letters, digits and underscores "
+                "(it is the Spark query name, and the table name of a memory sink)"
+            )
+        self.name = name
+        self.source = source
+        self.sink = sink
+        self.transform = transform
+        self.spark_conf = dict(spark_conf or {})
+        self.settings = JobSettings.of(**state_backend.settings_with_spark_conf(self.spark_conf, settings))
+        self.check_settings(self.settings)
+
+    def check_settings(self, settings: JobSettings) -> None:
+        """What the settings ask of this job's parts, checked before anything runs."""
+        if settings.min_pause and not isinstance(self.source, Pausable):
+            raise SettingError(
+                f"setting min_pause (--min-pause) = {settings.min_pause:g} s: the source "
+                f"{self.source.describe()} cannot hold a batch back (eoskit-kafka can); "
+                "remove the setting or use a longer checkpoint_interval")
+
+    def dataframe(self, spark: SparkSession, min_pause: tuple[float, str] | None = None) -> DataFrame:
+        """The source, transformed: the query's input, not started.
+        ``min_pause``: (seconds, checkpoint) for a source that holds batches back."""
+        source = self.source
+        if min_pause is not None and isinstance(source, Pausable):
+            source = source.with_min_pause(*min_pause)
+        df = source.read_stream(spark)
+        return df if self.transform is None else self.transform(df)
+
+    def start(self, spark: SparkSession, checkpoint_dir: str, until_caught_up: bool = False,
+              settings: JobSettings | None = None) -> StreamingQuery:
+        """Start the query; ``until_caught_up`` reads what exists now, then ends.
+        On a cluster, first check that the executors can run it
+        (``eoskit.runtime.spark.executors``): an ``ExecutorCheckError`` names the node."""
+        settings = settings or self.settings
+        # Absolute on the driver: executors elsewhere resolve a relative path
+        # from their own working directory.
+        checkpoint = qualified_location(str(checkpoint_dir))
+        check_executors(spark, checkpoint, connector_modules(self.source, self.sink))
+        state_backend.check_checkpoint(checkpoint, settings)
+        spark.conf.set("spark.sql.streaming.minBatchesToRetain", str(settings.retained_checkpoints))
+        state_backend.apply(spark, settings)
+        # An availableNow run ends at a trigger without data: no pause there.
+        pause = (settings.min_pause, checkpoint) if settings.min_pause and not until_caught_up else None
+        df = self.dataframe(spark, pause)
+        state_backend.check_plan(df, settings, self.name)
+        writer = self.sink.write_stream(df).queryName(self.name)
+        writer = writer.option("checkpointLocation", checkpoint)
+        if settings.mode == "at_least_once":
+            writer = writer.option("commitMode", "at_least_once")  # every eoskit sink's mode
+        if until_caught_up:
+            writer = writer.trigger(availableNow=True)
+        else:
+            writer = writer.trigger(processingTime=f"{settings.checkpoint_interval:g} seconds")
+        return writer.start()
+
+    def run(
+        self,
+        checkpoint_dir: str | os.PathLike[str],
+        until_caught_up: bool = False,
+        spark: SparkSession | None = None,
+        out: TextIO | None = None,
+        settings: Mapping[str, Any] | None = None,
+        listeners: tuple[RunListener, ...] = (),
+        from_savepoint: str | None = None,
+        allow_non_restored_state: bool = False,
+    ) -> RunSummary:
+        """Run until caught up, stopped (SIGINT/SIGTERM, ``eoskit stop``), or
+        failed beyond what the restart strategy allows (``runner.py``).
+        ``settings`` override the pipeline's own (e.g. command-line flags).
+        ``from_savepoint``: restore it first, if its query is this one;
+        ``allow_non_restored_state``: even if a sink of it is not restored
+        (this job names a new sink id)."""
+        merged = self.settings.override(settings or {})
+        self.check_settings(merged)
+        spark = spark or get_session(self.name, self.spark_conf)
+        runner = Runner(self, qualified_location(os.fspath(checkpoint_dir)), spark,
+                        merged, out, until_caught_up, listeners, from_savepoint,
+                        allow_non_restored_state)
+        return runner.run()
+
+
+__all__ = ["Pipeline", "PipelineError", "Sink", "Source"]

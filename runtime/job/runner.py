@@ -1,0 +1,302 @@
+"""Running a Pipeline: the loop that starts its query, watches it, restarts it
+by the restart strategy, and answers the commands addressed to it.
+
+One run, step by step:
+
+1. Claim the checkpoint (``control.py``): a second job on the same
+   checkpoint directory is refused, naming the first, and so is a
+   checkpoint an interrupted ``eoskit state rescale`` left half-rewritten. With
+   ``--from-savepoint``, restore the savepoint into the (empty) checkpoint
+   first, once the job's query is found to match the savepoint's
+   (``fingerprint.py``: source, sinks, stateful operators).
+2. Start the query from the checkpoint, with the job's settings (trigger
+   interval, retained batches, exactly-once or at-least-once). The first
+   start fails the run at once; a restart's start that fails for a cause a
+   restart can fix (a service still coming back) is a failure of step 4.
+3. Watch it: heartbeat the run record, pass Spark's progress to the
+   listeners (``listeners.py``), and after each batch the in-doubt
+   transactions the sinks' start-up sweep settled (noted in their decision
+   logs by Spark's planning process), take a savepoint when asked (a copy of the
+   last committed batch, safe while the next one runs: nothing of a
+   committed batch changes), fail a batch that outlives the checkpoint
+   timeout, and stop at a batch boundary on SIGINT/SIGTERM or ``eoskit stop``.
+4. When the query fails: a cause a restart cannot fix (``failures.py``) ends
+   the run at once; up to ``tolerable_failures`` consecutive failures are
+   restarted at once; beyond that the restart strategy says how long to
+   wait, or gives up. Every restart starts from the checkpoint, where the
+   sinks' recovery settles whatever the failed attempt left in doubt, so a
+   restart never duplicates or loses a record.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import TYPE_CHECKING, TextIO
+
+from pyspark.errors import PySparkException, StreamingQueryException
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from eoskit.runtime.job import fingerprint
+from eoskit.runtime.job.control import ControlDir, LocalRuns, Request
+from eoskit.runtime.spark.executors import ExecutorCheckError
+from eoskit.runtime.job.failures import Failure, classify
+from eoskit.runtime.job.listeners import CheckpointStatus, Listeners, RunListener
+from eoskit.runtime.job.progress import ProgressPrinter, RunSummary
+from eoskit.runtime.job.settings import JobSettings
+from eoskit.runtime.job.signals import StopRequest
+from eoskit.runtime.state.rescale import refuse_unfinished
+from eoskit.twophase.decision_log import settlements
+
+if TYPE_CHECKING:
+    from eoskit.runtime.job.pipeline import Pipeline
+
+POLL_S = 0.5
+STOP_POLL_S = 0.05
+
+
+class PipelineError(RuntimeError):
+    """The job could not start, or ended with an error.
+
+    The message is one line: the pipeline's name and the root cause, the
+    error a data source, sink or UDF raised in Python when there is one (a
+    ``SinkError``, an ``OptionError``...), else Spark's innermost message
+    (``spark_errors``); then what the runtime did about it. ``cause_type``
+    names the root cause's Python type (``eoskit.twophase.contract.SinkError``),
+    None for a JVM error; ``__cause__`` is Spark's exception, with every trace.
+    """
+
+    def __init__(self, message: str, cause_type: str | None = None) -> None:
+        super().__init__(message)
+        self.cause_type = cause_type
+
+
+class _Finished:
+    """The query ended by itself (caught up) or was stopped on request."""
+
+
+FINISHED = _Finished()
+
+
+class Runner:
+    def __init__(self, pipeline: "Pipeline", checkpoint: str, spark: SparkSession,
+                 settings: JobSettings, out: TextIO | None = None, until_caught_up: bool = False,
+                 listeners: tuple[RunListener, ...] = (), from_savepoint: str | None = None,
+                 allow_non_restored_state: bool = False) -> None:
+        self.pipeline = pipeline
+        self.checkpoint = checkpoint
+        self.spark = spark
+        self.settings = settings
+        self.until_caught_up = until_caught_up
+        self.from_savepoint = from_savepoint
+        self.allow_non_restored_state = allow_non_restored_state
+        self.printer = ProgressPrinter(pipeline.name, out, bar=until_caught_up)
+        self.control = ControlDir(checkpoint)
+        # Every run keeps its status beside the checkpoint (eoskit status, eoskit list).
+        self.listeners = Listeners(self.printer, CheckpointStatus(self.control), *listeners)
+        self.stop = StopRequest()
+        self.stop_savepoint: Request | None = None
+        self.started_at = time.time()
+        self._settled_seen: set[str] = set()
+        self._stops_seen: set[str] = set()  # each counts once, however long it stays pending
+
+    @property
+    def summary(self) -> RunSummary:
+        return self.printer.summary
+
+    def run(self) -> RunSummary:
+        # Step 1: restore a savepoint into the (empty) checkpoint, if this
+        # job's query is the savepoint's; claim the checkpoint.
+        self.started_at = time.time()
+        if self.from_savepoint:
+            from eoskit.runtime.state.savepoints import restore_savepoint
+
+            restore_savepoint(self.from_savepoint, self.checkpoint, job_name=self.pipeline.name,
+                              expect=fingerprint.of_pipeline(self.pipeline, self.spark),
+                              allow_non_restored_state=self.allow_non_restored_state)
+            self.summary.last_restore = self.from_savepoint
+        if self.until_caught_up and self.settings.min_pause:
+            self.printer.out.write(f"[{self.pipeline.name}] min_pause is not applied to a run "
+                                   "until caught up: it reads what is there and ends\n")
+        refuse_unfinished(self.checkpoint)  # a rescale killed half-way: `eoskit state rescale` settles it
+        record = self.control.claim(self.pipeline.name)
+        registered = LocalRuns().add(self.control.checkpoint, self.pipeline.name)  # None: unwritable
+        failed: str | None = None
+        spark_listener = self.listeners.spark_listener(self.pipeline.name)
+        self.spark.streams.addListener(spark_listener)
+        try:
+            self.listeners.on_start(self.pipeline.name, self.checkpoint)
+            with self.stop.installed():
+                self._loop(record)
+        except PipelineError as exc:
+            failed = str(exc)
+            raise
+        finally:
+            self.spark.streams.removeListener(spark_listener)
+            self.summary.ended = time.monotonic()
+            self.listeners.on_end(failed)
+            record.release()
+            if registered:
+                LocalRuns.remove(registered)
+        self.printer.out.write(self.summary.render(self.pipeline.name) + "\n")
+        self.printer.out.flush()
+        return self.summary
+
+    def _loop(self, record) -> None:
+        tracker = self.settings.strategy().tracker()
+        restarts = consecutive = 0
+        while True:
+            # Step 2: start from the checkpoint.
+            batches_before = self.summary.batches
+            try:
+                query = self.pipeline.start(self.spark, self.checkpoint, self.until_caught_up,
+                                            self.settings)
+            except PySparkException as exc:
+                cause = classify(exc)
+                # The first start fails at once, whatever the cause: the
+                # settings may be wrong. A restart's start that fails for a
+                # cause a restart can fix (the broker still coming back) is
+                # one more failure for the restart strategy to weigh.
+                if restarts == 0 or cause.permanent:
+                    raise PipelineError(f"pipeline {self.pipeline.name} could not start: "
+                                         f"{cause.line()}", cause.type) from exc
+                outcome: Failure | _Finished = cause
+            except ExecutorCheckError as exc:
+                raise PipelineError(f"pipeline {self.pipeline.name} could not start: {exc}",
+                                     "eoskit.runtime.spark.executors.ExecutorCheckError") from exc
+            else:
+                # Step 3: watch it.
+                outcome = self._watch(query, record)
+            if outcome is FINISHED:
+                return
+            # Step 4: restart, or give up.
+            assert isinstance(outcome, Failure)
+            if self.summary.batches > batches_before:
+                consecutive = 0
+            name = self.pipeline.name
+            if outcome.permanent:
+                raise PipelineError(f"pipeline {name} failed: {outcome.line()}", outcome.type)
+            if consecutive < self.settings.tolerable_failures:
+                consecutive += 1
+                delay: float | None = 0.0
+            else:
+                delay = tracker.on_failure(time.monotonic())
+            if delay is None:
+                gave_up = ("" if restarts == 0 else f" (the restart strategy gave up after "
+                           f"{restarts} restart(s): {self.settings.strategy().describe()})")
+                raise PipelineError(f"pipeline {name} failed: {outcome.line()}{gave_up}",
+                                     outcome.type)
+            restarts += 1
+            self.listeners.on_restart(restarts, outcome.line(), delay)
+            if self._sleep(delay, record):
+                return  # stopped while waiting: the checkpoint is consistent
+
+    def _sleep(self, seconds: float, record) -> bool:
+        """Wait, heartbeating; True if a stop was asked for meanwhile."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            record.beat(force=False)
+            self._read_requests()
+            if self.stop.requested:
+                return True
+            time.sleep(min(POLL_S, max(0.0, deadline - time.monotonic())))
+        return self.stop.requested
+
+    def _read_requests(self) -> list[Request]:
+        savepoints = []
+        for request in self.control.pending():
+            if request.kind == "stop":
+                if request.id in self._stops_seen:
+                    continue  # a stop with a savepoint is answered when the savepoint is taken
+                self._stops_seen.add(request.id)
+                self.stop.count += 1
+                self.stop_savepoint = request
+                if not request.target:
+                    self.control.answer(request, status="stopping")
+            elif request.kind == "savepoint":
+                savepoints.append(request)
+            else:
+                self.control.answer(request, status="error", error=f"unknown request {request.kind!r}")
+        return savepoints
+
+    def _savepoint(self, request: Request) -> None:
+        from eoskit.runtime.state.savepoints import create_savepoint
+
+        try:
+            manifest = create_savepoint(self.checkpoint, request.target, job_name=self.pipeline.name,
+                                        job=fingerprint.of_pipeline(self.pipeline))
+        except Exception as exc:  # noqa: BLE001 - answered to the command that asked
+            self.control.answer(request, status="error", error=classify(str(exc)).line())
+            return
+        self.listeners.on_savepoint(request.target, manifest.batch)
+        self.control.answer(request, status="done", path=request.target, batch=manifest.batch)
+
+    def _report_settled(self) -> None:
+        """Tell the listeners of in-doubt transactions settled since the last
+        look: the sweeps of this run noted in the sinks' decision logs."""
+        try:
+            found = settlements(self.checkpoint, since=self.started_at)
+        except OSError as exc:  # a view of the run must never stop it
+            print(f"eoskit: cannot read the settled in-doubt transactions: {exc}", flush=True)
+            return
+        new = [s for s in found if s.key not in self._settled_seen]
+        if new:
+            self._settled_seen.update(s.key for s in new)
+            self.listeners.on_in_doubt_settled(sum(s.committed for s in new),
+                                               sum(s.rolled_back for s in new))
+
+    def _watch(self, query: StreamingQuery, record) -> Failure | _Finished:
+        in_flight_after: int | None = None
+        reported: int | None = None
+        # When the batch in flight started (as seen by this loop), and after
+        # which completed batch: the timeout is per batch, however many run
+        # back to back.
+        trigger_since: float | None = None
+        timed_after: int | None = None
+        timeout = self.settings.checkpoint_timeout
+        while query.isActive:
+            record.beat(force=False)
+            for request in self._read_requests():
+                self._savepoint(request)
+            progress = query.lastProgress
+            last_done = progress.get("batchId") if progress else None
+            if last_done != reported:  # a batch completed: its planning swept
+                reported = last_done
+                self._report_settled()
+            if self.stop.requested:
+                if in_flight_after is None:
+                    # The batch in flight when the stop came must finish first.
+                    in_flight_after = -1 if last_done is None else last_done
+                finished = last_done is not None and last_done > in_flight_after
+                if self.stop.forced or finished or not query.status["isTriggerActive"]:
+                    query.stop()
+                    break
+            if timeout is not None:
+                if query.status["isTriggerActive"]:
+                    if trigger_since is None or timed_after != last_done:
+                        trigger_since, timed_after = time.monotonic(), last_done
+                    if time.monotonic() - trigger_since > timeout:
+                        query.stop()
+                        batch = 0 if last_done is None else last_done + 1
+                        return Failure(f"batch {batch} ran longer than checkpoint_timeout "
+                                       f"({timeout:g} s)", None)
+                else:
+                    trigger_since = None
+            time.sleep(STOP_POLL_S if self.stop.requested else POLL_S)
+        try:
+            query.awaitTermination()
+        except StreamingQueryException:
+            pass  # read below, from query.exception()
+        # Spark's listener events may still be queued: every listener (the
+        # status file, the metrics) gets each batch, once.
+        for progress in query.recentProgress:
+            self.listeners.on_progress(json.loads(progress.json) if hasattr(progress, "json")
+                                       else dict(progress))
+        self._report_settled()
+        error = query.exception()
+        if error is not None and not self.stop.requested:
+            return classify(error)
+        if self.stop_savepoint is not None and self.stop_savepoint.target:
+            self._savepoint(self.stop_savepoint)
+        return FINISHED
