@@ -78,6 +78,31 @@ def test_bootstrap_servers_required():
         KafkaSourceSettings.parse({"subscribe": "a"})
 
 
+def test_the_source_s_settings_are_declared_once_by_their_fields():
+    """Issue 32, 3a: the option set is derived from the fields (each field's
+    option, then those its derivation reads), in the order the docs show;
+    the rules that span options are the class's named checks; the settings
+    travel to executors whole."""
+    import pickle
+
+    from eoskit.twophase.options import declarations
+
+    assert OPTIONS.settings is KafkaSourceSettings
+    read = [o.name for _, d in declarations(KafkaSourceSettings) for o in (d.option, *d.reads) if o]
+    assert read == [o.name for o in OPTIONS.options]
+    assert read[:4] == ["subscribe", "subscribePattern", "assign", "startingOffsets"]
+    assert [c.__name__ for c in KafkaSourceSettings.CHECKS] == [
+        "min_offsets_within_max", "pause_needs_a_checkpoint"]
+    s = parse(subscribe="a", maxOffsetsPerTrigger="5", groupIdPrefix="p",
+              minPauseBetweenBatches="5s", checkpointLocation="/ck")
+    copy = pickle.loads(pickle.dumps(s))
+    assert (copy.subscription, copy.kafka, copy.max_offsets_per_trigger, copy.min_pause_s,
+            copy.given) == (s.subscription, s.kafka, 5, 5.0, s.given)
+    assert s.given == {"subscribe", "maxOffsetsPerTrigger", "groupIdPrefix",
+                       "minPauseBetweenBatches", "checkpointLocation"}
+    assert parse(subscribe="a", minPauseBetweenBatches="0").min_pause_s is None
+
+
 def test_pattern_subscription_matches_whole_names_and_skips_internal_topics():
     s = parse(subscribePattern="ord.*")
     topics = {"orders": [0, 1], "audit-orders": [0], "__consumer_offsets": [0], "ord": [0]}

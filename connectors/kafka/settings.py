@@ -14,6 +14,7 @@ import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 from eoskit.connectors.kafka import java_regex, security
 from eoskit.connectors.kafka.client import OWNED_SETTINGS, redact
@@ -32,11 +33,13 @@ from eoskit.core.options import (
     Option,
     OptionError,
     OptionSet,
+    Reading,
     parse_bool,
     parse_choice,
     parse_duration,
     parse_positive_int,
     parse_str,
+    setting,
 )
 
 log = logging.getLogger(__name__)
@@ -81,13 +84,6 @@ STARTING_OFFSETS_BY_TIMESTAMP = Option(
     "startingOffsetsByTimestamp", parse_str, None,
     'Start by timestamp per partition, JSON such as {"orders":{"0":1700000000000}}; '
     "every partition read must be given. Takes precedence over startingOffsets.",
-)
-STARTING_OFFSETS_BY_TIMESTAMP_STRATEGY = Option(
-    "startingOffsetsByTimestampStrategy", parse_choice(NO_MATCH_ERROR, NO_MATCH_LATEST),
-    NO_MATCH_ERROR,
-    "When a starting timestamp is later than every record of a partition: error "
-    "fails the query naming the partition; latest starts that partition at its "
-    "latest offset.",
 )
 ENDING_OFFSETS = Option(
     "endingOffsets", parse_str, None,
@@ -142,24 +138,6 @@ CHECKPOINT_LOCATION = Option(
     "With minPauseBetweenBatches: the query's checkpoint location, as given to "
     "writeStream (`eoskit run` sets both from --min-pause).",
 )
-MIN_PARTITIONS = Option(
-    "minPartitions", parse_positive_int, None,
-    "Split large offset ranges so that a batch has at least this many tasks.",
-)
-MAX_RECORDS_PER_PARTITION = Option(
-    "maxRecordsPerPartition", parse_positive_int, None,
-    "Split offset ranges so that no task reads more than this many offsets.",
-)
-FAIL_ON_DATA_LOSS = Option(
-    "failOnDataLoss", parse_bool, True,
-    "Fail the query when offsets it should read are gone (retention, a deleted or "
-    "recreated topic). false logs what was skipped and goes on.",
-)
-INCLUDE_HEADERS = Option("includeHeaders", parse_bool, False, "Add the headers column.")
-POLL_TIMEOUT_MS = Option(
-    "kafkaConsumer.pollTimeoutMs", parse_positive_int, 120_000,
-    "How long a task waits for records it knows exist before failing.",
-)
 COMMIT_GROUP = Option(
     "commitOffsetsToGroup", parse_str, None,
     "Consumer group to which each completed batch's end offsets are committed, so "
@@ -187,22 +165,6 @@ SPARK_ONLY = {
         "'subscribe', 'subscribePattern' or 'assign'"
     ),
 }
-
-OPTIONS = OptionSet(
-    (
-        SUBSCRIBE, SUBSCRIBE_PATTERN, ASSIGN, STARTING_OFFSETS, STARTING_TIMESTAMP,
-        STARTING_OFFSETS_BY_TIMESTAMP, STARTING_OFFSETS_BY_TIMESTAMP_STRATEGY,
-        ENDING_OFFSETS, ENDING_TIMESTAMP, ENDING_OFFSETS_BY_TIMESTAMP, STOP_AT_OFFSETS,
-        MAX_OFFSETS_PER_TRIGGER, MIN_OFFSETS_PER_TRIGGER, MAX_TRIGGER_DELAY,
-        MIN_PAUSE_BETWEEN_BATCHES, CHECKPOINT_LOCATION, MIN_PARTITIONS, MAX_RECORDS_PER_PARTITION, FAIL_ON_DATA_LOSS, INCLUDE_HEADERS,
-        POLL_TIMEOUT_MS, COMMIT_GROUP, GROUP_ID_PREFIX, *security.OPTIONS,
-    ),
-    passthrough_prefixes=("kafka.",),
-    owner="the eoskit-kafka source",
-    refused=SPARK_ONLY,
-    refused_from="Spark Kafka source",
-)
-
 
 #: Options that only a batch read (spark.read) accepts.
 BATCH_ONLY = (ENDING_OFFSETS, ENDING_TIMESTAMP, ENDING_OFFSETS_BY_TIMESTAMP)
@@ -334,7 +296,13 @@ def _assign_json(tps: tuple[TopicPartition, ...]) -> dict[str, list[int]]:
     return out
 
 
-def _parse_subscription(raw: Mapping[str, str]) -> Subscription:
+# -- fields derived from more than their own option (each runs on the driver, where
+# -- the source is made; an OptionError names the option at fault) -------------------
+
+
+def _subscription(_: None, reading: Reading) -> Subscription:
+    """Exactly one of ``subscribe``, ``subscribePattern`` and ``assign``, read."""
+    raw = reading.raw
     given = [o.name for o in (SUBSCRIBE, SUBSCRIBE_PATTERN, ASSIGN) if o.name.lower() in raw]
     if len(given) != 1:
         what = "none was" if not given else f"{', '.join(given)} were"
@@ -369,38 +337,149 @@ def _parse_subscription(raw: Mapping[str, str]) -> Subscription:
     return Subscription(assigned=tuple((t, p) for t, ps in data.items() for p in ps))
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+def _position(
+    raw: Mapping[str, str], offsets: Option[str], single: Option[int], by_partition: Option[str]
+) -> str | PartitionOffsets | Timestamps | None:
+    """Where reading starts or ends, by Spark's precedence: the single
+    timestamp, the per-partition timestamps, then the offsets option."""
+    stamps = _parse_timestamps(raw, single, by_partition)
+    if stamps is not None:
+        return stamps
+    text = offsets.read(raw)
+    return None if text is None else parse_offsets_option(text, offsets.name)
+
+
+def _starting(_: None, reading: Reading) -> str | PartitionOffsets | Timestamps | None:
+    return _position(reading.raw, STARTING_OFFSETS, STARTING_TIMESTAMP,
+                     STARTING_OFFSETS_BY_TIMESTAMP)
+
+
+def _ending(_: None, reading: Reading) -> str | PartitionOffsets | Timestamps | None:
+    ending = _position(reading.raw, ENDING_OFFSETS, ENDING_TIMESTAMP, ENDING_OFFSETS_BY_TIMESTAMP)
+    if ending == "earliest" or (isinstance(ending, dict) and EARLIEST in ending.values()):
+        raise OptionError("option 'endingOffsets' cannot be earliest (-2)")
+    return ending
+
+
+def _stop_at(text: str, _: Reading) -> PartitionOffsets:
+    stop_at = parse_offsets_option(text, STOP_AT_OFFSETS.name)
+    if not isinstance(stop_at, dict) or any(o < 0 for o in stop_at.values()):
+        raise OptionError("option 'stopAtOffsets': give an offset (>= 0) for every "
+                          "partition to read, as JSON: {\"topic\":{\"0\":1200}}")
+    return stop_at
+
+
+def _consumer(_: None, reading: Reading) -> dict[str, str]:
+    """The ``kafka.*`` options as librdkafka's configuration: the Java
+    client's settings translated (:mod:`.security`), those the source owns
+    refused by name, and ``group.id`` made from ``groupIdPrefix``."""
+    kafka = OPTIONS.passthrough(reading.given, "kafka.")
+    kafka = {k.lower() if k.lower() == "bootstrap.servers" else k: v for k, v in kafka.items()}
+    if not kafka.get("bootstrap.servers"):
+        raise OptionError(
+            "option 'kafka.bootstrap.servers' is required (host:port[,host:port...])"
+        )
+    for key in kafka:
+        if key.lower() in OWNED_SETTINGS:
+            raise OptionError(
+                f"option 'kafka.{key}' is not supported by the eoskit-kafka source; "
+                f"use {OWNED_SETTINGS[key.lower()]} instead"
+            )
+    kafka = security.translate(kafka, "source")
+    level = kafka.get("isolation.level", "read_committed")
+    if level not in ("read_committed", "read_uncommitted"):
+        raise OptionError(
+            f"option 'kafka.isolation.level' = {level!r}: expected read_committed "
+            "or read_uncommitted"
+        )
+    prefix = GROUP_ID_PREFIX.read(reading.raw)
+    if prefix is not None:
+        if any(k.lower() == "group.id" for k in kafka):
+            log.warning("option groupIdPrefix is ignored: kafka.group.id is given")
+        else:
+            # One group per query, as Spark: readers of two queries never share one.
+            kafka["group.id"] = f"{prefix}-{uuid.uuid4()}"
+    return kafka
+
+
+# -- rules that span options (after every field is read) ------------------------------
+
+
+def min_offsets_within_max(settings: "KafkaSourceSettings", _: Reading) -> None:
+    low, high = settings.min_offsets_per_trigger, settings.max_offsets_per_trigger
+    if low is not None and high is not None and low > high:
+        raise OptionError(f"option '{MIN_OFFSETS_PER_TRIGGER.name}' = {low} is higher than "
+                          f"'{MAX_OFFSETS_PER_TRIGGER.name}' = {high}")
+
+
+def pause_needs_a_checkpoint(settings: "KafkaSourceSettings", _: Reading) -> None:
+    if settings.min_pause_s and not settings.checkpoint_location:
+        raise OptionError(
+            f"option '{MIN_PAUSE_BETWEEN_BATCHES.name}' needs the option "
+            f"'{CHECKPOINT_LOCATION.name}' (the query's, as given to writeStream): the pause "
+            "is measured from the last batch's entry in its commit log"
+        )
+
+
+@dataclass(frozen=True, eq=False, repr=False, kw_only=True)
 class KafkaSourceSettings:
-    """Every option of one source, parsed; pickled to executors with the source.
+    """Every option of one source, parsed; pickled to executors with the
+    source. Each field is declared by the option it is read from
+    (``setting``): ``OPTIONS`` and ``parse`` are derived from them.
 
     ``kafka`` is librdkafka's configuration, the Java client's settings
     already translated (:mod:`.security`); its repr never shows a secret.
     """
 
-    subscription: Subscription
-    kafka: dict[str, str]
+    subscription: Subscription = setting(derive=_subscription,
+                                         reads=(SUBSCRIBE, SUBSCRIBE_PATTERN, ASSIGN))
     #: earliest / latest / JSON offsets / timestamps; None: the read's default
     #: (latest for streaming, earliest for batch)
-    starting_offsets: str | PartitionOffsets | Timestamps | None
+    starting_offsets: str | PartitionOffsets | Timestamps | None = setting(
+        derive=_starting, reads=(STARTING_OFFSETS, STARTING_TIMESTAMP, STARTING_OFFSETS_BY_TIMESTAMP))
+    starting_no_match: str = setting(
+        Option("startingOffsetsByTimestampStrategy", parse_choice(NO_MATCH_ERROR, NO_MATCH_LATEST),
+               NO_MATCH_ERROR,
+               "When a starting timestamp is later than every record of a partition: error "
+               "fails the query naming the partition; latest starts that partition at its "
+               "latest offset."))
     #: None: latest
-    ending_offsets: str | PartitionOffsets | Timestamps | None
+    ending_offsets: str | PartitionOffsets | Timestamps | None = setting(
+        derive=_ending, reads=(ENDING_OFFSETS, ENDING_TIMESTAMP, ENDING_OFFSETS_BY_TIMESTAMP))
     #: stopAtOffsets: where a stream ends, per partition; None: it does not
-    stop_at: PartitionOffsets | None
-    starting_no_match: str
-    max_offsets_per_trigger: int | None
-    min_offsets_per_trigger: int | None
-    max_trigger_delay_s: float
-    #: minPauseBetweenBatches, and the checkpoint whose commit log it is measured from
-    min_pause_s: float | None
-    checkpoint_location: str | None
-    min_partitions: int | None
-    max_records_per_partition: int | None
-    fail_on_data_loss: bool
-    include_headers: bool
-    poll_timeout_ms: int
-    commit_group: str | None
+    stop_at: PartitionOffsets | None = setting(STOP_AT_OFFSETS, derive=_stop_at, default=None)
+    max_offsets_per_trigger: int | None = setting(MAX_OFFSETS_PER_TRIGGER)
+    min_offsets_per_trigger: int | None = setting(MIN_OFFSETS_PER_TRIGGER)
+    max_trigger_delay_s: float = setting(MAX_TRIGGER_DELAY, default=DEFAULT_MAX_TRIGGER_DELAY_S)
+    #: minPauseBetweenBatches (None: no pause), and the checkpoint whose
+    #: commit log it is measured from
+    min_pause_s: float | None = setting(MIN_PAUSE_BETWEEN_BATCHES,
+                                        derive=lambda pause, _: pause or None, default=None)
+    checkpoint_location: str | None = setting(CHECKPOINT_LOCATION)
+    min_partitions: int | None = setting(
+        Option("minPartitions", parse_positive_int, None,
+               "Split large offset ranges so that a batch has at least this many tasks."))
+    max_records_per_partition: int | None = setting(
+        Option("maxRecordsPerPartition", parse_positive_int, None,
+               "Split offset ranges so that no task reads more than this many offsets."))
+    fail_on_data_loss: bool = setting(
+        Option("failOnDataLoss", parse_bool, True,
+               "Fail the query when offsets it should read are gone (retention, a deleted or "
+               "recreated topic). false logs what was skipped and goes on."))
+    include_headers: bool = setting(
+        Option("includeHeaders", parse_bool, False, "Add the headers column."))
+    poll_timeout_ms: int = setting(
+        Option("kafkaConsumer.pollTimeoutMs", parse_positive_int, 120_000,
+               "How long a task waits for records it knows exist before failing."))
+    commit_group: str | None = setting(COMMIT_GROUP)
+    kafka: dict[str, str] = setting(derive=_consumer, reads=(GROUP_ID_PREFIX, *security.OPTIONS))
     #: names of the options given, as the user spelled them in Spark's casing
-    given: frozenset[str] = frozenset()
+    given: frozenset[str] = setting(
+        derive=lambda _, reading: frozenset(o.name for o in OPTIONS.options
+                                            if o.name.lower() in reading.raw),
+        default=frozenset())
+
+    CHECKS: ClassVar = (min_offsets_within_max, pause_needs_a_checkpoint)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -436,85 +515,17 @@ class KafkaSourceSettings:
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> "KafkaSourceSettings":
-        raw = OPTIONS.normalise(options)  # Spark's options eoskit lacks: refused by name (SPARK_ONLY)
-        kafka = OPTIONS.passthrough(options, "kafka.")
-        kafka = {k.lower() if k.lower() == "bootstrap.servers" else k: v for k, v in kafka.items()}
-        if not kafka.get("bootstrap.servers"):
-            raise OptionError(
-                "option 'kafka.bootstrap.servers' is required (host:port[,host:port...])"
-            )
-        for key in kafka:
-            if key.lower() in OWNED_SETTINGS:
-                raise OptionError(
-                    f"option 'kafka.{key}' is not supported by the eoskit-kafka source; "
-                    f"use {OWNED_SETTINGS[key.lower()]} instead"
-                )
-        kafka = security.translate(kafka, "source")
-        level = kafka.get("isolation.level", "read_committed")
-        if level not in ("read_committed", "read_uncommitted"):
-            raise OptionError(
-                f"option 'kafka.isolation.level' = {level!r}: expected read_committed "
-                "or read_uncommitted"
-            )
-        prefix = GROUP_ID_PREFIX.read(raw)
-        if prefix is not None:
-            if any(k.lower() == "group.id" for k in kafka):
-                log.warning("option groupIdPrefix is ignored: kafka.group.id is given")
-            else:
-                # One group per query, as Spark: readers of two queries never share one.
-                kafka["group.id"] = f"{prefix}-{uuid.uuid4()}"
-        starting: str | PartitionOffsets | Timestamps | None = _parse_timestamps(
-            raw, STARTING_TIMESTAMP, STARTING_OFFSETS_BY_TIMESTAMP
-        )
-        if starting is None and STARTING_OFFSETS.read(raw) is not None:
-            starting = parse_offsets_option(STARTING_OFFSETS.read(raw), STARTING_OFFSETS.name)
-        ending: str | PartitionOffsets | Timestamps | None = _parse_timestamps(
-            raw, ENDING_TIMESTAMP, ENDING_OFFSETS_BY_TIMESTAMP
-        )
-        if ending is None and ENDING_OFFSETS.read(raw) is not None:
-            ending = parse_offsets_option(ENDING_OFFSETS.read(raw), ENDING_OFFSETS.name)
-            if ending == "earliest" or (isinstance(ending, dict) and EARLIEST in ending.values()):
-                raise OptionError("option 'endingOffsets' cannot be earliest (-2)")
-        stop_at = None
-        if STOP_AT_OFFSETS.read(raw) is not None:
-            stop_at = parse_offsets_option(STOP_AT_OFFSETS.read(raw), STOP_AT_OFFSETS.name)
-            if not isinstance(stop_at, dict) or any(o < 0 for o in stop_at.values()):
-                raise OptionError("option 'stopAtOffsets': give an offset (>= 0) for every "
-                                  "partition to read, as JSON: {\"topic\":{\"0\":1200}}")
-        max_offsets = MAX_OFFSETS_PER_TRIGGER.read(raw)
-        min_offsets = MIN_OFFSETS_PER_TRIGGER.read(raw)
-        if max_offsets is not None and min_offsets is not None and min_offsets > max_offsets:
-            raise OptionError(
-                f"option 'minOffsetsPerTrigger' = {min_offsets} is higher than "
-                f"'maxOffsetsPerTrigger' = {max_offsets}"
-            )
-        delay = MAX_TRIGGER_DELAY.read(raw)
-        pause = MIN_PAUSE_BETWEEN_BATCHES.read(raw)
-        checkpoint = CHECKPOINT_LOCATION.read(raw)
-        if pause and not checkpoint:
-            raise OptionError(
-                "option 'minPauseBetweenBatches' needs the option 'checkpointLocation' (the "
-                "query's, as given to writeStream): the pause is measured from the last "
-                "batch's entry in its commit log"
-            )
-        return cls(
-            subscription=_parse_subscription(raw),
-            kafka=kafka,
-            starting_offsets=starting,
-            ending_offsets=ending,
-            stop_at=stop_at,
-            starting_no_match=STARTING_OFFSETS_BY_TIMESTAMP_STRATEGY.read(raw),
-            max_offsets_per_trigger=max_offsets,
-            min_offsets_per_trigger=min_offsets,
-            max_trigger_delay_s=DEFAULT_MAX_TRIGGER_DELAY_S if delay is None else delay,
-            min_pause_s=pause or None,
-            checkpoint_location=checkpoint,
-            min_partitions=MIN_PARTITIONS.read(raw),
-            max_records_per_partition=MAX_RECORDS_PER_PARTITION.read(raw),
-            fail_on_data_loss=FAIL_ON_DATA_LOSS.read(raw),
-            include_headers=INCLUDE_HEADERS.read(raw),
-            poll_timeout_ms=POLL_TIMEOUT_MS.read(raw),
-            commit_group=COMMIT_GROUP.read(raw),
-            given=frozenset(o.name for o in OPTIONS.options if o.name.lower() in raw),
-        )
+        """The options as settings (``OPTIONS.read``), on the driver, where the
+        source is made: Spark's options eoskit lacks are refused by name
+        (``SPARK_ONLY``), and an ``OptionError`` naming the option fails the
+        query before it starts."""
+        return OPTIONS.read(options, "the eoskit-kafka source")
 
+
+OPTIONS = OptionSet.of(
+    KafkaSourceSettings,
+    passthrough_prefixes=("kafka.",),
+    owner="the eoskit-kafka source",
+    refused=SPARK_ONLY,
+    refused_from="Spark Kafka source",
+)
