@@ -14,8 +14,8 @@ from confluent_kafka.admin import AdminClient
 from eoskit.connectors.kafka.sink_markers import marker_group
 from eoskit.runtime.dev.kafka_topic import read_topic
 from eoskit.testing.conformance import ENDURANCE, Scenario, TotalsTarget, Workload, run_scenario, scenarios_for
+from eoskit.testing.conformance.harness import Run
 from eoskit.testing.conformance.kafka import KafkaTopicTarget
-from eoskit.testing.conformance.scenarios import Run
 from eoskit.twophase import crash
 
 INPUT_PARTITIONS = 4

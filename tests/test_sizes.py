@@ -22,8 +22,6 @@ _spec.loader.exec_module(sizes)
 ALLOWED = {
     # The settings ``parse`` methods: handled with the settings work.
     "connectors/kafka/settings.py:KafkaSourceSettings.parse",
-    # The conformance kit's scenarios (testing/conformance/, not this branch's).
-    "testing/conformance/scenarios.py",
 }
 
 
