@@ -43,6 +43,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 
 from eoskit.runtime.devtools.services import LocalServices
 from eoskit.core import timings
+
 from benchlib.postgres import reset_table, table_stats, verify
 from benchlib.report import (
     fail,

@@ -233,8 +233,8 @@ def test_a_stop_signal_lets_the_batch_in_flight_commit(postgres, stop_workload, 
     in a terminal signals the whole foreground process group (the JVM and
     the Python workers too); a container runtime signals the driver alone."""
     from eoskit.core import crash
+    from eoskit.testing.conformance.harness import Paused, Run
     from eoskit.testing.conformance.postgres import PostgresTarget
-    from eoskit.testing.conformance.scenarios import Paused, Run
     from eoskit.twophase.txn_id import sink_prefix
 
     target = PostgresTarget(postgres)

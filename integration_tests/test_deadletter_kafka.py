@@ -17,9 +17,9 @@ from pyspark.sql import functions as F
 
 from eoskit.core import crash
 from eoskit.testing.conformance import Workload
+from eoskit.testing.conformance.harness import Run
 from eoskit.testing.conformance.kafka import KafkaTopicTarget
 from eoskit.runtime.devtools.services.kafka_topic import read_topic
-from eoskit.testing.conformance.scenarios import Run
 
 #: The output topics' max.message.bytes: a 3000-byte value is over it.
 OUTPUT_LIMIT = 2000

@@ -21,7 +21,7 @@ from eoskit.connectors.mysql.transactions import MySQLTransactions
 from eoskit.connectors.sql.settings import SqlSinkSettings
 from eoskit.core import crash
 from eoskit.testing.conformance import ConformanceTarget, Workload
-from eoskit.testing.conformance.scenarios import Run
+from eoskit.testing.conformance.harness import Run
 from eoskit.twophase.contract import CommitMode, Marker, SinkContext, SinkError
 from eoskit.twophase.txn_id import TxnId
 

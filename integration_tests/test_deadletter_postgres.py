@@ -19,7 +19,7 @@ from eoskit.connectors.postgres.transactions import PostgresTransactions
 from eoskit.connectors.sql.settings import SqlSinkSettings
 from eoskit.core import crash
 from eoskit.testing.conformance import ConformanceTarget, Workload
-from eoskit.testing.conformance.scenarios import Run
+from eoskit.testing.conformance.harness import Run
 from eoskit.twophase.contract import CommitMode, Marker, SinkContext, SinkError
 from eoskit.runtime.devtools.services.kafka_topic import read_topic
 from eoskit.twophase.txn_id import TxnId

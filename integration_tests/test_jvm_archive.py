@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from eoskit.runtime.spark import jvm_archive
+
 STRICT_SESSION = """
 import sys
 from pyspark.sql import SparkSession

@@ -30,6 +30,7 @@ from eoskit.runtime.devtools.services.produce import produce_records
 from eoskit.runtime.devtools.services.state import load_state
 from eoskit.core import crash
 from eoskit.testing.conformance import Workload
+from eoskit.testing.conformance.harness import Paused, Run
 from eoskit.testing.conformance.kafka import (
     KafkaTopicTarget,
     create_replicated_topic,
@@ -39,7 +40,6 @@ from eoskit.testing.conformance.kafka import (
     wait_for_full_isr,
 )
 from eoskit.runtime.devtools.services.kafka_topic import read_topic
-from eoskit.testing.conformance.scenarios import Paused, Run
 
 pytestmark = pytest.mark.crash
 

@@ -14,9 +14,10 @@ from confluent_kafka.admin import AdminClient
 from eoskit.connectors.kafka.sink_markers import marker_group
 from eoskit.runtime.devtools.services.kafka_topic import read_topic
 from eoskit.testing.conformance import ENDURANCE, Scenario, TotalsTarget, Workload, run_scenario, scenarios_for
+from eoskit.testing.conformance.harness import Run
 from eoskit.testing.conformance.kafka import KafkaTopicTarget
-from eoskit.testing.conformance.scenarios import Run
 from eoskit.core import crash
+
 INPUT_PARTITIONS = 4
 OUTPUT_PARTITIONS = 3
 

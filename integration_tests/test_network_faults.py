@@ -20,10 +20,10 @@ import uuid
 import pytest
 
 from eoskit.testing.conformance import Workload
+from eoskit.testing.conformance.harness import Paused, Run, Runs
 from eoskit.testing.conformance.kafka import KafkaTopicTarget
 from eoskit.testing.conformance.mysql import CLIENT, MySQLTarget
 from eoskit.testing.conformance.postgres import PostgresTarget
-from eoskit.testing.conformance.scenarios import Paused, Run, Runs
 from eoskit.core import crash
 from eoskit.twophase.txn_id import batch_prefix, sink_prefix
 

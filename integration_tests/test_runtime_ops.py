@@ -18,7 +18,7 @@ import pytest
 
 from eoskit.core import crash
 from eoskit.testing.conformance import Workload
-from eoskit.testing.conformance.scenarios import Run
+from eoskit.testing.conformance.harness import Run
 from eoskit.twophase.txn_id import sink_prefix
 
 

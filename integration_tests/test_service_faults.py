@@ -30,9 +30,9 @@ from sqlalchemy.engine import make_url
 from eoskit.runtime.devtools.services import LocalServices
 from eoskit.core import crash
 from eoskit.testing.conformance import ConformanceTarget, Workload
+from eoskit.testing.conformance.harness import Paused, Run, Runs, wait_for_file
 from eoskit.testing.conformance.kafka import KafkaTopicTarget
 from eoskit.testing.conformance.postgres import PostgresTarget
-from eoskit.testing.conformance.scenarios import Paused, Run, Runs, wait_for_file
 from eoskit.twophase.txn_id import sink_prefix
 
 RECORDS, PARTITIONS, BATCHES = 20_000, 4, 4

@@ -14,6 +14,7 @@ __all__ = ["Pipeline", "PipelineError", "RunSummary"]
 def __getattr__(name: str) -> Any:
     if name in ("Pipeline", "PipelineError"):
         from eoskit.runtime.job import pipeline
+
         return getattr(pipeline, name)
     if name == "RunSummary":
         from eoskit.runtime.job.progress import RunSummary

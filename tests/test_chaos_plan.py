@@ -19,6 +19,7 @@ from eoskit.runtime.devtools.chaos.plan import (
     parse_faults,
 )
 from eoskit.core import crash
+
 def test_every_kind_declared_once_with_help_and_a_known_need():
     assert FAULT_KINDS == ("driver", "worker", "executor", "database", "broker", "network")
     for name, kind in KINDS.items():

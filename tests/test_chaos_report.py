@@ -131,6 +131,7 @@ def test_html_is_self_contained_escaped_and_has_a_timeline():
 
 def test_the_report_says_which_windows_of_the_protocol_the_faults_hit():
     from eoskit.core import crash
+
     aimed = Fault(2, "driver", 3, 0.1, crash.DRIVER_AFTER_TASK_COMMIT)
     missed = Fault(3, "driver", 4, 0.2, crash.DRIVER_AFTER_DECISION)
     cut = Fault(4, "network", 5, 0.3, None, 2.5, "lost replies")

@@ -458,6 +458,7 @@ def test_metrics_counters_exist_from_the_start_and_batch_histograms_reach_ten_mi
 def test_txn_storage_options_reach_the_files_sink_as_its_fs_options(monkeypatch, tmp_path):
     import eoskit.connectors.plugins as plugins
     from eoskit.runtime.cli import txn as txn_cli
+
     seen = {}
 
     def in_doubt_sink(kind, target, options):

@@ -9,6 +9,7 @@ import sys
 import time
 
 from eoskit.core import crash
+
 CHILD = """
 from eoskit.core import crash
 crash.crash_point(crash.TASK_AFTER_PREPARE, 0)  # below the armed batch: no pause

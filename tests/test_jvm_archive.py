@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from eoskit.runtime.spark import jvm_archive
+
 @pytest.fixture
 def java(tmp_path: Path) -> Path:
     """A stand-in ``java`` under a JAVA_HOME of our own."""

@@ -85,7 +85,7 @@ def test_the_source_s_settings_are_declared_once_by_their_fields():
     travel to executors whole."""
     import pickle
 
-    from eoskit.twophase.options import declarations
+    from eoskit.core.options import declarations
 
     assert OPTIONS.settings is KafkaSourceSettings
     read = [o.name for _, d in declarations(KafkaSourceSettings) for o in (d.option, *d.reads) if o]

@@ -139,6 +139,7 @@ def test_a_non_empty_target_is_refused_and_an_empty_one_used(checkpoint_dir, tmp
 
 def test_a_failed_copy_leaves_no_savepoint_and_no_partial_directory(checkpoint_dir, tmp_path, monkeypatch):
     from eoskit.runtime.state import savepoints
+
     real = savepoints.savepoint_files
 
     def vanishing(checkpoint, batch):

@@ -108,6 +108,7 @@ def test_spark_s_zip_is_dropped_for_the_installed_pyspark(spark_python, work):
 def interpreter(tmp_path, monkeypatch) -> Path:
     """A stand-in for this interpreter in a venv's bin, with the wrapper beside it."""
     from eoskit.runtime.spark import session as spark
+
     folder = tmp_path / "venv" / "bin"
     folder.mkdir(parents=True)
     for name in ("python", "eoskit-spark-python"):

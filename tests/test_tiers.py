@@ -13,6 +13,7 @@ import pytest
 
 from eoskit.testing.conformance import CLUSTER_SCENARIOS, SCENARIOS
 from eoskit.core import crash
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

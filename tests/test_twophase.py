@@ -558,6 +558,7 @@ def _in_the_commit_process(pickled: bytes, monkeypatch):
     driver, unpickled elsewhere, where resolving the options or reading the
     checkpoint's identity again fails the test."""
     from eoskit.connectors.spark import datasource as adapter
+
     def not_here(*args, **kwargs):
         raise AssertionError("resolved again in the commit process")
 

@@ -25,6 +25,7 @@ def test_a_plug_in_is_asked_with_the_kind_the_target_as_typed_and_the_storage_op
     import eoskit.connectors.plugins as registry
     from eoskit.connectors.plugins import Plugin
     from eoskit.runtime.cli import txn as txn_cli
+
     asked = []
 
     def not_mine(kind, target, options):

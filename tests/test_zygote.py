@@ -121,6 +121,7 @@ def test_an_interpreter_spark_did_not_start_through_the_wrapper_is_never_taken_o
 
 def test_the_zygote_key_follows_what_imports_depend_on(monkeypatch):
     from eoskit.runtime.spark import zygote
+
     base = zygote._address(123)
     assert base.startswith(f"eoskit-zygote-{os.getuid()}-123-") and "\0" not in base
     monkeypatch.setenv("EOSKIT_CRASH_AT", "task_after_prepare@1")

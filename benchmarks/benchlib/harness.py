@@ -26,6 +26,7 @@ from cpu_share import describe as describe_cpu
 
 from eoskit.runtime.devtools.services import LocalServices
 from eoskit.core import timings
+
 from benchlib.postgres import verify
 from benchlib.report import (
     baseline_figures,

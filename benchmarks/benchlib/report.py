@@ -17,6 +17,7 @@ import pyspark
 
 from eoskit.runtime.devtools.demo.orders import ORDER_VALUE_BYTES
 from eoskit.core import timings
+
 from benchlib.results import BaselineResult, StreamResult
 
 

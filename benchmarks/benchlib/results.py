@@ -12,6 +12,7 @@ from decimal import Decimal
 from typing import Any
 
 from eoskit.core import timings
+
 ORDER_SCHEMA = "order_id BIGINT, customer STRING, amount DECIMAL(12,2), created_at TIMESTAMP"
 TABLE_DDL = "(order_id bigint, customer text, amount numeric(12,2), created_at timestamptz)"
 COLUMNS = ("order_id", "customer", "amount", "created_at")

@@ -15,6 +15,7 @@ from pyspark.sql.streaming import DataStreamWriter
 
 from eoskit.runtime.spark.session import get_session
 from eoskit.core import timings
+
 from benchlib.results import ORDER_SCHEMA, StreamResult
 
 

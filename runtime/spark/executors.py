@@ -210,6 +210,7 @@ def check_executors(spark: Any, checkpoint_location: str, modules: Iterable[str]
     """Raise :class:`ExecutorCheckError` unless the driver and the executors
     can run the job (see the module doc); the nodes' reports otherwise."""
     from eoskit.runtime.spark import executor_probe
+
     if is_local(spark):
         return []
     location = qualified_location(checkpoint_location)

@@ -17,16 +17,9 @@ tier, ``pytest -m endurance``); ``ONE_LONG_RUN`` through as many in one run
 without a fault (the long tier, ``pytest -m long``).
 """
 
-from eoskit.testing.conformance.scenarios import (
-    CLUSTER_SCENARIOS,
-    ENDURANCE,
-    ONE_LONG_RUN,
-    SCENARIOS,
-    Scenario,
-    Workload,
-    run_scenario,
-    scenarios_for,
-)
+from eoskit.testing.conformance.endurance import ENDURANCE, ONE_LONG_RUN
+from eoskit.testing.conformance.scenarios import CLUSTER_SCENARIOS, SCENARIOS, Scenario, run_scenario, scenarios_for
 from eoskit.testing.conformance.target import ConformanceTarget, PreparingTarget, TotalsTarget
+from eoskit.testing.conformance.workload import Workload
 
 __all__ = ["CLUSTER_SCENARIOS", "ENDURANCE", "ONE_LONG_RUN", "SCENARIOS", "ConformanceTarget", "PreparingTarget", "Scenario", "TotalsTarget", "Workload", "run_scenario", "scenarios_for"]

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from eoskit.core import crash
+
 @dataclass(frozen=True)
 class FaultKind:
     """A kind of fault: its ``--faults`` name, one line of help, and what
