@@ -16,11 +16,12 @@ connector edits no shared file:
 - the console scripts: ``eoskit``, and ``eoskit-spark-python``, the Python
   eoskit's local sessions give Spark (``eoskit.runtime.spark.python``).
 
-The extras are declared here too, though not derived from the tree (a
-connector with a new client library adds its list): one list per
-connector, and ``all``, ``test`` and ``dev`` derived from them with the
-requirements written out, not as ``eoskit[...]``, which the pip Debian 12
-ships (23.x) cannot resolve (tests/test_packaging.py).
+- the extras: each connector's, named by its ``Plugin``'s ``extra`` and
+  listed in its ``requires`` (literals, read like the format); the files
+  sink's optional ``s3`` is declared here, and ``all``, ``test`` and
+  ``dev`` are derived with the requirements written out, not as
+  ``eoskit[...]``, which the pip Debian 12 ships (23.x) cannot resolve
+  (tests/test_packaging.py).
 
 Nothing is installed that runs in every interpreter of the environment (no
 ``.pth`` file: the one earlier versions installed is in their RECORD, which
@@ -39,17 +40,9 @@ PACKAGE_DIRS = {"eoskit.connectors": "connectors", "eoskit.twophase": "twophase"
                 "eoskit.runtime": "runtime", "eoskit.testing": "testing", "eoskit.core": "core"}
 
 
-#: Each connector's extra: what its client library needs.
-CONNECTOR_EXTRAS = {
-    "kafka": ["confluent-kafka>=2.4", "cryptography>=36"],  # cryptography: PKCS12 truststores
-    "postgres": ["psycopg[binary]>=3.1", "SQLAlchemy>=2.0"],
-    "mysql": ["PyMySQL>=1.1", "SQLAlchemy>=2.0"],
-    # The files sink needs nothing beyond the core (pyarrow, fsspec); the
-    # extra exists so that every connector is installed the same way.
-    "files": ["pyarrow>=15", "fsspec>=2024.2"],
-    # The files sink on S3 (s3:// paths); other fsspec file systems bring their own package.
-    "s3": ["s3fs>=2024.2"],
-}
+#: Extras that are no connector's: the files sink on S3 (s3:// paths);
+#: other fsspec file systems bring their own package.
+OTHER_EXTRAS = {"s3": ["s3fs>=2024.2"]}
 #: The benchmarks' charts (benchmarks/soak.py --plot), which tests/test_peers.py draws too.
 BENCH = ["matplotlib>=3.8"]
 #: What the tests need beside every connector's extra and the charts.
@@ -62,9 +55,34 @@ TEST = [
 
 
 def extras() -> dict[str, list[str]]:
-    every = list(dict.fromkeys(r for reqs in CONNECTOR_EXTRAS.values() for r in reqs))
+    connectors = {**declared_extras(), **OTHER_EXTRAS}
+    every = list(dict.fromkeys(r for reqs in connectors.values() for r in reqs))
     test = [*every, *TEST, *BENCH]
-    return {**CONNECTOR_EXTRAS, "all": every, "test": test, "bench": BENCH, "dev": test}
+    return {**connectors, "all": every, "test": test, "bench": BENCH, "dev": test}
+
+
+def plugin_calls() -> list[tuple[Path, ast.Call]]:
+    """Every ``Plugin(...)`` call in a connector's ``plugin.py``, read (not
+    imported: the build has no dependencies)."""
+    return [(path, node) for path in sorted((ROOT / "connectors").glob("*/plugin.py"))
+            for node in ast.walk(ast.parse(path.read_text(), str(path)))
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Plugin"]
+
+
+def declared_extras() -> dict[str, list[str]]:
+    """Each connector's extra -> its requirements, from the literal ``extra``
+    and ``requires`` of its ``Plugin(...)`` calls (a connector of several
+    formats names the same extra in each)."""
+    found: dict[str, list[str]] = {}
+    for path, node in plugin_calls():
+        given = {k.arg: k.value for k in node.keywords}
+        try:
+            extra, requires = ast.literal_eval(given["extra"]), ast.literal_eval(given["requires"])
+        except (KeyError, ValueError) as exc:
+            raise SystemExit(f"{path}: Plugin(...) needs literal extra= and requires= ({exc})") from None
+        found.setdefault(extra, [])
+        found[extra] += [r for r in requires if r not in found[extra]]
+    return found
 
 
 def packages() -> list[str]:
@@ -82,15 +100,13 @@ def declared_formats() -> dict[str, tuple[str, str]]:
     ``Plugin(...)`` call with literal ``format``, ``data_source`` and
     ``extra`` in a ``plugin.py``."""
     found: dict[str, tuple[str, str]] = {}
-    for path in sorted((ROOT / "connectors").glob("*/plugin.py")):
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Plugin":
-                given = {k.arg: k.value.value for k in node.keywords
-                         if isinstance(k.value, ast.Constant) and isinstance(k.value.value, str)}
-                if not {"format", "data_source", "extra"} <= set(given):
-                    raise SystemExit(f"{path}: Plugin(...) needs literal format=, data_source= "
-                                     "and extra=")
-                found[given["format"]] = (given["data_source"], given["extra"])
+    for path, node in plugin_calls():
+        given = {k.arg: k.value.value for k in node.keywords
+                 if isinstance(k.value, ast.Constant) and isinstance(k.value.value, str)}
+        if not {"format", "data_source", "extra"} <= set(given):
+            raise SystemExit(f"{path}: Plugin(...) needs literal format=, data_source= "
+                             "and extra=")
+        found[given["format"]] = (given["data_source"], given["extra"])
     return found
 
 

@@ -82,6 +82,10 @@ class Plugin:
     #: The pip extra that installs its client library (``eoskit[<extra>]``);
     #: empty for a plug-in that brings its own.
     extra: str = ""
+    #: The extra's requirements, for eoskit's own connectors: setup.py reads
+    #: them from the literal here, so that a connector is one folder (a
+    #: plug-in outside eoskit lists them in its own package's metadata).
+    requires: tuple[str, ...] = ()
     #: Which of its client library's errors mean the service is gone for now
     #: or refused us (``eoskit.connectors.failures``): the library's
     #: top-level module -> ``module:function``, imported for its errors only.

@@ -26,12 +26,18 @@ PLUGIN = (
     Plugin(
         format="eoskit-parquet",
         extra="files",
+        # Nothing beyond the core (pyarrow, fsspec): the extra exists so that
+        # every connector is installed the same way.
+        requires=("pyarrow>=15", "fsspec>=2024.2"),
         data_source="eoskit.connectors.files.datasource:ParquetDataSource",
         in_doubt=_in_doubt,
     ),
     Plugin(
         format="eoskit-json",
         extra="files",
+        # Nothing beyond the core (pyarrow, fsspec): the extra exists so that
+        # every connector is installed the same way.
+        requires=("pyarrow>=15", "fsspec>=2024.2"),
         data_source="eoskit.connectors.files.datasource:JsonDataSource",
     ),
 )

@@ -15,6 +15,7 @@ BACKENDS = ("mysql", "mariadb")
 PLUGIN = Plugin(
     format="eoskit-mysql",
     extra="mysql",
+    requires=("PyMySQL>=1.1", "SQLAlchemy>=2.0"),
     data_source="eoskit.connectors.mysql.datasource:MySQLDataSource",
     in_doubt=in_doubt_for("eoskit.connectors.mysql.transactions:MySQLTransactions", BACKENDS),
     failures={"pymysql": "eoskit.connectors.mysql.failures:classify"},

@@ -15,6 +15,7 @@ BACKENDS = ("postgresql",)
 PLUGIN = Plugin(
     format="eoskit-postgres",
     extra="postgres",
+    requires=("psycopg[binary]>=3.1", "SQLAlchemy>=2.0"),
     data_source="eoskit.connectors.postgres.datasource:PostgresDataSource",
     in_doubt=in_doubt_for("eoskit.connectors.postgres.transactions:PostgresTransactions", BACKENDS),
     failures={"psycopg": "eoskit.connectors.postgres.failures:classify"},
