@@ -26,4 +26,3 @@ class MySQLSink(SqlPipelineSink):
     ``sinkId``, ``createTable``, ``markerTable``)."""
 
     data_source = MySQLDataSource
-    default_port = 3306

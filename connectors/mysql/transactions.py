@@ -450,7 +450,7 @@ class MySQLTransactions(SqlSink):
 
     kind = "mysql"
     DATABASE = SqlDatabase(
-        name="MySQL", backends=BACKENDS, driver=DRIVER, jdbc=JDBC,
+        name="MySQL", backends=BACKENDS, driver=DRIVER, default_port=3306, jdbc=JDBC,
         # Backticks, or double quotes as under ANSI_QUOTES.
         identifier_quotes='`"',
         # A scratch copy of a table (``eoskit chaos``): columns, keys, indexes.

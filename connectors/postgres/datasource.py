@@ -26,4 +26,3 @@ class PostgresSink(SqlPipelineSink):
     ``sinkId``, ``createTable``, ``markerTable``)."""
 
     data_source = PostgresDataSource
-    default_port = 5432

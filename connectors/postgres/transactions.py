@@ -428,7 +428,7 @@ class PostgresTransactions(SqlSink):
 
     kind = "postgres"
     DATABASE = SqlDatabase(
-        name="PostgreSQL", backends=BACKENDS, driver="postgresql+psycopg", jdbc=JDBC,
+        name="PostgreSQL", backends=BACKENDS, driver="postgresql+psycopg", default_port=5432, jdbc=JDBC,
         identifier_quotes='"',
         # A scratch copy of a table (``eoskit chaos``): columns, defaults, keys, indexes.
         create_like="CREATE TABLE {new} (LIKE {old} INCLUDING ALL)",

@@ -27,6 +27,8 @@ class SqlDatabase:
     backends: tuple[str, ...]
     #: The SQLAlchemy driver the sink connects with (``postgresql+psycopg``).
     driver: str
+    #: The server's port when a URL names none.
+    default_port: int
     #: How Spark's JDBC URLs and options map to this database (``sql/jdbc.py``).
     jdbc: "JdbcDialect"
     #: The quotes ``dbtable`` may use, the first the one names are written with.

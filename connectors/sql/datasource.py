@@ -1,5 +1,6 @@
-"""What the SQL sinks' data sources and Pipeline components share; each
-sink only names its format, its URL dialects and its sink type."""
+"""The SQL sinks' data source and Pipeline component, generic: a dialect's
+own classes only name its format and its sink type (whose ``DATABASE``
+declares the rest: URL backends, default port, JDBC mapping, quoting)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from eoskit.connectors.spark.foreach_batch import BatchWriter
 
 if TYPE_CHECKING:
     from eoskit.connectors.sql.scratch import SqlScratch
+
 
 class SqlDataSource(TransactionalDataSource):
     """A SQL sink as a PySpark streaming data source."""
@@ -53,8 +55,6 @@ class SqlPipelineSink:
     ``foreach_batch()``, on the same commit protocol."""
 
     data_source: ClassVar[type[SqlDataSource]]
-    #: The server's port when the URL names none.
-    default_port: ClassVar[int]
 
     url: str
     dbtable: str
@@ -100,7 +100,7 @@ class SqlPipelineSink:
     def servers(self) -> tuple[tuple[str, str, int], ...]:
         """Its database server (``runtime.components.Served``)."""
         backend = self._url.get_backend_name()
-        return ((backend, self._url.host or "localhost", self._url.port or self.default_port),)
+        return ((backend, self._url.host or "localhost", self._url.port or self.data_source.sink_type.DATABASE.default_port),)
 
     def describe(self) -> str:
         return f"{self.data_source.short_name} ({safe(self._url)} {self.dbtable})"
