@@ -41,6 +41,7 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from eoskit.connectors.plugins import PluginError, plugins
 from eoskit.twophase.verdicts import Verdict, first_line, verdict_of
 
 
@@ -64,8 +65,6 @@ def _library(exc_type: type) -> set[str]:
 
 
 def _classifiers(libraries: set[str]) -> list[Classifier]:
-    from eoskit.connectors.plugins import PluginError, plugins
-
     try:
         installed = plugins()
     except PluginError:  # reported where the plug-in is used; here, nothing is known

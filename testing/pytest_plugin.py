@@ -47,6 +47,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from eoskit.runtime.devtools.services.cluster import SparkCluster
+from eoskit.runtime.devtools.services.endpoints import endpoints_from_env, s3_storage_options as options_for
+from eoskit.runtime.devtools.services.kafka import node_service_name
+from eoskit.runtime.devtools.services.local import Placement
+from eoskit.runtime.devtools.services.netlab import Lab
+
 if TYPE_CHECKING:
     from eoskit.runtime.devtools.services import ServiceEndpoints
 
@@ -72,9 +78,6 @@ class SessionServices:
 
     def __init__(self, root: str | os.PathLike[str], environ: Mapping[str, str],
                  local: Callable[..., Any] | None = None, docker: Callable[..., Any] | None = None) -> None:
-        # Imported here so that merely having the plugin installed costs nothing.
-        from eoskit.runtime.devtools.services.endpoints import endpoints_from_env
-
         self.root = root
         self.given = endpoints_from_env(environ)
         self.use_docker = environ.get("EOSKIT_SERVICES", "").strip().lower() == "docker"
@@ -117,7 +120,7 @@ class SessionServices:
 
     def _local_services(self, only: frozenset[str] | None = None) -> Any:
         if self._local is None:
-            from eoskit.runtime.devtools.services import LocalServices
+            from eoskit.runtime.devtools.services import LocalServices  # looked up per call: tests fake it
 
             self._local = LocalServices
         return self._local(self.root, only=only)
@@ -125,7 +128,7 @@ class SessionServices:
     def _docker_up(self) -> ServiceEndpoints:
         if self._docker_services is None:
             if self._docker is None:
-                from eoskit.runtime.devtools.services import DockerServices
+                from eoskit.runtime.devtools.services import DockerServices  # looked up per call: tests fake it
 
                 self._docker = DockerServices
             docker = self._docker(self.root)
@@ -212,8 +215,6 @@ def s3_storage_options(s3: str) -> dict[str, Any]:
 
     A new dict per test, so a test may add its own options to it.
     """
-    from eoskit.runtime.devtools.services.endpoints import s3_storage_options as options_for
-
     return options_for(s3)
 
 
@@ -244,8 +245,6 @@ class KafkaCluster:
     @staticmethod
     def service_of(broker_id: int) -> str:
         """The dev service running broker ``broker_id``."""
-        from eoskit.runtime.devtools.services.kafka import node_service_name
-
         return node_service_name(broker_id)
 
     def kill(self, broker_id: int) -> None:
@@ -266,7 +265,7 @@ def kafka_cluster(request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
     The session's one-node ``kafka`` is another broker, left alone."""
     if os.environ.get("EOSKIT_SERVICES", "").strip().lower() == "docker":
         pytest.skip("the three-node Kafka cluster runs as local processes, and the services run in Docker")
-    from eoskit.runtime.devtools.services import LocalServices
+    from eoskit.runtime.devtools.services import LocalServices  # looked up per call: tests fake it
 
     root = os.environ.get("EOSKIT_KAFKA_CLUSTER_DIR") or Path(request.config.rootpath) / DEFAULT_KAFKA_CLUSTER_DIR
     services = LocalServices(root, kafka_brokers=3, kafka_only=True)
@@ -292,8 +291,6 @@ def spark_cluster(request: pytest.FixtureRequest) -> Iterator[str]:
     if given:
         yield given
         return
-    from eoskit.runtime.devtools.services.cluster import SparkCluster
-
     root = os.environ.get("EOSKIT_CLUSTER_DIR") or Path(request.config.rootpath) / DEFAULT_CLUSTER_DIR
     cluster = SparkCluster(root, workers=2, cores=1, memory="1g", bare_worker_python=True)
     try:
@@ -332,10 +329,7 @@ def services_on_lab_hosts(root: Path, names: Iterable[str], *, subnet: str | Non
     started: ``(lab, hosts, services)``. At the end the services are
     stopped and the lab removed, every namespace, link and rule, whatever
     happened. Skips, saying why, where a lab cannot run."""
-    from eoskit.runtime.devtools.services import LocalServices
-    from eoskit.runtime.devtools.services.local import Placement
-    from eoskit.runtime.devtools.services.netlab import Lab
-
+    from eoskit.runtime.devtools.services import LocalServices  # looked up per call: tests fake it
     why = Lab.available()
     if why is not None:
         pytest.skip(f"the network lab cannot run here: {why}")

@@ -7,21 +7,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import DataStreamWriter
 from pyspark.sql.types import StructType
 
 from eoskit.connectors.files.plugin import PLUGIN
+from eoskit.connectors.files.scratch import FilesScratch
 from eoskit.connectors.files.settings import FilesSettings
 from eoskit.connectors.files.transactions import FilesTransactions
 from eoskit.connectors.spark.datasource import TransactionalDataSource
 from eoskit.twophase.contract import CommitMode, Sink
 from eoskit.core.options import OptionError
-
-if TYPE_CHECKING:
-    from eoskit.connectors.files.scratch import FilesScratch
 
 PARQUET, JSON = (plugin.format for plugin in PLUGIN)  # declared in plugin.py
 
@@ -106,8 +104,6 @@ class FilesSink:
 
     def scratch(self, suffix: str) -> "FilesScratch":
         """This sink into a suffixed copy of its path (``runtime.components.Redirectable``)."""
-        from eoskit.connectors.files.scratch import FilesScratch
-
         return FilesScratch(self, suffix)
 
     def describe(self) -> str:

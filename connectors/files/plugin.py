@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from eoskit.connectors.files.layout import EOSKIT_DIR
 from eoskit.connectors.plugins import Plugin
 
 
@@ -15,7 +16,7 @@ def _in_doubt(kind: str, target: str, options: Mapping[str, str]):
     target, e.g. a SQLite database)."""
     if kind != "path" or os.path.isfile(target):
         return None
-    from eoskit.connectors.files.layout import EOSKIT_DIR
+    # Here: the registry loads this file in every run; the sink (PySpark, pyarrow, fsspec) only when asked.
     from eoskit.connectors.files.transactions import FilesTransactions
 
     sink = FilesTransactions.for_path(target, options)

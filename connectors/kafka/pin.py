@@ -19,6 +19,7 @@ from eoskit.connectors.kafka.settings import (
     STOP_AT_OFFSETS,
     KafkaSourceSettings,
 )
+from eoskit.connectors.kafka.source import resolve_start
 from eoskit.core.options import OptionError
 
 #: The options a pinned source replaces: its start and its end.
@@ -30,8 +31,6 @@ def pin(settings: KafkaSourceSettings) -> dict:
     """``{"start": offsets, "end": offsets}`` in Spark's offset JSON shape,
     for every partition the source reads now; refused (``OptionError``)
     when they hold nothing to read."""
-    from eoskit.connectors.kafka.source import resolve_start
-
     metadata = KafkaMetadata(settings.kafka)
     try:
         broker_topics = metadata.topics()

@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import DataStreamWriter
 
+from eoskit.connectors.kafka.scratch import KafkaScratch
 from eoskit.connectors.spark.output_modes import check_output_mode, write_stream
 from eoskit.connectors.kafka.pipeline_source import kafka_servers
 from eoskit.connectors.kafka.sink_settings import KafkaSinkSettings
 from eoskit.connectors.kafka.source import SHORT_NAME, KafkaDataSource
 from eoskit.connectors.spark.foreach_batch import BatchWriter
-
-if TYPE_CHECKING:
-    from eoskit.connectors.kafka.scratch import KafkaScratch
 
 
 @dataclass
@@ -56,8 +54,6 @@ class KafkaSink:
 
     def scratch(self, suffix: str) -> "KafkaScratch":
         """This sink into suffixed copies of its topics (``runtime.components.Redirectable``)."""
-        from eoskit.connectors.kafka.scratch import KafkaScratch
-
         return KafkaScratch(self, suffix)
 
     def servers(self) -> tuple[tuple[str, str, int], ...]:

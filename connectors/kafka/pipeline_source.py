@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from pyspark.sql import DataFrame, SparkSession
 
+from eoskit.connectors.kafka.pin import bounded_options, describe, pin
+from eoskit.connectors.kafka.scratch_input import KafkaScratchInput
 from eoskit.connectors.plugins import register_data_source
 from eoskit.connectors.kafka.settings import KafkaSourceSettings
 from eoskit.connectors.kafka.source import SHORT_NAME, KafkaDataSource
-
-if TYPE_CHECKING:
-    from eoskit.connectors.kafka.scratch_input import KafkaScratchInput
 
 
 def kafka_servers(bootstrap: str) -> tuple[tuple[str, str, int], ...]:
@@ -60,19 +59,13 @@ class KafkaSource:
 
     def pin(self) -> dict:
         """The input as it is now (``runtime.components.Replayable``)."""
-        from eoskit.connectors.kafka.pin import pin
-
         return pin(KafkaSourceSettings.parse(self.all_options()))
 
     def bounded(self, pin: dict) -> "KafkaSource":
         """This source reading exactly ``pin``: its start, up to its end."""
-        from eoskit.connectors.kafka.pin import bounded_options
-
         return replace(self, options=bounded_options(self.options, pin))
 
     def describe_pin(self, pin: dict) -> str:
-        from eoskit.connectors.kafka.pin import describe
-
         return describe(pin)
 
     def servers(self) -> tuple[tuple[str, str, int], ...]:
@@ -82,8 +75,6 @@ class KafkaSource:
     def scratch_input(self, suffix: str) -> "KafkaScratchInput":
         """A scratch copy of this source's one input topic, named with
         ``suffix``, and this source reading it (``runtime.components.Fillable``)."""
-        from eoskit.connectors.kafka.scratch_input import KafkaScratchInput
-
         return KafkaScratchInput(self, suffix)
 
     def read_stream(self, spark: SparkSession) -> DataFrame:

@@ -32,7 +32,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from eoskit.connectors.kafka.client import KafkaMetadata
+from eoskit.connectors.kafka.client import ClientLog, KafkaMetadata, consumer_config
 from eoskit.connectors.kafka.offsets import (
     DataLoss,
     MinOffsetsGate,
@@ -309,8 +309,6 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _commit_to_group(self, group: str, offsets: PartitionOffsets) -> None:
         from confluent_kafka import Consumer, TopicPartition
-
-        from eoskit.connectors.kafka.client import ClientLog, consumer_config
 
         if self._group_consumer is None:
             config = consumer_config(self.settings.kafka, ClientLog())

@@ -5,13 +5,14 @@ declares the rest: URL backends, default port, JDBC mapping, quoting)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import DataStreamWriter
 from pyspark.sql.types import StructType
 
 from eoskit.connectors.spark.output_modes import check_output_mode, write_stream
+from eoskit.connectors.sql.scratch import SqlScratch
 from eoskit.connectors.sql.settings import SqlSinkSettings
 from eoskit.connectors.sql.sink import parse_url, safe
 from eoskit.core.options import OptionError
@@ -19,8 +20,6 @@ from eoskit.connectors.spark.datasource import TransactionalDataSource
 from eoskit.twophase.contract import CommitMode, Sink
 from eoskit.connectors.spark.foreach_batch import BatchWriter
 
-if TYPE_CHECKING:
-    from eoskit.connectors.sql.scratch import SqlScratch
 
 
 class SqlDataSource(TransactionalDataSource):
@@ -93,8 +92,6 @@ class SqlPipelineSink:
 
     def scratch(self, suffix: str) -> "SqlScratch":
         """This sink into a suffixed copy of its tables (``runtime.components.Redirectable``)."""
-        from eoskit.connectors.sql.scratch import SqlScratch
-
         return SqlScratch(self, suffix)
 
     def servers(self) -> tuple[tuple[str, str, int], ...]:

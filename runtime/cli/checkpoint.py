@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from eoskit.runtime.cli.errors import guarded
+from eoskit.runtime.cli.errors import UsageError, guarded
+from eoskit.runtime.state.checkpoints import Checkpoint, CheckpointError
 
 NO_DECISIONS = "-"
 
@@ -98,8 +99,6 @@ def add_conf(parser: argparse.ArgumentParser, help: str) -> None:
 
 def spark_conf(items: Sequence[str] | None) -> dict[str, str]:
     """``--conf`` items as a Spark conf; a usage error names a bad one."""
-    from eoskit.runtime.cli.errors import UsageError
-
     conf: dict[str, str] = {}
     for item in items or ():
         key, sep, value = item.partition("=")
@@ -120,8 +119,6 @@ def add_checkpoint_dir(parser: argparse.ArgumentParser, help: str) -> None:
 
 def checkpoint_dir(args: argparse.Namespace) -> str:
     """The checkpoint ``add_checkpoint_dir`` read (a usage error without one)."""
-    from eoskit.runtime.cli.errors import UsageError
-
     given = [d for d in (args.checkpoint_dir, args.dir) if d]
     if not given:
         raise UsageError("the checkpoint is missing: give --checkpoint-dir DIR")
@@ -145,8 +142,6 @@ def sink_cell(decision: str, has_decisions: bool) -> str:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from eoskit.runtime.state.checkpoints import Checkpoint
-
     checkpoint = Checkpoint(checkpoint_dir(args), storage_options(args.storage_option))
     batches, sinks = checkpoint.batches(), checkpoint.sinks()
     if args.json:
@@ -173,8 +168,6 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    from eoskit.runtime.state.checkpoints import Checkpoint, CheckpointError
-
     checkpoint = Checkpoint(checkpoint_dir(args), storage_options(args.storage_option))
     retained, latest = checkpoint.batch_ids(), checkpoint.latest_committed()
     number = args.batch if args.batch is not None else latest if latest is not None else (

@@ -37,6 +37,9 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 from urllib.parse import unquote
 
+from eoskit.connectors.failures import service_failure
+from eoskit.runtime.job.failures import error_class
+from eoskit.runtime.spark.errors import root_cause
 from eoskit.twophase.verdicts import Verdict, first_line, verdict_of
 
 #: The command did what it was asked.
@@ -127,8 +130,6 @@ def _service(exc: BaseException) -> Outcome | None:
     """The code and the service's own line when ``exc`` says a service is
     gone or refused us (``eoskit.connectors.failures``, one place per
     service), else None."""
-    from eoskit.connectors.failures import service_failure
-
     failure = service_failure(exc)
     if failure is None:
         return None
@@ -143,8 +144,6 @@ def _cause_code(cause_type: str | None) -> int:
     input."""
     if not cause_type or not cause_type.startswith("eoskit."):
         return FAILED
-    from eoskit.runtime.job.failures import error_class
-
     found = error_class(cause_type)  # eoskit's own: its module is safe to import to ask
     return FAILED if found is None else VERDICT_CODES[verdict_of(found)]
 
@@ -180,8 +179,6 @@ def describe(exc: BaseException) -> Outcome:
         return Outcome(USAGE, _text(exc), hint=not _ours(type(exc)))
     pyspark_errors = sys.modules.get("pyspark.errors")
     if pyspark_errors is not None and isinstance(exc, pyspark_errors.PySparkException):
-        from eoskit.runtime.spark.errors import root_cause  # Spark failed outside a pipeline run
-
         return Outcome(FAILED, str(root_cause(exc)), hint=True)
     return Outcome(VERDICT_CODES[verdict], _text(exc), hint=not _ours(type(exc)))
 

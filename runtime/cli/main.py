@@ -11,17 +11,24 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from eoskit.runtime.cli.checkpoint import add_conf, register_cli as register_checkpoint_cli, spark_conf
 from eoskit.runtime.cli.errors import add_verbose, guarded, is_verbose
+from eoskit.runtime.cli.savepoint import register_cli as register_savepoint_cli
+from eoskit.runtime.cli.state import register_cli as register_state_cli
+from eoskit.runtime.cli.status import register_cli as register_status_cli
+from eoskit.runtime.cli.txn import register_cli as register_txn_cli
+from eoskit.runtime.devtools.chaos.cli import register_cli as register_chaos_cli
+from eoskit.runtime.devtools.services.cli import register_cli
+from eoskit.runtime.job.settings import add_flags, from_flags
+from eoskit.runtime.spark.package import ALIAS, pack
 
 
 def _run(args: argparse.Namespace) -> int:
+    # PySpark, and the job's connectors: for `eoskit run`, not for the CLI's parser.
     from eoskit.runtime.job.jobfile import load_pipeline
     from eoskit.runtime.spark.session import get_session, quiet_failure_logs
 
     from eoskit.runtime.job.listeners import PrometheusMetrics, StatusFile
-    from eoskit.runtime.job.settings import from_flags
-
-    from eoskit.runtime.cli.checkpoint import spark_conf
 
     conf = spark_conf(args.conf)  # a bad --conf is refused before the job file runs
     flags = from_flags(args)  # and so is a bad setting flag
@@ -44,8 +51,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _package(args: argparse.Namespace) -> int:
-    from eoskit.runtime.spark.package import ALIAS, pack
-
     packed = pack(args.output, args.with_, args.python)
     print(f"packed {len(packed.distributions)} distributions ({packed.files} files, "
           f"{packed.bytes / 2**20:.0f} MB unpacked) into {packed.path} "
@@ -58,7 +63,7 @@ def _package(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from eoskit.runtime.devtools.demo.run import main
+    from eoskit.runtime.devtools.demo.run import main  # PySpark, confluent-kafka, SQLAlchemy: not for the parser
 
     return main()
 
@@ -88,14 +93,6 @@ def build_parser() -> argparse.ArgumentParser:
         "demo", help="the end-to-end demo: local services, sample orders, the job, the proof"
     )
     demo.set_defaults(func=guarded("demo", _demo))
-
-    from eoskit.runtime.devtools.services.cli import register_cli
-    from eoskit.runtime.cli.txn import register_cli as register_txn_cli
-    from eoskit.runtime.cli.checkpoint import register_cli as register_checkpoint_cli
-    from eoskit.runtime.cli.savepoint import register_cli as register_savepoint_cli
-    from eoskit.runtime.cli.state import register_cli as register_state_cli
-    from eoskit.runtime.cli.status import register_cli as register_status_cli
-    from eoskit.runtime.devtools.chaos.cli import register_cli as register_chaos_cli
 
     register_cli(commands)
     register_txn_cli(commands)
@@ -138,9 +135,6 @@ def _register_run(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--master", metavar="URL",
                      help="Spark's master (spark.master), as spark-submit takes it: local[4], "
                      "spark://host:7077, ...; over the job's spark_conf")
-    from eoskit.runtime.cli.checkpoint import add_conf
-    from eoskit.runtime.job.settings import add_flags
-
     add_conf(run, "a Spark setting, as spark-submit takes it, over the job's spark_conf")
 
     add_flags(run)

@@ -24,18 +24,19 @@ from eoskit.runtime.cli.checkpoint import (
     sink_cell,
     storage_options,
 )
-from eoskit.runtime.cli.state import print_summary
+from eoskit.runtime.cli.state import print_summary, session
+from eoskit.runtime.job.control import ControlDir, ControlError
+from eoskit.runtime.state.checkpoints import require_directory
+from eoskit.runtime.state.savepoints import dispose_savepoint, inspect_savepoint
+from eoskit.twophase.identity import qualified_location
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    from eoskit.runtime.state.savepoints import inspect_savepoint
-
     options = storage_options(args.storage_option)
     manifest = inspect_savepoint(args.savepoint, storage_options=options)
     state = None
     if args.state:
-        from eoskit.runtime.cli.state import session
-        from eoskit.runtime.state.inspection import summarize_savepoint
+        from eoskit.runtime.state.inspection import summarize_savepoint  # PySpark: not for the parser
 
         state = summarize_savepoint(session(), args.savepoint, options)
     if args.json:
@@ -72,8 +73,6 @@ def _inspect(args: argparse.Namespace) -> int:
 
 
 def _dispose(args: argparse.Namespace) -> int:
-    from eoskit.runtime.state.savepoints import dispose_savepoint
-
     done = dispose_savepoint(args.savepoint, storage_options=storage_options(args.storage_option))
     manifest = done.manifest
     if args.json:
@@ -94,16 +93,11 @@ def default_target(checkpoint: str) -> str:
     import posixpath
     import time
 
-    from eoskit.twophase.identity import qualified_location
-
     parent = posixpath.dirname(qualified_location(checkpoint).rstrip("/"))
     return posixpath.join(parent, "savepoints", time.strftime("savepoint-%Y%m%dT%H%M%SZ", time.gmtime()))
 
 
 def _trigger(args: argparse.Namespace) -> int:
-    from eoskit.runtime.state.checkpoints import require_directory
-    from eoskit.runtime.job.control import ControlDir, ControlError
-
     require_directory(args.checkpoint_dir)
     control = ControlDir(args.checkpoint_dir)
     request = control.send("savepoint", args.target or default_target(args.checkpoint_dir))
@@ -116,9 +110,6 @@ def _trigger(args: argparse.Namespace) -> int:
 
 def _stop(args: argparse.Namespace) -> int:
     import time
-
-    from eoskit.runtime.state.checkpoints import require_directory
-    from eoskit.runtime.job.control import ControlDir, ControlError
 
     require_directory(args.checkpoint_dir)
     control = ControlDir(args.checkpoint_dir)

@@ -24,6 +24,7 @@ from eoskit.runtime.cli.checkpoint import (
     storage_options,
 )
 from eoskit.runtime.cli.errors import guarded
+from eoskit.runtime.state.checkpoints import Checkpoint
 
 SUMMARY_HEADERS = ("operator", "name", "store", "state variable", "type", "ttl", "partitions",
                    "batches", "keys", "entries")
@@ -35,7 +36,7 @@ def session(conf: dict[str, str] | None = None) -> Any:
     reports them itself)."""
     from pyspark.sql import SparkSession
 
-    from eoskit.runtime.spark.session import get_session, quiet_failure_logs
+    from eoskit.runtime.spark.session import get_session, quiet_failure_logs  # PySpark: not for the parser
 
     active = SparkSession.getActiveSession()
     if active is not None:
@@ -65,8 +66,7 @@ def print_summary(summary: Any, indent: str = "") -> None:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    from eoskit.runtime.state.checkpoints import Checkpoint
-    from eoskit.runtime.state.inspection import summarize
+    from eoskit.runtime.state.inspection import summarize  # PySpark: not for the parser
 
     location = checkpoint_dir(args)
     Checkpoint(location, storage_options(args.storage_option))  # bad input is refused before Spark starts
@@ -90,8 +90,7 @@ def _cell(value: Any) -> str:
 
 
 def _read(args: argparse.Namespace) -> int:
-    from eoskit.runtime.state.checkpoints import Checkpoint
-    from eoskit.runtime.state.inspection import read_state
+    from eoskit.runtime.state.inspection import read_state  # PySpark: not for the parser
 
     location = checkpoint_dir(args)
     Checkpoint(location, storage_options(args.storage_option))  # bad input is refused before Spark starts
@@ -111,7 +110,7 @@ def _read(args: argparse.Namespace) -> int:
 
 
 def _rescale(args: argparse.Namespace) -> int:
-    from eoskit.runtime.state.rescale import check_arguments, plan, rescale
+    from eoskit.runtime.state.rescale import check_arguments, plan, rescale  # PySpark: not for the parser
 
     if args.dry_run:
         done = plan(args.checkpoint_dir, args.partitions)

@@ -24,9 +24,16 @@ import time
 from collections import deque
 from typing import Any
 
-from eoskit.runtime.cli.checkpoint import add_checkpoint_dir, add_common, checkpoint_dir, storage_options
+from eoskit.runtime.cli.checkpoint import (
+    add_checkpoint_dir,
+    add_common,
+    checkpoint_dir,
+    render_table,
+    storage_options,
+)
 from eoskit.runtime.cli.errors import guarded
 from eoskit.runtime.job.control import ControlDir, ControlError, LocalRuns
+from eoskit.runtime.state.checkpoints import require_directory
 
 #: A sparkline's eight heights.
 BARS = "▁▂▃▄▅▆▇█"
@@ -114,8 +121,6 @@ def render(status: dict[str, Any], now: float | None = None) -> list[str]:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from eoskit.runtime.state.checkpoints import require_directory
-
     location = checkpoint_dir(args)
     require_directory(location, storage_options(args.storage_option))  # exit 2 before anything
     control = ControlDir(location)
@@ -164,8 +169,6 @@ def _list(args: argparse.Namespace) -> int:
     if not rows:
         print("no eoskit job is running on this machine")
         return 0
-    from eoskit.runtime.cli.checkpoint import render_table
-
     print(render_table(("pid", "job", "state", "batches", "last batch", "lag", "rows/s", "checkpoint"),
                        [(r["pid"], r["job"], r["state"], _number(r["batches"]), _number(r["last_batch"]),
                          _number(r["total_lag"]), _number(r["processed_rows_per_second"]),

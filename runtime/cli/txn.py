@@ -7,10 +7,16 @@ Failures are reported by the eoskit CLI's one convention
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from eoskit.runtime.cli.checkpoint import storage_options
 from eoskit.runtime.cli.errors import UsageError, guarded
-from eoskit.twophase.contract import TwoPhaseCommitting
+from eoskit.twophase.decision_log import DecisionLog
+from eoskit.twophase.identity import default_sink_id, qualified_location
+from eoskit.twophase.txn_id import validate_sink_id
+
+if TYPE_CHECKING:  # the contract imports PySpark and pyarrow, which the CLI's parser must not
+    from eoskit.twophase.contract import TwoPhaseCommitting
 
 
 def _sink(args: argparse.Namespace) -> TwoPhaseCommitting:
@@ -19,9 +25,7 @@ def _sink(args: argparse.Namespace) -> TwoPhaseCommitting:
     ``"url"`` or ``"path"`` (the flag given), ``target`` the flag's value as
     typed, and ``options`` the ``--storage-option``s as ``fs.PROTOCOL.KEY``
     (plus the hidden ``--option KEY=VALUE``s)."""
-    from eoskit.connectors.plugins import in_doubt_sink
-
-    from eoskit.runtime.cli.checkpoint import storage_options
+    from eoskit.connectors.plugins import in_doubt_sink  # looked up per call: tests fake it
 
     kind, target = ("url", args.url) if args.url else ("path", args.path)
     # --storage-option PROTOCOL.KEY=VALUE is the files sink's option fs.PROTOCOL.KEY.
@@ -33,17 +37,13 @@ def _sink(args: argparse.Namespace) -> TwoPhaseCommitting:
 
 
 def _decisions(args: argparse.Namespace):
-    from eoskit.twophase.decision_log import DecisionLog
-    from eoskit.twophase.identity import default_sink_id, qualified_location
-    from eoskit.twophase.txn_id import validate_sink_id
-
     location = qualified_location(args.checkpoint_dir)
     sink_id = validate_sink_id(args.sink_id) if args.sink_id else default_sink_id(location)
     return DecisionLog(location, sink_id)
 
 
 def _list(args: argparse.Namespace) -> int:
-    from eoskit.twophase.in_doubt import list_in_doubt
+    from eoskit.twophase.in_doubt import list_in_doubt  # PySpark, pyarrow (the contract): not for the parser
 
     sink, decisions = _sink(args), _decisions(args)
     entries = list_in_doubt(sink.committer(), decisions)
@@ -55,7 +55,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _resolve(args: argparse.Namespace) -> int:
-    from eoskit.twophase.in_doubt import resolve_in_doubt
+    from eoskit.twophase.in_doubt import resolve_in_doubt  # PySpark, pyarrow (the contract): not for the parser
 
     orphans = "rollback" if args.rollback_orphans else "commit" if args.commit_orphans else None
     sink, decisions = _sink(args), _decisions(args)

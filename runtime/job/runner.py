@@ -47,6 +47,7 @@ from eoskit.runtime.job.progress import ProgressPrinter, RunSummary
 from eoskit.runtime.job.settings import JobSettings
 from eoskit.runtime.job.signals import StopRequest
 from eoskit.runtime.state.rescale import refuse_unfinished
+from eoskit.runtime.state.savepoints import create_savepoint, restore_savepoint
 from eoskit.twophase.decision_log import settlements
 
 if TYPE_CHECKING:
@@ -110,8 +111,6 @@ class Runner:
         # job's query is the savepoint's; claim the checkpoint.
         self.started_at = time.time()
         if self.from_savepoint:
-            from eoskit.runtime.state.savepoints import restore_savepoint
-
             restore_savepoint(self.from_savepoint, self.checkpoint, job_name=self.pipeline.name,
                               expect=fingerprint.of_pipeline(self.pipeline, self.spark),
                               allow_non_restored_state=self.allow_non_restored_state)
@@ -221,8 +220,6 @@ class Runner:
         return savepoints
 
     def _savepoint(self, request: Request) -> None:
-        from eoskit.runtime.state.savepoints import create_savepoint
-
         try:
             manifest = create_savepoint(self.checkpoint, request.target, job_name=self.pipeline.name,
                                         job=fingerprint.of_pipeline(self.pipeline))

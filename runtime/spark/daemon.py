@@ -70,6 +70,7 @@ def prefer_installed_pyspark() -> None:
 def preload(worker_module: str | None) -> None:
     names = ((worker_module,) if worker_module else ()) + PRELOAD
     try:
+        # Here: every process Spark starts imports this module; the registry only when preloading.
         from eoskit.connectors.plugins import plugins
 
         names += tuple(module for plugin in plugins() for module in plugin.modules_to_preload())

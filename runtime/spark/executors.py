@@ -32,8 +32,10 @@ from collections.abc import Iterable
 from functools import partial
 from typing import Any
 
+from eoskit.connectors.plugins import plugins
 from eoskit.runtime.job.components import Formatted
 from eoskit.core.fs import fs_path
+from eoskit.runtime.spark.errors import messages, root_cause
 from eoskit.twophase.identity import qualified_location
 
 #: How long the check waits for executors to run it (they may still be starting).
@@ -133,8 +135,6 @@ def explain(report: dict[str, Any], driver: dict[str, Any], location: str) -> st
 def explain_failure(error: BaseException, python: str) -> str:
     """A probe job that failed before the probe ran (Python did not start,
     or Spark refused its version), in one line naming the node."""
-    from eoskit.runtime.spark.errors import messages, root_cause
-
     texts = list(messages(error))
     lost = next((m for t in texts if (m := _LOST_TASK.search(t))), None)
     node = f"executor {lost['executor']} on host {lost['host']}" if lost else "an executor"
@@ -168,8 +168,6 @@ def format_of(component: Any) -> str | None:
 def connector_modules(*components: Any) -> list[str]:
     """The data source modules of eoskit's connectors among ``components``:
     importing one imports its client library."""
-    from eoskit.connectors.plugins import plugins
-
     formats = {format_of(c) for c in components}
     return sorted({p.data_source.partition(":")[0] for p in plugins() if p.format in formats})
 
@@ -209,7 +207,7 @@ def check_executors(spark: Any, checkpoint_location: str, modules: Iterable[str]
                     timeout: float = TIMEOUT_S) -> list[dict[str, Any]]:
     """Raise :class:`ExecutorCheckError` unless the driver and the executors
     can run the job (see the module doc); the nodes' reports otherwise."""
-    from eoskit.runtime.spark import executor_probe
+    from eoskit.runtime.spark import executor_probe  # shipped by value (see _run_probe_job)
 
     if is_local(spark):
         return []

@@ -47,14 +47,14 @@ def main(argv: list[str] | None = None) -> None:
     _path_as_dash_m()
     if any(p.endswith("pyspark.zip") for p in sys.path):
         try:
-            from eoskit.runtime.spark.daemon import prefer_installed_pyspark
+            from eoskit.runtime.spark.daemon import prefer_installed_pyspark  # with the zip only
 
             prefer_installed_pyspark()
         except Exception:  # noqa: BLE001 - only speed: the zip's PySpark works too
             pass
     if os.environ.get("EOSKIT_PREFORK") == "1":
         try:
-            from eoskit.runtime.spark.zygote import take_over
+            from eoskit.runtime.spark.zygote import take_over  # with EOSKIT_PREFORK only
 
             take_over(module, module_args)  # returns only if it did not hand over
         except Exception:  # noqa: BLE001 - any failure before the hand-over: run as usual

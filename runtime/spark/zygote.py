@@ -254,7 +254,7 @@ def serve(address: str, jvm_pid: int) -> None:
     listener.listen(64)
     key = _key()
     _preload()
-    from eoskit.runtime.spark.daemon import freeze_imports
+    from eoskit.runtime.spark.daemon import freeze_imports  # in the zygote only: the launchers import this module
 
     freeze_imports()
     try:
@@ -281,7 +281,7 @@ def serve(address: str, jvm_pid: int) -> None:
 def _preload() -> None:
     import importlib
 
-    from eoskit.runtime.spark.daemon import preload
+    from eoskit.runtime.spark.daemon import preload  # in the zygote only: the launchers import this module
 
     preload(None)
     for name in PRELOAD:
@@ -389,7 +389,7 @@ def _run_module(module: str, args: list[str]) -> int:
         if module == "pyspark.daemon":
             # PySpark's daemon, as eoskit's own worker daemon runs it: a
             # restart by Spark leaves the workers' tasks running.
-            from eoskit.runtime.spark.daemon import run_manager
+            from eoskit.runtime.spark.daemon import run_manager  # in the child only: launchers import this module
 
             run_manager()
         else:

@@ -29,6 +29,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from eoskit.runtime.job.settings import JobSettings, SettingError
+from eoskit.runtime.state.checkpoints import Checkpoint, CheckpointError
 
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
 CHANGELOG_KEY = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
@@ -81,8 +82,6 @@ def recorded_backend(checkpoint: str) -> tuple[str, str, int] | None:
     """(backend or provider class, provider class, batch) recorded in the
     newest offset-log entry of ``checkpoint``; None for a checkpoint that
     does not exist yet or has no batch (or predates Spark's recording)."""
-    from eoskit.runtime.state.checkpoints import Checkpoint, CheckpointError
-
     try:
         recorded = Checkpoint(checkpoint).batch_conf()
     except CheckpointError:

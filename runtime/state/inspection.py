@@ -27,8 +27,10 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from eoskit.runtime.spark.errors import root_cause
 from eoskit.runtime.state.checkpoints import Checkpoint, CheckpointError, StorageOptions
 from eoskit.runtime.state.backend import PROVIDER_KEY, backend_of
+from eoskit.runtime.state.savepoints import restore_savepoint
 
 #: Spark's name for the operator of ``transformWithState`` starts so.
 _TWS = "transformWithState"
@@ -200,8 +202,6 @@ def summarize(spark: SparkSession, checkpoint: str, batch: int | None = None) ->
 def summarize_savepoint(spark: SparkSession, savepoint: str,
                         storage_options: StorageOptions | None = None) -> StateSummary:
     """``summarize`` of a savepoint's state, read from a temporary restore of it."""
-    from eoskit.runtime.state.savepoints import restore_savepoint
-
     with tempfile.TemporaryDirectory(prefix="eoskit-savepoint-state-") as tmp:
         manifest = restore_savepoint(savepoint, f"{tmp}/checkpoint", storage_options=storage_options)
         summary = summarize(spark, f"{tmp}/checkpoint", manifest.batch)
@@ -278,8 +278,6 @@ def read_state(spark: SparkSession, checkpoint: str, operator: int, *, store: st
     except PySparkException as exc:
         if not op.tws:
             raise
-        from eoskit.runtime.spark.errors import root_cause
-
         what = "registered timers" if timers else f"state variable {variable!r}"
         hint = (" (Spark 4.3's state source cannot read the state of a transformWithState "
                 "operator with event-time timers)" if "RESERVED_CHARS" in str(exc) else "")

@@ -64,6 +64,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from eoskit.core.fs import write_atomic
+from eoskit.runtime.spark.errors import root_cause
 from eoskit.runtime.state.checkpoints import Checkpoint, CheckpointError, list_files
 from eoskit.runtime.job.control import ControlDir
 from eoskit.runtime.state.backend import PROVIDER_KEY, PROVIDERS, backend_of
@@ -224,8 +226,6 @@ def _listing(ck: Checkpoint) -> tuple[dict[str, int], list[str]]:
 
 
 def _write_journal(ck: Checkpoint, payload: Mapping[str, Any]) -> None:
-    from eoskit.core.fs import write_atomic
-
     ck.fs.makedirs(ck.path("eoskit"), exist_ok=True)
     write_atomic(ck.fs, ck.path(JOURNAL), json.dumps(payload, sort_keys=True).encode())
 
@@ -348,8 +348,6 @@ def rescale(spark: Any, checkpoint: str, partitions: Any) -> RescalePlan:
             removed = roll_back(ck, journal)
             if isinstance(exc, (RescaleFailed, KeyboardInterrupt)):
                 raise
-            from eoskit.runtime.spark.errors import root_cause
-
             raise RescaleFailed(f"Spark could not repartition the state of {checkpoint} into "
                                 f"{planned.target} partitions: {root_cause(exc)}; the checkpoint is "
                                 f"unchanged (rolled back {len(removed)} files it had written)") from exc

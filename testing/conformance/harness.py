@@ -24,10 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from eoskit.runtime.job.jobfile import load_pipeline
+from eoskit.runtime.job.pipeline import PipelineError
 from eoskit.testing.conformance.job_template import JOB
 from eoskit.testing.conformance.target import ConformanceTarget, TotalsTarget
 from eoskit.testing.conformance.workload import Workload
 from eoskit.core import crash
+from eoskit.twophase.identity import default_sink_id
 from eoskit.twophase.txn_id import sink_prefix
 
 
@@ -69,8 +72,6 @@ class Run:
 
     def read_default_sink_id(self) -> str:
         """The sink id the checkpoint recorded for a job without ``sinkId``."""
-        from eoskit.twophase.identity import default_sink_id
-
         self.sink_id = default_sink_id(str(self.checkpoint))
         return self.sink_id
 
@@ -148,8 +149,6 @@ class Run:
 
     def run_in_process(self, **extra: str) -> str:
         """Run the job until caught up in ``self.spark``; raises PipelineError."""
-        from eoskit.runtime.job.jobfile import load_pipeline
-
         job = self.workdir / "job.py"
         job.write_text(JOB)
         saved = dict(os.environ)
@@ -170,8 +169,6 @@ class Run:
             code, log = self.run_job(**extra)
             assert code == 1, f"the job did not fail (exit {code}):\n{log[-3000:]}"
             return log
-        from eoskit.runtime.job.pipeline import PipelineError
-
         try:
             self.run_in_process(**extra)
         except PipelineError as exc:

@@ -12,7 +12,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from eoskit.runtime.cli.checkpoint import add_conf, spark_conf
 from eoskit.runtime.cli.errors import UsageError, guarded
+from eoskit.runtime.devtools.chaos.plan import FAULT_KINDS, KINDS, FaultPlan, parse_faults
+from eoskit.runtime.devtools.services.local import DEFAULT_ROOT
 
 
 def _every(text: str) -> tuple[int, int]:
@@ -26,8 +29,6 @@ def _every(text: str) -> tuple[int, int]:
 def _dev_dir(given: str | None) -> Path | None:
     """``--dev-dir``, else ``EOSKIT_DEV_DIR``, else ``eoskit dev``'s default
     folder when it exists; None when there is none."""
-    from eoskit.runtime.devtools.services.local import DEFAULT_ROOT
-
     if given:
         if not Path(given).is_dir():
             raise UsageError(f"--dev-dir {given}: no such folder (the one given to `eoskit dev up --dir`)")
@@ -48,10 +49,7 @@ def _records(args: argparse.Namespace) -> None:
 
 
 def _chaos(args: argparse.Namespace) -> int:
-    from eoskit.runtime.devtools.chaos.plan import FaultPlan, parse_faults
-    from eoskit.runtime.devtools.chaos.runner import ChaosSettings, chaos
-    from eoskit.runtime.cli.checkpoint import spark_conf
-
+    from eoskit.runtime.devtools.chaos.runner import ChaosSettings, chaos  # PySpark: not for the parser
     _records(args)
     try:
         kinds = parse_faults(args.faults)
@@ -79,9 +77,6 @@ def _chaos(args: argparse.Namespace) -> int:
 
 
 def register_cli(commands: Any) -> None:
-    from eoskit.runtime.devtools.chaos.plan import FAULT_KINDS, KINDS
-    from eoskit.runtime.cli.checkpoint import add_conf
-
     parser = commands.add_parser(
         "chaos", help="prove a job exactly-once by crashing it, on scratch copies of its sink",
         description="Pin the job's input, run the job into scratch copies of its sink once "

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from eoskit.runtime.cli.errors import UsageError
 from eoskit.runtime.job.components import Fillable, Redirectable, Replayable, ScratchInput, Source
+from eoskit.runtime.job.jobfile import load_pipeline
 from eoskit.runtime.job.pipeline import Pipeline
 
 
@@ -90,7 +91,5 @@ def write_spec(folder: Path, job: Path, pin: dict, suffix: str, input_suffix: st
 
 def redirected(spec_path: str) -> Pipeline:
     """In the run's driver: the user's job, redirected as its spec says."""
-    from eoskit.runtime.job.jobfile import load_pipeline
-
     spec = json.loads(Path(spec_path).read_text())
     return redirect(load_pipeline(spec["job"]), spec["pin"], spec["suffix"], spec.get("input"))

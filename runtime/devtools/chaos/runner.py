@@ -58,6 +58,7 @@ from typing import Any, TextIO
 
 from eoskit.runtime.devtools.chaos import processes, services
 from eoskit.runtime.devtools.chaos.compare import Comparison, compare, nondeterministic_columns
+from eoskit.runtime.devtools.chaos.generate import generate
 from eoskit.runtime.devtools.chaos.plan import (
     DRIVER_STEPS,
     EVERY_BATCHES,
@@ -69,7 +70,8 @@ from eoskit.runtime.devtools.chaos.plan import (
 from eoskit.runtime.devtools.chaos.snapshots import Snapshots, first_difference
 from eoskit.runtime.devtools.chaos.redirect import ChaosRefusedError, check, scratch_input, write_spec
 from eoskit.runtime.devtools.chaos.report import BatchEvent, ChaosReport, Event, FaultEvent, OutputResult, RestartEvent
-from eoskit.runtime.job.components import Scratch, ScratchInput
+from eoskit.runtime.devtools.services import network
+from eoskit.runtime.job.components import Formatted, Scratch, ScratchInput
 from eoskit.core import crash
 from eoskit.twophase.verdicts import first_line
 
@@ -188,7 +190,7 @@ class Chaos:
     # -- steps 1 to 3 ---------------------------------------------------------
 
     def prepare(self) -> None:
-        from eoskit.runtime.job.jobfile import load_pipeline
+        from eoskit.runtime.job.jobfile import load_pipeline  # looked up per call: tests fake it
 
         self.pipeline = load_pipeline(self.settings.job)  # step 1
         check(self.pipeline)
@@ -196,8 +198,6 @@ class Chaos:
         self.drawn = self.applicable()
         source, input_suffix = self.pipeline.source, None
         if self.settings.records is not None:  # the input generated, into a scratch input
-            from eoskit.runtime.devtools.chaos.generate import generate
-
             input_suffix = f"chaos{self.token}i"
             filled = scratch_input(source, input_suffix)
             records = generate(str(self.settings.generator), self.settings.records)
@@ -261,8 +261,6 @@ class Chaos:
         services is to be cut (the reference too, so that all see the same)."""
         if "network" not in self.settings.kinds or "dev-network" not in self.servers.available():
             return ()
-        from eoskit.runtime.devtools.services import network
-
         assert self.servers.root is not None
         return tuple(network.job_host(self.servers.root).argv([]))
 
@@ -270,8 +268,6 @@ class Chaos:
         """The sink's commit mode as the runs will use it, read from its
         options (``commitMode``; the job-wide ``mode``): which windows the
         driver faults are aimed at."""
-        from eoskit.runtime.job.components import Formatted
-
         sink = self.pipeline.sink
         if getattr(getattr(self.pipeline, "settings", None), "mode", None) == "at_least_once":
             return "at_least_once"
@@ -417,8 +413,6 @@ class Chaos:
         while the run is watched on (an earlier cut healed first); the
         service's name."""
         import threading
-
-        from eoskit.runtime.devtools.services import network
 
         assert self.servers.root is not None
         self._heal_cut()

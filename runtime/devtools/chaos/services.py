@@ -17,6 +17,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from eoskit.runtime.devtools.services.local import LocalServices
+from eoskit.runtime.devtools.services.network import is_networked
+from eoskit.runtime.devtools.services.state import STATE_FILE, load_state
 from eoskit.runtime.job.components import Served
 
 #: The dev service that serves each kind of server a component names.
@@ -61,8 +64,6 @@ class DevServers:
         """Stop the server of a ``kind`` fault as ``eoskit dev down`` does,
         keep it down ``down_s`` seconds, start it again on the same port with
         its data; the service's name."""
-        from eoskit.runtime.devtools.services.local import LocalServices
-
         name = self.service(kind)
         assert self.root is not None
         LocalServices(self.root).restart(name, while_down=lambda: time.sleep(down_s))
@@ -72,10 +73,6 @@ class DevServers:
 def find(root: Path | None, *components: object) -> DevServers:
     """Which of the components' servers are the running dev services of
     ``root`` (None, or a folder with no dev services: none)."""
-    from eoskit.runtime.devtools.services.local import LocalServices
-    from eoskit.runtime.devtools.services.network import is_networked
-    from eoskit.runtime.devtools.services.state import STATE_FILE, load_state
-
     if root is None or not (Path(root) / STATE_FILE).is_file():
         return DevServers()
     services = LocalServices(root)

@@ -189,7 +189,7 @@ class DockerServices:
     def _start_kafka(self, started: dict[str, Any]) -> str:
         from testcontainers.core.container import DockerContainer
 
-        from .kafka import list_topics
+        from .kafka import list_topics  # not at the top: a module-level import cycle
 
         port = pick_free_port()
         container = DockerContainer(KAFKA_IMAGE).with_bind_ports(9092, port)
@@ -246,7 +246,7 @@ class DockerServices:
     def _start_s3(self, started: dict[str, Any]) -> int:
         from testcontainers.core.container import DockerContainer
 
-        from .s3 import list_buckets
+        from .s3 import list_buckets  # not at the top: a module-level import cycle
 
         port = pick_free_port()
         started["s3"] = DockerContainer(MOTO_IMAGE).with_bind_ports(MOTO_PORT, port).start()
