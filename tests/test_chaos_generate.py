@@ -254,12 +254,12 @@ class FillableSource(Source):
 
 
 def prepared(tmp_path, monkeypatch, source, generator: str, count: int = 5):
-    from eoskit.runtime.job import jobfile
+    from eoskit.runtime.devtools.chaos import runner
     from eoskit.runtime.devtools.chaos.runner import Chaos, ChaosSettings
     from eoskit.runtime.job.pipeline import Pipeline
 
     pipeline = Pipeline("job", source, RedirectableSink(source.log))
-    monkeypatch.setattr(jobfile, "load_pipeline", lambda path: pipeline)
+    monkeypatch.setattr(runner, "load_pipeline", lambda path: pipeline)
     settings = ChaosSettings(tmp_path / "job.py", seed=1, workdir=tmp_path / "runs",
                              records=count, generator=generator)
     return Chaos(settings, out=io.StringIO())

@@ -456,7 +456,6 @@ def test_metrics_counters_exist_from_the_start_and_batch_histograms_reach_ten_mi
 
 
 def test_txn_storage_options_reach_the_files_sink_as_its_fs_options(monkeypatch, tmp_path):
-    import eoskit.connectors.plugins as plugins
     from eoskit.runtime.cli import txn as txn_cli
 
     seen = {}
@@ -465,7 +464,7 @@ def test_txn_storage_options_reach_the_files_sink_as_its_fs_options(monkeypatch,
         seen.update(kind=kind, target=target, options=options)
         raise RuntimeError("stop here")
 
-    monkeypatch.setattr(plugins, "in_doubt_sink", in_doubt_sink)
+    monkeypatch.setattr(txn_cli, "in_doubt_sink", in_doubt_sink)
     args = build_parser().parse_args(["txn", "list", "--path", "s3://lake/orders", "--storage-option",
                                       "s3.endpoint_url=http://127.0.0.1:9000", "--checkpoint-dir",
                                       str(tmp_path)])

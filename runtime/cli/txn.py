@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from eoskit.connectors.plugins import in_doubt_sink
 from eoskit.runtime.cli.checkpoint import storage_options
 from eoskit.runtime.cli.errors import UsageError, guarded
 from eoskit.twophase.decision_log import DecisionLog
@@ -25,8 +26,6 @@ def _sink(args: argparse.Namespace) -> TwoPhaseCommitting:
     ``"url"`` or ``"path"`` (the flag given), ``target`` the flag's value as
     typed, and ``options`` the ``--storage-option``s as ``fs.PROTOCOL.KEY``
     (plus the hidden ``--option KEY=VALUE``s)."""
-    from eoskit.connectors.plugins import in_doubt_sink  # looked up per call: tests fake it
-
     kind, target = ("url", args.url) if args.url else ("path", args.path)
     # --storage-option PROTOCOL.KEY=VALUE is the files sink's option fs.PROTOCOL.KEY.
     options = {f"fs.{protocol}.{key}": str(value)

@@ -26,6 +26,8 @@ from typing import Any
 
 from pyspark.sql.streaming import StreamingQueryListener
 
+from eoskit.runtime.job.lag import lag_per_partition
+
 
 class RunListener:
     """A part of the seam: override what it cares about. Never raises into the run."""
@@ -140,7 +142,6 @@ class RunStatus(RunListener, ABC):
 
     def _count(self, progress: dict[str, Any]) -> None:
         """The batch's progress into the state."""
-        from eoskit.runtime.job.progress import lag_per_partition  # not at the top: a module-level import cycle
 
         lag = lag_per_partition(progress)
         self.state.update(
@@ -258,7 +259,6 @@ class PrometheusMetrics(RunListener):
             counter.labels(job)  # 0 from the start, so that the first increase is seen by rate()
 
     def on_progress(self, progress: dict[str, Any]) -> None:
-        from eoskit.runtime.job.progress import lag_per_partition  # not at the top: a module-level import cycle
 
         job, durations = self.job, progress.get("durationMs") or {}
         self.input_rate.labels(job).set(float(progress.get("inputRowsPerSecond") or 0))

@@ -7,7 +7,6 @@ so it is the number of offsets not yet read, per topic-partition.
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 import time
@@ -15,37 +14,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from eoskit.runtime.job.lag import lag_per_partition
 from eoskit.runtime.job.listeners import RunListener
 
 #: The summary's batch-duration percentiles are over this many last batches.
 DURATIONS_KEPT = 10_000
-
-
-def _offsets(value: Any) -> dict[str, dict[str, int]]:
-    if not value:
-        return {}
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError:
-            return {}
-    return value if isinstance(value, dict) else {}
-
-
-def lag_per_partition(progress: dict[str, Any]) -> dict[str, int]:
-    """``topic-partition -> offsets behind`` for every source of one progress report."""
-    lag: dict[str, int] = {}
-    for source in progress.get("sources", []):
-        latest = _offsets(source.get("latestOffset"))
-        end = _offsets(source.get("endOffset"))
-        for topic, partitions in latest.items():
-            if not isinstance(partitions, dict):
-                continue
-            for partition, offset in partitions.items():
-                done = end.get(topic, {}).get(partition, 0)
-                if isinstance(offset, int) and isinstance(done, int):
-                    lag[f"{topic}-{partition}"] = max(0, offset - done)
-    return lag
 
 
 @dataclass

@@ -19,6 +19,8 @@ from abc import ABC, abstractmethod
 from collections import deque
 from dataclasses import dataclass, field
 
+from eoskit.core.options import parse_duration
+
 
 class RestartTracker(ABC):
     """One run's memory of its failures under a strategy."""
@@ -190,8 +192,6 @@ def parse_strategy(text: str) -> RestartStrategy:
     """``none``, ``fixed_delay(attempts=3, delay=10s)`` (or positional
     arguments in the declared order), ``failure_rate(...)``,
     ``exponential_delay`` / ``exponential_delay(initial=1s, max=1m, ...)``."""
-    from eoskit.runtime.job.settings import parse_duration  # not at the top: a module-level import cycle
-
     match = _CALL.match(text)
     if match is None or match["name"] not in _TYPES:
         raise ValueError(f"unknown restart strategy {text!r}; expected one of "

@@ -68,6 +68,7 @@ from eoskit.runtime.devtools.chaos.plan import (
     FaultPlan,
 )
 from eoskit.runtime.devtools.chaos.snapshots import Snapshots, first_difference
+from eoskit.runtime.job.jobfile import load_pipeline
 from eoskit.runtime.devtools.chaos.redirect import ChaosRefusedError, check, scratch_input, write_spec
 from eoskit.runtime.devtools.chaos.report import BatchEvent, ChaosReport, Event, FaultEvent, OutputResult, RestartEvent
 from eoskit.runtime.devtools.services import network
@@ -190,8 +191,6 @@ class Chaos:
     # -- steps 1 to 3 ---------------------------------------------------------
 
     def prepare(self) -> None:
-        from eoskit.runtime.job.jobfile import load_pipeline  # looked up per call: tests fake it
-
         self.pipeline = load_pipeline(self.settings.job)  # step 1
         check(self.pipeline)
         self.servers = services.find(self.settings.dev_dir, self.pipeline.source, self.pipeline.sink)

@@ -22,7 +22,7 @@ def register_cli(subparsers: Any) -> None:
     Imported lazily so that ``python -m eoskit.runtime.devtools.services.cli`` does not
     find its module already imported by the package.
     """
-    from .cli import register_cli as _register  # not at the top: a module-level import cycle
+    from .cli import register_cli as _register  # not at the top: runpy (python -m ...services.cli) warns of a module imported before it runs
 
     _register(subparsers)
 

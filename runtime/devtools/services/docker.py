@@ -18,7 +18,9 @@ from typing import Any
 
 from .endpoints import DATABASE, PASSWORD, USER, ServiceEndpoints, mysql_url, postgres_url, s3_endpoint_url
 from .errors import DevServicesError, ServiceStartError
+from .kafka import list_topics
 from .ports import pick_free_port
+from .s3 import list_buckets
 
 STATE_FILE = "docker.json"
 KAFKA_IMAGE = "apache/kafka:3.9.1"
@@ -189,8 +191,6 @@ class DockerServices:
     def _start_kafka(self, started: dict[str, Any]) -> str:
         from testcontainers.core.container import DockerContainer
 
-        from .kafka import list_topics  # not at the top: a module-level import cycle
-
         port = pick_free_port()
         container = DockerContainer(KAFKA_IMAGE).with_bind_ports(9092, port)
         for key, value in _kafka_env(port).items():
@@ -245,8 +245,6 @@ class DockerServices:
 
     def _start_s3(self, started: dict[str, Any]) -> int:
         from testcontainers.core.container import DockerContainer
-
-        from .s3 import list_buckets  # not at the top: a module-level import cycle
 
         port = pick_free_port()
         started["s3"] = DockerContainer(MOTO_IMAGE).with_bind_ports(MOTO_PORT, port).start()
