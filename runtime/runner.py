@@ -299,6 +299,7 @@ class Runner:
                         trigger_since, timed_after = time.monotonic(), last_done
                     if time.monotonic() - trigger_since > timeout:
                         query.stop()
+                        self._await_listener(query)  # a failure may end the run
                         batch = 0 if last_done is None else last_done + 1
                         return Failure(f"batch {batch} ran longer than checkpoint_timeout "
                                        f"({timeout:g} s)", None)
