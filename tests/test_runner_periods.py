@@ -1,6 +1,7 @@
 """The runner's timers across several of their periods, on a fake query
 (the runner asks a StreamingQuery for isActive, status, lastProgress and
-stop; nothing else here is faked): ``checkpoint_timeout`` is per batch, and
+stop, and waits for Spark's listener to hear of its end; nothing else here
+is faked): ``checkpoint_timeout`` is per batch, and
 a stop request that stays pending is counted once."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import pytest
 from eoskit.runtime.job import runner as runner_module
 from eoskit.runtime.job.control import ControlDir
 from eoskit.runtime.job.failures import Failure
+from eoskit.runtime.job.listeners import Listeners
 from eoskit.runtime.job.runner import Runner
 from eoskit.runtime.job.settings import JobSettings
 
@@ -20,6 +22,8 @@ from eoskit.runtime.job.settings import JobSettings
 class FakeQuery:
     """Batches of the given lengths back to back (the trigger always
     active), then idle; each completed batch shows in lastProgress."""
+
+    runId = "run-1"  # noqa: N815 - PySpark's name; its end never reaches a listener here
 
     def __init__(self, lengths: list[float], caught_up: bool = False) -> None:
         self.lengths = lengths
@@ -78,6 +82,7 @@ def runner(tmp_path, **settings: str) -> Runner:
     r._settled_seen = set()
     r.started_at = time.time()
     r.listeners = type("NoListeners", (), {"on_progress": lambda self, p: None})()
+    r.spark_listener = Listeners().spark_listener("job")
     r._report_settled = lambda: None
     return r
 
@@ -85,6 +90,7 @@ def runner(tmp_path, **settings: str) -> Runner:
 @pytest.fixture(autouse=True)
 def fast_polls(monkeypatch):
     monkeypatch.setattr(runner_module, "POLL_S", 0.02)
+    monkeypatch.setattr(runner_module, "LISTENER_DRAIN_S", 0.02)
 
 
 def test_checkpoint_timeout_is_per_batch_across_many_of_its_periods(tmp_path):

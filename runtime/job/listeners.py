@@ -100,9 +100,17 @@ class Listeners(RunListener):
 
 
 class _SparkListener(StreamingQueryListener):
+    """Spark's listener for one run: the ``on...`` methods run in this
+    process, in a py4j callback thread, each called by the JVM's listener bus
+    thread, which waits for it to return. The bus delivers a query's events in
+    order, its ``QueryTerminatedEvent`` last, on its own time: behind the
+    query, which ``wait_ended`` lets the run loop catch up with."""
+
     def __init__(self, listeners: Listeners, query_name: str) -> None:
         self.listeners = listeners
         self.query_name = query_name
+        self._ended: set[str] = set()  # runIds whose end was delivered, not yet waited for
+        self._delivered = threading.Condition()
 
     def onQueryStarted(self, event: Any) -> None:
         pass
@@ -116,7 +124,24 @@ class _SparkListener(StreamingQueryListener):
         pass
 
     def onQueryTerminated(self, event: Any) -> None:
-        pass
+        with self._delivered:
+            self._ended.add(str(event.runId))
+            self._delivered.notify_all()
+
+    def wait_ended(self, run_id: str, timeout: float) -> bool:
+        """Wait until the bus has delivered the end of the query's run
+        ``run_id`` (``StreamingQuery.runId``) here, up to ``timeout`` seconds;
+        False if it did not in time. Runs on the driver, in the run loop.
+
+        Once it has, every earlier event of that run was delivered and its
+        callback has returned to the JVM; of this one's callback only py4j's
+        reply is left. So the listener can be removed, and the process end,
+        without the JVM inside a callback into a process that is gone (a
+        ``Py4JException`` from ``StreamingQueryListenerBus``)."""
+        with self._delivered:
+            ended = self._delivered.wait_for(lambda: run_id in self._ended, timeout)
+            self._ended.discard(run_id)  # a run ends once: its restarts do not pile up here
+            return ended
 
 
 class RunStatus(RunListener, ABC):

@@ -20,6 +20,8 @@ One run, step by step:
    last committed batch, safe while the next one runs: nothing of a
    committed batch changes), fail a batch that outlives the checkpoint
    timeout, and stop at a batch boundary on SIGINT/SIGTERM or ``eoskit stop``.
+   Once the query has ended, wait for Spark's listener bus to tell the
+   listener so (it runs behind the query), before going on.
 4. When the query fails: a cause a restart cannot fix (``failures.py``) ends
    the run at once; up to ``tolerable_failures`` consecutive failures are
    restarted at once; beyond that the restart strategy says how long to
@@ -55,6 +57,8 @@ if TYPE_CHECKING:
 
 POLL_S = 0.5
 STOP_POLL_S = 0.05
+#: How long an ended query's last events may take to reach the Spark listener.
+LISTENER_DRAIN_S = 10.0
 
 
 class PipelineError(RuntimeError):
@@ -96,6 +100,7 @@ class Runner:
         self.control = ControlDir(checkpoint)
         # Every run keeps its status beside the checkpoint (eoskit status, eoskit list).
         self.listeners = Listeners(self.printer, CheckpointStatus(self.control), *listeners)
+        self.spark_listener = self.listeners.spark_listener(pipeline.name)
         self.stop = StopRequest()
         self.stop_savepoint: Request | None = None
         self.started_at = time.time()
@@ -122,8 +127,7 @@ class Runner:
         record = self.control.claim(self.pipeline.name)
         registered = LocalRuns().add(self.control.checkpoint, self.pipeline.name)  # None: unwritable
         failed: str | None = None
-        spark_listener = self.listeners.spark_listener(self.pipeline.name)
-        self.spark.streams.addListener(spark_listener)
+        self.spark.streams.addListener(self.spark_listener)
         try:
             self.listeners.on_start(self.pipeline.name, self.checkpoint)
             with self.stop.installed():
@@ -132,7 +136,7 @@ class Runner:
             failed = str(exc)
             raise
         finally:
-            self.spark.streams.removeListener(spark_listener)
+            self.spark.streams.removeListener(self.spark_listener)
             self.summary.ended = time.monotonic()
             self.listeners.on_end(failed)
             record.release()
@@ -243,6 +247,23 @@ class Runner:
             self.listeners.on_in_doubt_settled(sum(s.committed for s in new),
                                                sum(s.rolled_back for s in new))
 
+    def _await_listener(self, query: StreamingQuery) -> None:
+        """Let Spark's listener bus catch up with the ended ``query``: wait,
+        up to ``LISTENER_DRAIN_S``, until it has delivered the query's end to
+        this run's Spark listener. Runs on the driver, in the run loop.
+
+        The bus calls the listener from a JVM thread of its own, through a
+        py4j callback into this process, some time after the event. A run
+        until caught up that ends soon after the query did would otherwise
+        remove the listener and end the process while the bus is inside a
+        callback: the JVM, which outlives this process by a moment, then
+        prints a ``Py4JException`` from ``StreamingQueryListenerBus`` after the
+        run's summary. A bus that never delivers it costs the wait, no more:
+        the views get the batches from ``recentProgress``."""
+        if not self.spark_listener.wait_ended(str(query.runId), LISTENER_DRAIN_S):
+            print(f"eoskit: Spark's listener was not told of the query's end within "
+                  f"{LISTENER_DRAIN_S:g} s; going on", flush=True)
+
     def _watch(self, query: StreamingQuery, record) -> Failure | _Finished:
         in_flight_after: int | None = None
         reported: int | None = None
@@ -275,6 +296,7 @@ class Runner:
                         trigger_since, timed_after = time.monotonic(), last_done
                     if time.monotonic() - trigger_since > timeout:
                         query.stop()
+                        self._await_listener(query)  # a failure may end the run
                         batch = 0 if last_done is None else last_done + 1
                         return Failure(f"batch {batch} ran longer than checkpoint_timeout "
                                        f"({timeout:g} s)", None)
@@ -285,8 +307,9 @@ class Runner:
             query.awaitTermination()
         except StreamingQueryException:
             pass  # read below, from query.exception()
-        # Spark's listener events may still be queued: every listener (the
-        # status file, the metrics) gets each batch, once.
+        self._await_listener(query)
+        # Spark's listener events may have been dropped (a full queue): every
+        # listener (the status file, the metrics) gets each batch, once.
         for progress in query.recentProgress:
             self.listeners.on_progress(json.loads(progress.json) if hasattr(progress, "json")
                                        else dict(progress))
