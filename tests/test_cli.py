@@ -472,3 +472,16 @@ def test_txn_storage_options_reach_the_files_sink_as_its_fs_options(monkeypatch,
         txn_cli._sink(args)
     assert seen == {"kind": "path", "target": "s3://lake/orders",
                     "options": {"fs.s3.endpoint_url": "http://127.0.0.1:9000"}}
+
+
+@pytest.mark.parametrize("verb", [["stop"], ["savepoint", "trigger"]])
+@pytest.mark.parametrize("given, seconds", [("30s", 30.0), ("2m", 120.0), ("45", 45.0)])
+def test_timeout_takes_a_duration_as_every_setting_does(verb, given, seconds):
+    args = build_parser().parse_args([*verb, "--checkpoint-dir", "ck", "--timeout", given])
+    assert args.timeout == seconds
+
+
+def test_a_timeout_that_is_no_duration_is_refused_naming_it(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["stop", "--checkpoint-dir", "ck", "--timeout", "soon"])
+    assert "--timeout" in capsys.readouterr().err

@@ -49,3 +49,26 @@ def test_a_plug_in_is_asked_with_the_kind_the_target_as_typed_and_the_storage_op
     args = build_parser().parse_args(["txn", "list", "--path", "/data/x", "--checkpoint-dir", str(tmp_path)])
     with pytest.raises(registry.PluginError, match="no eoskit sink handles the path '/data/x'.*acme-a, acme-b"):
         txn_cli._sink(args)
+
+
+@pytest.mark.parametrize("url, sink, backend", [
+    ("jdbc:postgresql://u:pw@127.0.0.1:1/db?sslmode=require", "PostgresTransactions", "postgresql"),
+    ("jdbc:mariadb://u:pw@127.0.0.1:1/db", "MySQLTransactions", "mysql"),  # connects with PyMySQL
+    ("jdbc:mysql://u:pw@127.0.0.1:1/db", "MySQLTransactions", "mysql"),
+])
+def test_a_jdbc_url_names_its_sql_sink_as_the_sink_s_url_option_does(url, sink, backend):
+    """``eoskit txn list --url jdbc:...`` finds the sink that takes that URL,
+    translated as the sink's ``url`` option translates it."""
+    from eoskit.connectors.plugins import in_doubt_sink
+
+    found = in_doubt_sink("url", url, {})
+    assert type(found).__name__ == sink and not found.in_query
+    assert (found.url.get_backend_name(), found.url.host, found.url.port, found.url.database,
+            found.url.username, found.url.password) == (backend, "127.0.0.1", 1, "db", "u", "pw")
+
+
+def test_a_jdbc_url_of_another_database_is_no_sql_sink_s():
+    from eoskit.connectors.sql.urls import owns_url
+
+    assert not owns_url("url", "jdbc:oracle:thin:@host:1521/db", ("postgresql", "mysql", "mariadb"))
+    assert not owns_url("path", "jdbc:postgresql://h/db", ("postgresql",))

@@ -112,6 +112,8 @@ class SqlSink(TwoPhaseCommitting, MarkedCommitting, DirectCommitting):
     def for_url(cls, url: str) -> "SqlSink":
         """Enough of a sink for its committer to list and settle prepared
         ids (``eoskit txn``; no table needed)."""
+        if url.lower().startswith("jdbc:"):  # as the sink's option takes it
+            url = cls.DATABASE.jdbc.translate(url).render_as_string(hide_password=False)
         settings = SqlSinkSettings(url=url, table=parse_table_name("-"), mode="append", key=(),
                                    commit_mode=CommitMode.TWOPHASE, create_table=False)
         sink = cls(settings, StructType([]))  # type: ignore[call-arg]

@@ -28,9 +28,13 @@ def in_doubt_for(sink: str, backends: tuple[str, ...]) -> Callable[[str, str, Ma
 
 
 def owns_url(kind: str, target: str, backends: tuple[str, ...]) -> bool:
-    """Is ``target`` a database URL of one of ``backends`` (for ``eoskit txn``)?"""
+    """Is ``target`` a database URL of one of ``backends`` (for ``eoskit txn``)?
+    A JDBC URL (``jdbc:postgresql://...``) is one too, as the sinks take it:
+    its subprotocol names the backend."""
     if kind != "url":
         return False
+    if target.lower().startswith("jdbc:"):
+        return target[len("jdbc:"):].partition(":")[0].lower() in backends
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
 

@@ -24,6 +24,7 @@ from eoskit.runtime.cli.checkpoint import (
     sink_cell,
     storage_options,
 )
+from eoskit.core.options import parse_duration
 from eoskit.runtime.cli.state import print_summary, session
 from eoskit.runtime.job.control import ControlDir, ControlError
 from eoskit.runtime.state.checkpoints import require_directory
@@ -126,6 +127,15 @@ def _stop(args: argparse.Namespace) -> int:
     return 0
 
 
+def wait_duration(text: str) -> float:
+    """``--timeout``: a duration in the grammar every setting takes (``30s``,
+    ``10m``, ``1h``; a bare number counts seconds), as argparse reads it."""
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
+
+
 def register_cli(commands: Any) -> None:
     savepoint = commands.add_parser(
         "savepoint", help="inspect or dispose of a savepoint (a portable copy of one committed batch)")
@@ -146,12 +156,14 @@ def register_cli(commands: Any) -> None:
     trigger.add_argument("--checkpoint-dir", required=True, help="the running job's checkpoint")
     trigger.add_argument("target", nargs="?", help="where to write it (default: "
                          "savepoints/savepoint-<time> beside the checkpoint directory)")
-    trigger.add_argument("--timeout", type=float, default=600.0, help="seconds to wait (600)")
+    trigger.add_argument("--timeout", type=wait_duration, default=600.0,
+                         help="how long to wait: 30s, 10m, or seconds (600)")
     trigger.add_argument("--json", action="store_true", help="print the answer as JSON")
     trigger.set_defaults(func=guarded("savepoint trigger", _trigger))
     stop = commands.add_parser("stop", help="stop the job running on a checkpoint at a batch "
                                "boundary, optionally taking a savepoint first")
     stop.add_argument("--checkpoint-dir", required=True, help="the running job's checkpoint")
     stop.add_argument("--savepoint", metavar="TARGET", help="take a savepoint there, then stop")
-    stop.add_argument("--timeout", type=float, default=600.0, help="seconds to wait (600)")
+    stop.add_argument("--timeout", type=wait_duration, default=600.0,
+                         help="how long to wait: 30s, 10m, or seconds (600)")
     stop.set_defaults(func=guarded("stop", _stop))

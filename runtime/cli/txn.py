@@ -73,7 +73,8 @@ def _resolve(args: argparse.Namespace) -> int:
 TARGET_HELP = """\
 Name the sink by where its prepared transactions are found:
   --url   a server the sink reaches by URL and that lists its prepared
-          transactions: PostgreSQL, MySQL/MariaDB (SQLAlchemy URLs)
+          transactions: PostgreSQL, MySQL/MariaDB (SQLAlchemy or JDBC URLs,
+          as the sink's url option takes them)
   --path  a place in a file system the sink writes to and keeps its staged
           transactions in: the files sinks (eoskit-parquet, eoskit-json)
 A plug-in's sink takes the one its documentation names (a URL for a
