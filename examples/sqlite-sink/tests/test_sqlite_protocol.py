@@ -109,3 +109,31 @@ def test_a_task_killed_while_writing_leaves_nothing_once_its_batch_is_applied(se
     ack = prepare(sink, decisions, 0, 0, 1)  # Spark's retry, another attempt id
     Coordinator(sink.committer(), decisions).commit([ack], 0)
     assert not killed.writing.exists() and rows(path) == [(1, 10)]
+
+
+def count(path, table: str) -> int:
+    with closing(sqlite3.connect(path)) as conn:
+        return conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+
+
+@pytest.mark.parametrize("mode", [CommitMode.TWOPHASE, CommitMode.IDEMPOTENT])
+def test_what_the_sink_keeps_beside_the_rows_stays_flat_across_many_pruning_periods(setup, mode):
+    """A job runs for weeks: the committed ids (two-phase evidence) and the
+    markers (idempotent) are forgotten every PRUNE_EVERY batches, once Spark
+    can no longer replay their batches, through eoskit's own commit paths."""
+    from eoskit.twophase import marked
+    from eoskit.twophase.decision_log import PRUNE_EVERY, RETAIN_BATCHES
+
+    path, sink, decisions = setup
+    batches = 6 * PRUNE_EVERY + RETAIN_BATCHES
+    kept = "eoskit_committed" if mode is CommitMode.TWOPHASE else "eoskit_markers"
+    for batch_id in range(batches):
+        acks = [write_task(sink, decisions, mode, iter([batch(2 * batch_id + p)]), (batch_id, p, 0))
+                for p in range(2)]
+        if mode is CommitMode.TWOPHASE:
+            Coordinator(sink.committer(), decisions).commit(acks, batch_id)
+        else:
+            marked.commit(sink, decisions, batch_id, acks)
+    assert rows(path) == [(i, i * 10) for i in range(2 * batches)]
+    # Two rows a batch, for at most the batches Spark may replay and one pruning period.
+    assert 0 < count(path, kept) <= 2 * (RETAIN_BATCHES + PRUNE_EVERY)
