@@ -205,9 +205,12 @@ def _inspect(args: argparse.Namespace) -> int:
     return 0
 
 
-def register_cli(commands: Any) -> None:
+def register_cli(commands: Any) -> Any:
+    """``eoskit checkpoint list | inspect``; returns its verbs' subparsers, for
+    verbs registered elsewhere (``import-spark``)."""
     checkpoint = commands.add_parser(
-        "checkpoint", help="list and inspect the batches a job's checkpoint directory retains")
+        "checkpoint", help="list and inspect the batches a job's checkpoint directory retains; "
+        "import a Spark query's")
     sub = checkpoint.add_subparsers(dest="checkpoint_command", required=True)
     listing = sub.add_parser("list", help="retained batches: id, time, end offsets, committed, sink decisions")
     inspect = sub.add_parser("inspect", help="one batch in detail, with the sinks and the state operators")
@@ -218,3 +221,4 @@ def register_cli(commands: Any) -> None:
                          help="the batch to show (default: the latest committed)")
     listing.set_defaults(func=guarded("checkpoint list", _list))
     inspect.set_defaults(func=guarded("checkpoint inspect", _inspect))
+    return sub

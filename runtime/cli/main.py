@@ -15,6 +15,7 @@ from eoskit.runtime.cli.checkpoint import add_conf, register_cli as register_che
 from eoskit.runtime.cli.errors import add_verbose, guarded, is_verbose
 from eoskit.runtime.cli.savepoint import register_cli as register_savepoint_cli
 from eoskit.runtime.cli.state import register_cli as register_state_cli
+from eoskit.runtime.cli.spark_import import register_cli as register_import_cli
 from eoskit.runtime.cli.status import register_cli as register_status_cli
 from eoskit.runtime.cli.txn import register_cli as register_txn_cli
 from eoskit.runtime.devtools.chaos.cli import register_cli as register_chaos_cli
@@ -96,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     register_cli(commands)
     register_txn_cli(commands)
-    register_checkpoint_cli(commands)
+    register_import_cli(register_checkpoint_cli(commands))
     register_savepoint_cli(commands)
     register_state_cli(commands)
     register_status_cli(commands)
