@@ -17,6 +17,11 @@ the table, with each tier's command and time):
 - ``network``: the network-fault suite alone (marker ``network``);
 - ``long``: the 1,300-batch runs (marker ``long``);
 - ``containers``: the Podman path (marker ``containers``);
+- ``kafka3``: every test marked ``kafka_versions`` (the Kafka sink's and
+  source's suites, the transactional crash matrix and read_committed reads
+  included), against Apache Kafka 3.9 (``KAFKA3_VERSION``, transactions
+  before KIP-890's server side) in services of its own
+  (``.eoskit/test-kafka3``); the other tiers run them on 4.4;
 - ``all``: everything.
 
 ``-m`` narrows a tier further (``--tier full -m crash``).
@@ -24,10 +29,15 @@ the table, with each tier's command and time):
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import pytest
+
+
+#: The Kafka 3.x release of the kafka3 tier (docs/compatibility.md).
+KAFKA3_VERSION = "3.9.1"
 
 
 @dataclass(frozen=True)
@@ -38,6 +48,8 @@ class Tier:
     #: What keeps a test out of the tier.
     excludes: frozenset[str]
     proves: str
+    #: The environment the tier's services start with (set before any starts).
+    env: tuple[tuple[str, str], ...] = ()
 
     def selects(self, markers: Iterable[str]) -> bool:
         found = set(markers)
@@ -53,6 +65,9 @@ TIERS = {tier.name: tier for tier in (
     Tier("network", frozenset({"network"}), frozenset(), "the network-fault suite alone"),
     Tier("long", frozenset({"long"}), frozenset(), "one job per SQL sink through 1,300 batches"),
     Tier("containers", frozenset({"containers"}), frozenset(), "the Podman path"),
+    Tier("kafka3", frozenset({"kafka_versions"}), frozenset({"long", "containers"}),
+         f"the Kafka suites on Apache Kafka {KAFKA3_VERSION}",
+         (("EOSKIT_KAFKA_VERSION", KAFKA3_VERSION), ("EOSKIT_DEV_DIR", ".eoskit/test-kafka3"))),
     Tier("all", frozenset(), frozenset(), "every test"),
 )}
 
@@ -106,6 +121,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--tier", choices=sorted(TIERS), default="submission",
                      help="which test tier to run (docs/development.md): "
                           + "; ".join(f"{t.name}: {t.proves}" for t in TIERS.values()))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    tier = TIERS[config.getoption("--tier")]
+    for name, value in tier.env:
+        if name == "EOSKIT_DEV_DIR" and not os.path.isabs(value):
+            value = str(config.rootpath / value)
+        os.environ[name] = value
 
 
 def _suite_of(item: pytest.Item) -> CrashSuite | None:

@@ -21,6 +21,9 @@ from eoskit.testing.conformance.harness import Run
 from eoskit.testing.conformance.kafka import KafkaTopicTarget
 from eoskit.runtime.devtools.services.kafka_topic import read_topic
 
+#: Also run on Apache Kafka 3.9 (the kafka3 tier, conftest.py).
+pytestmark = pytest.mark.kafka_versions
+
 #: The output topics' max.message.bytes: a 3000-byte value is over it.
 OUTPUT_LIMIT = 2000
 #: The dead-letter topic's: a dead letter of a 3000-byte value is cut to fit.

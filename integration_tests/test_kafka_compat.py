@@ -22,6 +22,9 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark.sql import functions as F
 
+#: Also run on Apache Kafka 3.9 (the kafka3 tier, conftest.py).
+pytestmark = pytest.mark.kafka_versions
+
 SPARK, EOSKIT = "kafka", "eoskit-kafka"
 FORMATS = (SPARK, EOSKIT)
 

@@ -18,6 +18,9 @@ from eoskit.testing.conformance.harness import Run
 from eoskit.testing.conformance.kafka import KafkaTopicTarget
 from eoskit.core import crash
 
+#: Also run on Apache Kafka 3.9 (the kafka3 tier, conftest.py).
+pytestmark = pytest.mark.kafka_versions
+
 INPUT_PARTITIONS = 4
 OUTPUT_PARTITIONS = 3
 

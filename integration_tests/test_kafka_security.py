@@ -18,6 +18,9 @@ from pyspark.sql import functions as F
 from eoskit.runtime.spark.errors import root_cause
 from eoskit.runtime.devtools.services.kafka_topic import read_topic
 
+#: Also run on Apache Kafka 3.9 (the kafka3 tier, conftest.py).
+pytestmark = pytest.mark.kafka_versions
+
 WRONG = "wr0ng-Passw0rd-for-the-test"
 
 

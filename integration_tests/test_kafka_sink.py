@@ -14,6 +14,9 @@ from pyspark.sql import functions as F
 
 from eoskit.runtime.devtools.services.kafka_topic import read_topic
 
+#: Also run on Apache Kafka 3.9 (the kafka3 tier, conftest.py).
+pytestmark = pytest.mark.kafka_versions
+
 def run_to_kafka(spark, kafka, source_topic, transform, options, tmp_path, name=None):
     checkpoint = tmp_path / (name or f"ck-{uuid.uuid4().hex[:6]}")
     df = (spark.readStream.format("eoskit-kafka")

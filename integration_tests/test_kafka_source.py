@@ -13,6 +13,9 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 
+#: Also run on Apache Kafka 3.9 (the kafka3 tier, conftest.py).
+pytestmark = pytest.mark.kafka_versions
+
 
 def stream(spark, kafka, topic=None, **options):
     reader = spark.readStream.format("eoskit-kafka").option("kafka.bootstrap.servers", kafka)

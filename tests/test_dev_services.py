@@ -239,8 +239,9 @@ def test_kafka_version_is_the_default_or_the_environment_s():
     assert kafka_jars.kafka_version({}) == kafka_jars.DEFAULT_VERSION
     assert kafka_jars.kafka_version({"EOSKIT_KAFKA_VERSION": " 4.3.1 "}) == "4.3.1"
     assert kafka_jars.kafka_version({"EOSKIT_KAFKA_VERSION": ""}) == kafka_jars.DEFAULT_VERSION
-    for bad in ("3.9.0", "4.1", "../4.4.0", "latest"):
-        with pytest.raises(DevServicesError, match=r"EOSKIT_KAFKA_VERSION=.* not an Apache Kafka 4\.x"):
+    assert kafka_jars.kafka_version({"EOSKIT_KAFKA_VERSION": "3.9.1"}) == "3.9.1"  # the kafka3 tier's
+    for bad in ("3.6.2", "2.8.0", "4.1", "../4.4.0", "latest"):
+        with pytest.raises(DevServicesError, match=r"EOSKIT_KAFKA_VERSION=.* not an Apache Kafka 3\.7 \(or newer\)"):
             kafka_jars.kafka_version({"EOSKIT_KAFKA_VERSION": bad})
 
 
@@ -338,7 +339,7 @@ def test_fetch_errors_name_the_cause_and_the_fix_in_one_line(tmp_path: Path):
     log.write_text(IVY_NO_SUCH_VERSION)
     missing = str(kafka_jars._fetch_error("4.9.9", tmp_path / "kafka" / "4.9.9", log, 1))
     assert missing == ("kafka: Apache Kafka 4.9.9 is not on Maven Central (org.apache.kafka:kafka_2.13:4.9.9 "
-                       f"not found); set EOSKIT_KAFKA_VERSION to a released 4.x version, or unset it for "
+                       f"not found); set EOSKIT_KAFKA_VERSION to a released version, or unset it for "
                        f"{kafka_jars.DEFAULT_VERSION}")
 
 

@@ -32,12 +32,19 @@ from .errors import DevServicesError, MissingBinaryError
 #: The Apache Kafka release run by default (the newest 4.x release when this
 #: was written, checked here: fetched, started, transactions, restarts).
 DEFAULT_VERSION = "4.4.0"
-#: Another release of Apache Kafka 4.x or newer, e.g. ``4.3.1``.
+#: Another release of Apache Kafka, 3.7 or newer (KRaft), e.g. ``4.3.1`` or
+#: ``3.9.1``: the Kafka 3.x tier runs the Kafka tests on 3.9.
+#: (``tests/test_kafka_versions.py``, docs/compatibility.md).
 VERSION_ENV = "EOSKIT_KAFKA_VERSION"
 #: The cache folder (``kafka/<version>/`` holds the jars); default
 #: ``$XDG_CACHE_HOME/eoskit``, else ``~/.cache/eoskit``.
 CACHE_ENV = "EOSKIT_CACHE_DIR"
+#: The oldest release the dev broker runs: KRaft with a static quorum, and
+#: the storage tool's ``format --cluster-id``, as 4.x.
+MIN_VERSION = (3, 7)
 SCALA_VERSION = "2.13"
+#: The log4j 2 that a Kafka 3.x broker logs through (4.4's).
+LOG4J_FOR_3X = "2.25.5"
 MIN_JAVA = 17
 JAVA_PACKAGE = "openjdk-17-jre-headless"
 FETCH_TIMEOUT = 900.0
@@ -58,10 +65,11 @@ def kafka_version(env: Mapping[str, str] | None = None) -> str:
     env = os.environ if env is None else env
     version = (env.get(VERSION_ENV) or "").strip() or DEFAULT_VERSION
     match = _VERSION_RE.fullmatch(version)
-    if match is None or int(match.group(1)) < 4:
+    if match is None or (int(match.group(1)), int(match.group(2))) < MIN_VERSION:
         raise DevServicesError(
-            f"kafka: {VERSION_ENV}={version!r} is not an Apache Kafka 4.x (or newer) version such as "
-            f"{DEFAULT_VERSION}; set it to one, or unset it for {DEFAULT_VERSION}"
+            f"kafka: {VERSION_ENV}={version!r} is not an Apache Kafka {MIN_VERSION[0]}.{MIN_VERSION[1]} "
+            f"(or newer) version such as {DEFAULT_VERSION} or 3.9.1; set it to one, or unset it for "
+            f"{DEFAULT_VERSION}"
         )
     return version
 
@@ -229,7 +237,7 @@ def _fetch_error(version: str, target: Path, log: Path, code: int) -> MissingBin
     elif f"org.apache.kafka#kafka_{SCALA_VERSION};{version}: not found" in text:
         return MissingBinaryError(
             f"kafka: Apache Kafka {version} is not on Maven Central (org.apache.kafka:kafka_{SCALA_VERSION}:"
-            f"{version} not found); set {VERSION_ENV} to a released 4.x version, or unset it for {DEFAULT_VERSION}"
+            f"{version} not found); set {VERSION_ENV} to a released version, or unset it for {DEFAULT_VERSION}"
         )
     else:
         cause = f"Ivy failed (exit {code})"
@@ -277,13 +285,15 @@ def fetch_kafka(version: str | None = None, env: Mapping[str, str] | None = None
             code = _run_ivy(java, ivy, work, jars, ("org.apache.kafka", f"kafka_{SCALA_VERSION}", version), log, env)
             if code != 0 or not has_kafka_jars(jars, version):
                 raise _fetch_error(version, target, log, code)
-            # Kafka logs through SLF4J 1.7 to log4j 2; its pom leaves the binding
-            # to the distribution, which ships log4j-slf4j-impl of its log4j.
+            # Kafka logs through SLF4J 1.7; its pom leaves the binding to the
+            # distribution, which ships log4j-slf4j-impl of its log4j 2 (4.x).
+            # 3.x ships reload4j instead: it gets log4j 2 too, with its core,
+            # so that the one log4j2.xml of kafka.py configures every release.
             log4j = sorted(jars.glob("log4j-core-*.jar"))
-            if log4j and not list(jars.glob("log4j-slf4j*-impl-*.jar")):
-                log4j_version = log4j[-1].name[len("log4j-core-"):-len(".jar")]
+            if not list(jars.glob("log4j-slf4j*-impl-*.jar")):
+                log4j_version = log4j[-1].name[len("log4j-core-"):-len(".jar")] if log4j else LOG4J_FOR_3X
                 code = _run_ivy(java, ivy, work, jars, ("org.apache.logging.log4j", "log4j-slf4j-impl", log4j_version),
-                                log, env, transitive=False)
+                                log, env, transitive=not log4j)
                 if code != 0:
                     raise _fetch_error(version, target, log, code)
             if target.exists():  # an incomplete folder (filled by hand?): replaced whole
