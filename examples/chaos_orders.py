@@ -58,3 +58,6 @@ pipeline = Pipeline(
     spark_conf={"spark.master": "local[2,3]", "spark.sql.shuffle.partitions": "2",
                 "spark.ui.enabled": "false"},
 )
+
+if __name__ == "__main__":  # spark-submit chaos_orders.py --checkpoint-dir DIR
+    pipeline.main()

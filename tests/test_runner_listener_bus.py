@@ -22,6 +22,9 @@ from eoskit.runtime.job.settings import JobSettings
 
 LAG_S = 0.3
 
+#: The session's application, as the run records it.
+CONTEXT = SimpleNamespace(applicationId="local-1", master="local[1]")
+
 
 class FakeBus:
     """``spark.streams`` as the runner uses it, and Spark's listener bus:
@@ -98,7 +101,7 @@ def test_a_run_until_caught_up_ends_after_the_bus_delivered_its_query_end(tmp_pa
     monkeypatch.setenv("EOSKIT_RUNS_DIR", str(tmp_path / "runs"))
     bus = FakeBus()
     out = io.StringIO()
-    runner = Runner(Pipeline(bus), str(tmp_path / "ck"), SimpleNamespace(streams=bus),
+    runner = Runner(Pipeline(bus), str(tmp_path / "ck"), SimpleNamespace(streams=bus, sparkContext=CONTEXT),
                     JobSettings.of(), out, until_caught_up=True)
     summary = runner.run()
     for thread in bus.threads:
@@ -114,7 +117,7 @@ def test_a_bus_that_never_delivers_the_end_costs_the_wait_and_no_more(tmp_path, 
     monkeypatch.setattr(runner_module, "LISTENER_DRAIN_S", 0.2)
     bus = FakeBus()
     bus.post = lambda *events: None  # nothing is ever delivered
-    runner = Runner(Pipeline(bus), str(tmp_path / "ck"), SimpleNamespace(streams=bus),
+    runner = Runner(Pipeline(bus), str(tmp_path / "ck"), SimpleNamespace(streams=bus, sparkContext=CONTEXT),
                     JobSettings.of(), io.StringIO(), until_caught_up=True)
     started = time.monotonic()
     runner.run()

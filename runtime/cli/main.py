@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import Any
 
+from eoskit.runtime.cli.cancel import register_cli as register_cancel_cli
 from eoskit.runtime.cli.checkpoint import add_conf, register_cli as register_checkpoint_cli, spark_conf
 from eoskit.runtime.cli.errors import add_verbose, guarded, is_verbose
 from eoskit.runtime.cli.savepoint import register_cli as register_savepoint_cli
@@ -27,15 +29,23 @@ from eoskit.runtime.spark.package import ALIAS, pack
 def _run(args: argparse.Namespace) -> int:
     # PySpark, and the job's connectors: for `eoskit run`, not for the CLI's parser.
     from eoskit.runtime.job.jobfile import load_pipeline
-    from eoskit.runtime.spark.session import get_session, quiet_failure_logs
-
-    from eoskit.runtime.job.listeners import PrometheusMetrics, StatusFile
 
     conf = spark_conf(args.conf)  # a bad --conf is refused before the job file runs
     flags = from_flags(args)  # and so is a bad setting flag
     if args.master:
         conf["spark.master"] = args.master
-    pipeline = load_pipeline(args.job)
+    return run_loaded(load_pipeline(args.job), args, conf, flags)
+
+
+def run_loaded(pipeline: Any, args: argparse.Namespace, conf: dict[str, str],
+               flags: dict[str, Any]) -> int:
+    """Run a loaded ``pipeline`` as ``eoskit run`` and ``spark-submit job.py`` do:
+    its settings checked with the flags over them before Spark starts, the
+    session (spark-submit's, if it started this process), the listeners the
+    flags ask for, and the run."""
+    from eoskit.runtime.job.listeners import PrometheusMetrics, StatusFile
+    from eoskit.runtime.spark.session import get_session, quiet_failure_logs
+
     # The flags over the job file's settings, checked with its parts (as
     # Pipeline.run checks them again) before Spark starts.
     pipeline.check_settings(pipeline.settings.override(flags))
@@ -49,6 +59,24 @@ def _run(args: argparse.Namespace) -> int:
                  from_savepoint=args.from_savepoint,
                  allow_non_restored_state=args.allow_non_restored_state)
     return 0
+
+
+def submit_main(pipeline: Any, job: str, argv: Sequence[str]) -> int:
+    """``spark-submit job.py [eoskit run's flags]``: the job file's
+    ``pipeline.main()`` runs it as ``eoskit run job.py`` would, in the
+    session spark-submit started (its --master and --conf: ours are refused)."""
+    parser = argparse.ArgumentParser(
+        prog=f"spark-submit [spark-submit's options] {job}",
+        description=f"Run the pipeline {pipeline.name!r} as `eoskit run` does; Spark's own "
+        "options (--master, --conf, --deploy-mode, --archives) go to spark-submit, before the file.")
+    add_run_arguments(parser, submitted=True)
+    add_verbose(parser)
+    args = parser.parse_args(argv)
+
+    def run(args: argparse.Namespace) -> int:
+        return run_loaded(pipeline, args, {}, from_flags(args))
+
+    return int(guarded("run", run)(args) or 0)
 
 
 def _package(args: argparse.Namespace) -> int:
@@ -99,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_txn_cli(commands)
     register_import_cli(register_checkpoint_cli(commands))
     register_savepoint_cli(commands)
+    register_cancel_cli(commands)
     register_state_cli(commands)
     register_status_cli(commands)
     register_chaos_cli(commands)
@@ -110,6 +139,14 @@ def _register_run(commands: argparse._SubParsersAction) -> None:
     """``eoskit run``: its arguments, the runtime settings' flags, and its handler."""
     run = commands.add_parser("run", help="run the `pipeline` defined in a job file")
     run.add_argument("job", help="Python file with a module-level `pipeline`")
+    add_run_arguments(run)
+    run.set_defaults(func=guarded("run", _run))
+
+
+def add_run_arguments(run: argparse.ArgumentParser, submitted: bool = False) -> None:
+    """The arguments of a run, but the job file: ``eoskit run``'s, and a job
+    file's under spark-submit (``submitted``: without --master and --conf,
+    which are spark-submit's)."""
     run.add_argument(
         "--checkpoint-dir", required=True,
         help="the query's checkpoint location (any Hadoop file system path); "
@@ -133,13 +170,12 @@ def _register_run(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--status-file", metavar="PATH",
                      help="also keep the run's state in this JSON file, replaced at every event "
                      "(every run keeps it beside its checkpoint: eoskit status)")
-    run.add_argument("--master", metavar="URL",
-                     help="Spark's master (spark.master), as spark-submit takes it: local[4], "
-                     "spark://host:7077, ...; over the job's spark_conf")
-    add_conf(run, "a Spark setting, as spark-submit takes it, over the job's spark_conf")
-
+    if not submitted:
+        run.add_argument("--master", metavar="URL",
+                         help="Spark's master (spark.master), as spark-submit takes it: local[4], "
+                         "spark://host:7077, ...; over the job's spark_conf")
+        add_conf(run, "a Spark setting, as spark-submit takes it, over the job's spark_conf")
     add_flags(run)
-    run.set_defaults(func=guarded("run", _run))
 
 
 def _register_package(commands: argparse._SubParsersAction) -> None:

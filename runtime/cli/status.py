@@ -21,6 +21,7 @@ import argparse
 import json
 import sys
 import time
+import urllib.request
 from collections import deque
 from typing import Any
 
@@ -31,7 +32,7 @@ from eoskit.runtime.cli.checkpoint import (
     render_table,
     storage_options,
 )
-from eoskit.runtime.cli.errors import guarded
+from eoskit.runtime.cli.errors import UsageError, guarded
 from eoskit.runtime.job.control import ControlDir, ControlError, LocalRuns
 from eoskit.runtime.state.checkpoints import require_directory
 
@@ -62,6 +63,8 @@ def view(control: ControlDir) -> dict[str, Any] | None:
     status = dict(status or {})
     if live is not None:
         state = status.get("state") if status.get("state") in ("running", "restarting") else "running"
+    elif status.get("state") == "finished" and status.get("cancelled"):
+        state = "cancelled"  # eoskit cancel
     elif status.get("state") in ("finished", "failed"):
         state = status["state"]
     else:  # the last run ended without saying so: killed, or its machine lost
@@ -92,8 +95,11 @@ def render(status: dict[str, Any], now: float | None = None) -> list[str]:
     """The status as lines of text."""
     now = time.time() if now is None else now
     run = status.get("run") or {}
+    app = run.get("app") or {}
     where = (f" (pid {run.get('pid')} on {run.get('host')}, heartbeat "
-             f"{_ago(run.get('heartbeat'), now)})" if status.get("live") else "")
+             f"{_ago(run.get('heartbeat'), now)}"
+             + (f"; Spark app {app.get('id')} on {app.get('master')}" if app.get("id") else "")
+             + ")" if status.get("live") else "")
     lines = [f"job {status.get('job') or run.get('job') or '-'} on {status['checkpoint']}: "
              f"{status['state']}{where}"]
     if status.get("failure"):
@@ -153,27 +159,65 @@ def _status(args: argparse.Namespace) -> int:
 def _list(args: argparse.Namespace) -> int:
     runs = LocalRuns().running()
     rows = []
+    apps = cluster_apps(args.cluster) if args.cluster else None
     for run in runs:
         try:
             status = view(ControlDir(run["checkpoint"])) or {}
         except Exception as exc:  # noqa: BLE001 - one unreadable checkpoint must not hide the others
             status = {"state": f"unreadable ({type(exc).__name__})"}
-        rows.append({"pid": run.get("pid"), "job": run.get("job"), "checkpoint": run.get("checkpoint"),
+        rows.append({"pid": run.get("pid"), "app": (run.get("app") or {}).get("id"),
+                     "job": run.get("job"), "checkpoint": run.get("checkpoint"),
                      "started": run.get("started"), "state": status.get("state", "starting"),
                      "batches": status.get("batches"), "last_batch": status.get("last_batch"),
                      "total_lag": status.get("total_lag"),
                      "processed_rows_per_second": status.get("processed_rows_per_second")})
+    if apps is not None:
+        rows = with_cluster_apps(rows, apps)
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
     if not rows:
-        print("no eoskit job is running on this machine")
+        print("no eoskit job is running on this machine"
+              + (f", and no application on the cluster {args.cluster}" if args.cluster else ""))
         return 0
-    print(render_table(("pid", "job", "state", "batches", "last batch", "lag", "rows/s", "checkpoint"),
-                       [(r["pid"], r["job"], r["state"], _number(r["batches"]), _number(r["last_batch"]),
-                         _number(r["total_lag"]), _number(r["processed_rows_per_second"]),
-                         r["checkpoint"]) for r in rows]))
+    print(render_table(("pid", "app", "job", "state", "batches", "last batch", "lag", "rows/s", "checkpoint"),
+                       [(r["pid"] or "-", r.get("app") or "-", r["job"], r["state"], _number(r["batches"]),
+                         _number(r["last_batch"]), _number(r["total_lag"]),
+                         _number(r["processed_rows_per_second"]), r["checkpoint"] or "-") for r in rows]))
     return 0
+
+
+def cluster_apps(ui: str, timeout: float = 5.0) -> list[dict[str, Any]]:
+    """The applications a Spark standalone master runs, from its web UI's
+    ``/json/`` (``http://host:8080``); a master that cannot be reached is a
+    service failure (exit 3)."""
+    if not ui.startswith(("http://", "https://")):
+        raise UsageError(f"--cluster {ui!r}: give the master's web UI, e.g. http://host:8080 "
+                         "(not its spark:// URL)")
+    url = ui.rstrip("/") + "/json/"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            found = json.loads(response.read())
+    except (OSError, ValueError) as exc:
+        raise ConnectionError(f"the Spark master's web UI {url} cannot be read: "
+                              f"{getattr(exc, 'reason', exc)}") from None
+    return list(found.get("activeapps") or [])
+
+
+def with_cluster_apps(rows: list[dict[str, Any]], apps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """This machine's runs, each matched to its application on the cluster
+    by id, then the cluster's other applications (other machines' drivers,
+    or not eoskit's), as rows of their own."""
+    ours = {r["app"] for r in rows if r.get("app")}
+    for app in apps:
+        if app.get("id") in ours:
+            continue
+        rows.append({"pid": None, "app": app.get("id"), "job": app.get("name"), "checkpoint": None,
+                     "started": (app.get("starttime") or 0) / 1000 or None,
+                     "state": f"{str(app.get('state', '?')).lower()} (not run from this machine)",
+                     "batches": None, "last_batch": None, "total_lag": None,
+                     "processed_rows_per_second": None})
+    return rows
 
 
 def register_cli(commands: Any) -> None:
@@ -190,6 +234,11 @@ def register_cli(commands: Any) -> None:
     status.add_argument("--count", type=int, metavar="N",
                         help="with --watch: stop after N refreshes")
     status.set_defaults(func=guarded("status", _status))
-    listing = commands.add_parser("list", help="the eoskit jobs running on this machine")
+    listing = commands.add_parser("list", help="the eoskit jobs running on this machine, and with "
+                                  "--cluster the applications of a Spark standalone master")
     listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    listing.add_argument("--cluster", metavar="URL",
+                         help="also the applications of this Spark standalone master, by its web "
+                         "UI (http://host:8080): each run of this machine matched to its "
+                         "application, the others listed as the master reports them")
     listing.set_defaults(func=guarded("list", _list))

@@ -51,7 +51,7 @@ class ControlError(RuntimeError):
 @dataclass(frozen=True)
 class Request:
     id: str
-    kind: str  # "savepoint" or "stop"
+    kind: str  # "savepoint", "stop" or "cancel"
     target: str | None = None  # savepoint target
 
 
@@ -96,7 +96,7 @@ class ControlDir:
             return None
         return record
 
-    def claim(self, job: str) -> "RunRecord":
+    def claim(self, job: str, app: dict[str, Any] | None = None) -> "RunRecord":
         """Become the job running on this checkpoint, or refuse naming the other."""
         other = self.live_run()
         if other is not None and other.get("pid") != os.getpid():
@@ -105,7 +105,7 @@ class ControlDir:
                 f"{other.get('pid')} on {other.get('host')}, heartbeat "
                 f"{time.time() - other.get('heartbeat', 0):.0f} s ago): two jobs must not share a "
                 "checkpoint directory; stop it first (eoskit stop --checkpoint-dir ...)")
-        record = RunRecord(self, job)
+        record = RunRecord(self, job, app)
         record.beat()
         return record
 
@@ -167,9 +167,11 @@ class ControlDir:
 class RunRecord:
     """This process's claim on a checkpoint, refreshed by ``beat``."""
 
-    def __init__(self, control: ControlDir, job: str) -> None:
+    def __init__(self, control: ControlDir, job: str, app: dict[str, Any] | None = None) -> None:
         self.control = control
         self.job = job
+        #: The Spark application: its id and master (``eoskit list --cluster``).
+        self.app = app
         self.started = time.time()
         self._last = 0.0
 
@@ -178,7 +180,7 @@ class RunRecord:
         if force or now - self._last >= HEARTBEAT_S:
             self.control._write(_RUN, {"pid": os.getpid(), "host": socket.gethostname(),
                                              "job": self.job, "started": self.started,
-                                             "heartbeat": now})
+                                             "heartbeat": now, "app": self.app})
             self._last = now
 
     def release(self) -> None:
@@ -205,7 +207,7 @@ class LocalRuns:
         base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
         self.root = root or os.environ.get("EOSKIT_RUNS_DIR") or os.path.join(base, "eoskit", "runs")
 
-    def add(self, checkpoint: str, job: str) -> str | None:
+    def add(self, checkpoint: str, job: str, app: dict[str, Any] | None = None) -> str | None:
         """Register this process's run; None where the folder cannot be
         written (a read-only home): the run goes on, unlisted."""
         path = os.path.join(self.root, f"{os.getpid()}.json")
@@ -214,7 +216,7 @@ class LocalRuns:
             os.makedirs(self.root, exist_ok=True)
             with open(temporary, "w") as handle:
                 json.dump({"pid": os.getpid(), "checkpoint": checkpoint, "job": job,
-                           "started": time.time()}, handle)
+                           "started": time.time(), "app": app}, handle)
             os.replace(temporary, path)
         except OSError:
             return None

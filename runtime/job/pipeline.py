@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Mapping
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
 from pyspark.sql import DataFrame, SparkSession
@@ -121,6 +122,19 @@ class Pipeline:
                         merged, out, until_caught_up, listeners, from_savepoint,
                         allow_non_restored_state)
         return runner.run()
+
+    def main(self, argv: Sequence[str] | None = None) -> None:
+        """Run this pipeline as ``eoskit run`` does, from a job file started by
+        ``spark-submit`` (``if __name__ == "__main__": pipeline.main()``):
+        ``spark-submit [--master ...] job.py --checkpoint-dir DIR [flags]``.
+        The arguments after the file are ``eoskit run``'s but the job,
+        ``--master`` and ``--conf``; the session is spark-submit's. Exits the
+        process with ``eoskit run``'s exit code (docs/deploy.md)."""
+        # The CLI layer sits above this one: imported when a job file asks for it.
+        from eoskit.runtime.cli.main import submit_main
+
+        job = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "job.py"
+        sys.exit(submit_main(self, job, sys.argv[1:] if argv is None else list(argv)))
 
 
 __all__ = ["Pipeline", "PipelineError", "Sink", "Source"]

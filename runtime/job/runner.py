@@ -99,7 +99,8 @@ class Runner:
         self.printer = ProgressPrinter(pipeline.name, out, bar=until_caught_up)
         self.control = ControlDir(checkpoint)
         # Every run keeps its status beside the checkpoint (eoskit status, eoskit list).
-        self.listeners = Listeners(self.printer, CheckpointStatus(self.control), *listeners)
+        self.status = CheckpointStatus(self.control)
+        self.listeners = Listeners(self.printer, self.status, *listeners)
         self.spark_listener = self.listeners.spark_listener(pipeline.name)
         self.stop = StopRequest()
         self.stop_savepoint: Request | None = None
@@ -124,8 +125,10 @@ class Runner:
             self.printer.out.write(f"[{self.pipeline.name}] min_pause is not applied to a run "
                                    "until caught up: it reads what is there and ends\n")
         refuse_unfinished(self.checkpoint)  # a rescale killed half-way: `eoskit state rescale` settles it
-        record = self.control.claim(self.pipeline.name)
-        registered = LocalRuns().add(self.control.checkpoint, self.pipeline.name)  # None: unwritable
+        context = self.spark.sparkContext
+        app = {"id": context.applicationId, "master": context.master}
+        record = self.control.claim(self.pipeline.name, app)
+        registered = LocalRuns().add(self.control.checkpoint, self.pipeline.name, app)  # None: unwritable
         failed: str | None = None
         self.spark.streams.addListener(self.spark_listener)
         try:
@@ -217,6 +220,13 @@ class Runner:
                 self.stop_savepoint = request
                 if not request.target:
                     self.control.answer(request, status="stopping")
+            elif request.kind == "cancel":
+                # eoskit cancel (Flink's cancel): stop now, the batch in flight
+                # too; the next start replays it from the offset log, and the
+                # sinks' sweep settles what it left prepared.
+                self.stop.count = max(self.stop.count, 2)
+                self.status.state["cancelled"] = True
+                self.control.answer(request, status="cancelling")
             elif request.kind == "savepoint":
                 savepoints.append(request)
             else:

@@ -61,6 +61,9 @@ class Run:
     #: What the job's command is run through: e.g. ``ip netns exec NS``, a
     #: host of its own in a network lab (``Host.argv([])``).
     launcher: tuple[str, ...] = ()
+    #: Run the job with ``spark-submit --master <EOSKIT_TEST_MASTER> job.py``
+    #: (its ``pipeline.main()``) instead of ``eoskit run job.py``.
+    submit: bool = False
 
     @property
     def checkpoint(self) -> Path:
@@ -111,14 +114,20 @@ class Run:
     def start(self, until_caught_up: bool = True, **extra: str) -> subprocess.Popen:
         job = self.workdir / "job.py"
         job.write_text(JOB)
-        command = [*self.launcher, str(Path(sys.executable).with_name("eoskit")), "run", str(job),
-                   "--checkpoint-dir", self.checkpoint_arg]
+        command = [*self.launcher, *self.runner(job), "--checkpoint-dir", self.checkpoint_arg]
         if until_caught_up:
             command.append("--until-caught-up")
         log = open(self.workdir / f"run-{time.monotonic_ns()}.log", "w")
         # Its own process group: a driver crash point kills the whole group.
         return subprocess.Popen(command, env=self.env(**extra), stdout=log, stderr=log,
                                 start_new_session=True, cwd=self.workdir)
+
+    def runner(self, job: Path) -> list[str]:
+        """The command that runs ``job``, before its arguments."""
+        if not self.submit:
+            return [str(Path(sys.executable).with_name("eoskit")), "run", str(job)]
+        master = self.base_env.get("EOSKIT_TEST_MASTER", "local[2,3]")
+        return [str(Path(sys.executable).with_name("spark-submit")), "--master", master, str(job)]
 
     def run_job(self, timeout: float = 600, **extra: str) -> tuple[int, str]:
         return self.wait(self.start(**extra), timeout)

@@ -1,7 +1,7 @@
 """The job every scenario runs: JSON records from Kafka into the sink under test.
 
-Written to a file and run with ``eoskit run``, so that a crash kills a real
-driver process. Settings arrive through the environment:
+Written to a file and run with ``eoskit run`` (or ``spark-submit job.py``:
+``Run.submit``), so that a crash kills a real driver process. Settings arrive through the environment:
 ``EOSKIT_TEST_STATEFUL`` makes it a stateful job: running totals per
 customer (``groupBy`` and ``agg``, Spark's state store) in Spark's update
 output mode, which reaches the sink through ``foreachBatch``.
@@ -69,4 +69,7 @@ pipeline = Pipeline(
         **json.loads(os.environ.get("EOSKIT_TEST_SPARK_CONF") or "{}"),
     },
 )
+
+if __name__ == "__main__":  # spark-submit job.py --checkpoint-dir DIR ...
+    pipeline.main()
 '''

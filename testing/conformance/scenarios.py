@@ -303,15 +303,15 @@ def scenarios_for(commit_mode: str, target: type[ConformanceTarget] | None = Non
 
 def run_scenario(
     target: ConformanceTarget, workload: Workload, scenario: Scenario, workdir: Path, spark: Any = None,
-    env: Mapping[str, str] | None = None, stateful: bool = False,
+    env: Mapping[str, str] | None = None, stateful: bool = False, submit: bool = False,
 ) -> None:
     """Run one scenario; ``spark``, if given, is a warm session for restarts
     (it should allow task retries, e.g. master ``local[2,3]``); ``env`` goes
     to every job (``EOSKIT_TEST_MASTER``: a cluster's, for ``CLUSTER_SCENARIOS``);
     ``stateful``: with the stateful job, on a ``TotalsTarget``, verified by
-    the totals per customer."""
+    the totals per customer; ``submit``: every run with ``spark-submit job.py``."""
     workdir.mkdir(parents=True, exist_ok=True)
-    run = Run(target, workload, workdir, spark, base_env=dict(env or {}), stateful=stateful)
+    run = Run(target, workload, workdir, spark, base_env=dict(env or {}), stateful=stateful, submit=submit)
     if stateful:
         assert isinstance(target, TotalsTarget), f"{type(target).__name__} is no TotalsTarget"
         target.create_totals_table(run.table)

@@ -35,3 +35,6 @@ pipeline = Pipeline(
     spark_conf={"spark.master": "local[*,3]",
                 "spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"},
 )
+
+if __name__ == "__main__":  # spark-submit enrich_job.py --checkpoint-dir DIR
+    pipeline.main()

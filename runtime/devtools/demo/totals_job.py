@@ -46,3 +46,6 @@ pipeline = Pipeline(
     checkpoint_interval="2 seconds",
     spark_conf={"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"},
 )
+
+if __name__ == "__main__":  # spark-submit totals_job.py --checkpoint-dir DIR
+    pipeline.main()

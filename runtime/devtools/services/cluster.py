@@ -171,6 +171,12 @@ class SparkCluster:
                               f"(pid {node.pid})" if node.alive() else "stopped")
         return out
 
+    def master_ui(self) -> str | None:
+        """The running master's web UI (``eoskit list --cluster``), or None."""
+        state = self._load()
+        master = state.master
+        return f"http://{HOST}:{master.webui_port}" if master is not None and master.alive() else None
+
     def pids(self) -> dict[str, int]:
         """Pids of the running daemons (each the leader of its process group)."""
         return {n.name: n.pid for n in self._load().nodes() if n.pid is not None and n.alive()}
