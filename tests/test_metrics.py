@@ -188,3 +188,21 @@ def _strings(node: object, key: str = ""):
             yield from _strings(item, key)
     elif isinstance(node, str):
         yield key, node
+
+
+def test_the_operations_guide_lists_every_metric_with_its_labels(driven):
+    """docs/operations.md's table of metrics is the endpoint's: the same
+    families, each with the labels it carries besides ``eoskit_job``."""
+    _, last = driven
+    doc = (DASHBOARD.parent.parent / "operations.md").read_text()
+    rows = re.findall(r"^\| `(eoskit_[a-z_]+)` \|[^|]+\|([^|]*)\|", doc, re.MULTILINE)
+    listed = {name: set(re.findall(r"`([a-z_]+)`", re.sub(r"\([^)]*\)", "", labels)))
+              for name, labels in rows}  # a label's values, in parentheses, left out
+    scraped: dict[str, set[str]] = {}
+    for family in last.values():
+        if family.name.endswith("_created"):  # prometheus-client's, beside each counter
+            continue
+        name = family.name + ("_total" if family.type == "counter" else "")
+        for sample in family.samples:
+            scraped.setdefault(name, set()).update(set(sample.labels) - {"eoskit_job"})
+    assert listed == scraped
