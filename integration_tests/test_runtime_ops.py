@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -197,14 +198,15 @@ def test_metrics_are_served_while_the_job_runs(run):
     try:
         text = ""
         deadline = time.monotonic() + 180
-        while "eoskit_batches_total" not in text or 'eoskit_batches_total{job="conformance"} 0.0' in text:
+        while "eoskit_batches_total" not in text or 'eoskit_batches_total{eoskit_job="conformance"} 0.0' in text:
             assert process.poll() is None and time.monotonic() < deadline, "no metrics"
             time.sleep(1)
             try:
                 text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
             except OSError:
                 continue
-        assert "eoskit_processed_rows_per_second" in text and "eoskit_lag_offsets" in text
+        assert "eoskit_input_rows_total" in text and "eoskit_build_info" in text
+        assert re.search(r'eoskit_lag_offsets\{eoskit_job="conformance",topic="[^"]+",partition="\d+"\}', text), text
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=120)

@@ -444,13 +444,13 @@ def test_metrics_counters_exist_from_the_start_and_batch_histograms_reach_ten_mi
         metrics.on_start("orders", "/ck")
         samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
                    for family in metrics.registry.collect() for s in family.samples}
-        for name in ("eoskit_restarts_total", "eoskit_batches_total", "eoskit_rows_total"):
-            assert samples[(name, (("job", "orders"),))] == 0, name
+        for name in ("eoskit_restarts_total", "eoskit_batches_total", "eoskit_input_rows_total"):
+            assert samples[(name, (("eoskit_job", "orders"),))] == 0, name
         metrics.on_progress({"durationMs": {"triggerExecution": 45_000}})
         samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
                    for family in metrics.registry.collect() for s in family.samples}
-        assert samples[("eoskit_batch_duration_seconds_bucket", (("job", "orders"), ("le", "60.0")))] == 1
-        assert samples[("eoskit_batch_duration_seconds_bucket", (("job", "orders"), ("le", "30.0")))] == 0
+        assert samples[("eoskit_batch_duration_seconds_bucket", (("eoskit_job", "orders"), ("le", "60.0")))] == 1
+        assert samples[("eoskit_batch_duration_seconds_bucket", (("eoskit_job", "orders"), ("le", "30.0")))] == 0
     finally:
         metrics.on_end(None)
 

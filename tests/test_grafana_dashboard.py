@@ -169,9 +169,9 @@ def dashboard() -> dict:
 def test_the_registry_is_read_from_the_code(registered):
     """The fixture found eoskit's metrics, suffixes and labels as
     prometheus-client exports them (a guard on the fixture, not a list to keep)."""
-    assert registered["eoskit_batches_total"] == {"job"}
-    assert registered["eoskit_batch_duration_seconds_bucket"] == {"job", "le"}
-    assert "eoskit_in_doubt_settled" not in registered  # a counter is exported with _total
+    assert registered["eoskit_batches_total"] == {"eoskit_job"}
+    assert registered["eoskit_batch_duration_seconds_bucket"] == {"eoskit_job", "le"}
+    assert "eoskit_in_doubt_transactions_settled" not in registered  # a counter is exported with _total
 
 
 def test_the_dashboard_has_a_grafana_shape(dashboard):
@@ -259,13 +259,13 @@ def test_every_metric_and_label_the_dashboard_names_is_exported(dashboard, regis
 
 
 @pytest.mark.parametrize("expr, unknown", [
-    ('sum by (job) (rate(eoskit_nonexistent_total{job=~"$job"}[$__rate_interval]))',
+    ('sum by (eoskit_job) (rate(eoskit_nonexistent_total{eoskit_job=~"$eoskit_job"}[$__rate_interval]))',
      {"eoskit_nonexistent_total"}),
     ("time() - eoskit_bare_gauge", {"eoskit_bare_gauge"}),
-    ('{__name__="eoskit_by_name", job="x"}', {"eoskit_by_name"}),
-    ("eoskit_in_doubt_settled", {"eoskit_in_doubt_settled"}),  # the counter without _total
+    ('{__name__="eoskit_by_name", eoskit_job="x"}', {"eoskit_by_name"}),
+    ("eoskit_in_doubt_transactions_settled", {"eoskit_in_doubt_transactions_settled"}),  # no _total
     ('histogram_quantile(0.9, sum by (le) (rate(eoskit_batch_duration_seconds_bucket[5m]))) '
-     'or eoskit_rows_total offset 1h', set()),
+     'or eoskit_input_rows_total offset 1h', set()),
 ])
 def test_the_scanner_finds_every_metric_name(expr, unknown, registered):
     """The check can fail: names a dashboard could carry by mistake are found."""

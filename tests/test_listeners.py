@@ -28,12 +28,12 @@ def test_in_doubt_transactions_settled_reach_every_view(tmp_path):
     seam = Listeners(printer, status, metrics)
     seam.on_start("orders", str(tmp_path / "ck"))
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    assert 'eoskit_in_doubt_settled_total{job="orders",outcome="committed"} 0.0' in text
+    assert 'eoskit_in_doubt_transactions_settled_total{eoskit_job="orders",outcome="committed"} 0.0' in text
     seam.on_in_doubt_settled(3, 1)
     seam.on_in_doubt_settled(0, 2)
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    assert 'eoskit_in_doubt_settled_total{job="orders",outcome="committed"} 3.0' in text
-    assert 'eoskit_in_doubt_settled_total{job="orders",outcome="rolled_back"} 3.0' in text
+    assert 'eoskit_in_doubt_transactions_settled_total{eoskit_job="orders",outcome="committed"} 3.0' in text
+    assert 'eoskit_in_doubt_transactions_settled_total{eoskit_job="orders",outcome="rolled_back"} 3.0' in text
     seam.on_end(None)
     state = json.loads((tmp_path / "status.json").read_text())
     assert (state["in_doubt_settled"], state["in_doubt_committed"], state["in_doubt_rolled_back"]) == (6, 3, 3)

@@ -20,9 +20,11 @@ def _offsets(value: Any) -> dict[str, dict[str, int]]:
     return value if isinstance(value, dict) else {}
 
 
-def lag_per_partition(progress: dict[str, Any]) -> dict[str, int]:
-    """``topic-partition -> offsets behind`` for every source of one progress report."""
-    lag: dict[str, int] = {}
+def lag_by_topic_partition(progress: dict[str, Any]) -> dict[tuple[str, int], int]:
+    """``(topic, partition) -> offsets behind`` for every source of one
+    progress report: the pair kept apart, since a topic name may itself
+    hold ``-`` (the metrics' ``topic`` and ``partition`` labels)."""
+    lag: dict[tuple[str, int], int] = {}
     for source in progress.get("sources", []):
         latest = _offsets(source.get("latestOffset"))
         end = _offsets(source.get("endOffset"))
@@ -31,6 +33,13 @@ def lag_per_partition(progress: dict[str, Any]) -> dict[str, int]:
                 continue
             for partition, offset in partitions.items():
                 done = end.get(topic, {}).get(partition, 0)
-                if isinstance(offset, int) and isinstance(done, int):
-                    lag[f"{topic}-{partition}"] = max(0, offset - done)
+                if isinstance(offset, int) and isinstance(done, int) and str(partition).isdigit():
+                    lag[(topic, int(partition))] = max(0, offset - done)
     return lag
+
+
+def lag_per_partition(progress: dict[str, Any]) -> dict[str, int]:
+    """``topic-partition -> offsets behind`` for every source of one progress
+    report, as the progress line and the status file name them."""
+    return {f"{topic}-{partition}": behind
+            for (topic, partition), behind in lag_by_topic_partition(progress).items()}

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -26,7 +27,7 @@ from typing import Any
 
 from pyspark.sql.streaming import StreamingQueryListener
 
-from eoskit.runtime.job.lag import lag_per_partition
+from eoskit.runtime.job.lag import lag_by_topic_partition, lag_per_partition
 
 
 class RunListener:
@@ -238,60 +239,78 @@ class CheckpointStatus(RunStatus):
 
 
 class PrometheusMetrics(RunListener):
-    """Metrics on ``http://<address>:<port>/metrics`` (prometheus-client);
-    ``address`` 127.0.0.1 by default (``eoskit run --metrics-host``)."""
+    """Metrics on ``http://<address>:<port>/metrics`` (prometheus-client),
+    served by the ``eoskit run`` process (the Spark driver) from a thread of
+    its own; ``address`` 127.0.0.1 by default (``eoskit run --metrics-host``).
+
+    Named as Prometheus's guidelines say (https://prometheus.io/docs/practices/naming/):
+    an ``eoskit_`` prefix, base units (seconds), counters ending in ``_total``
+    (prometheus-client adds it to a ``Counter``'s name), rates left to
+    ``rate()`` over counters rather than exported as gauges. Every series
+    carries the job's name as ``eoskit_job``, not ``job``: ``job`` is the
+    label Prometheus gives every scrape target, which would rename eoskit's
+    to ``exported_job`` unless the scrape config said ``honor_labels``. The
+    metrics live in a ``CollectorRegistry`` of this listener's own, so two
+    runs in one process (tests, a notebook) do not clash in the global one."""
+
+    #: Batch-duration buckets to 10 minutes: a first batch on a cold JVM, or
+    #: one a slow database holds, takes longer than the library's default 10 s.
+    BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 
     def __init__(self, port: int, address: str = "127.0.0.1") -> None:
-        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+        from prometheus_client import CollectorRegistry, start_http_server
 
-        self.registry = registry = CollectorRegistry()
-        self.input_rate = Gauge("eoskit_input_rows_per_second", "Rows/s arriving, last batch",
-                                ["job"], registry=registry)
-        self.processed_rate = Gauge("eoskit_processed_rows_per_second",
-                                    "Rows/s processed, last batch", ["job"], registry=registry)
-        self.rows = Counter("eoskit_rows", "Rows processed", ["job"], registry=registry)
-        self.batches = Counter("eoskit_batches", "Completed batches (checkpoints)", ["job"],
+        self.registry = CollectorRegistry()
+        self._declare(self.registry)
+        self.server, self.thread = start_http_server(port, addr=address, registry=self.registry)
+        self.job = "?"
+
+    def _declare(self, registry: Any) -> None:
+        """The metrics, each labelled by ``eoskit_job`` (see the class)."""
+        from prometheus_client import Counter, Gauge, Histogram, Info
+
+        job = ["eoskit_job"]
+        self.build = Info("eoskit_build", "eoskit, PySpark and Python versions of the run (value 1)",
+                          job, registry=registry)
+        self.rows = Counter("eoskit_input_rows", "Rows the sources gave completed batches "
+                            "(Spark's numInputRows); rate() of it is the input rate", job,
+                            registry=registry)
+        self.batches = Counter("eoskit_batches", "Completed batches (checkpoints)", job,
                                registry=registry)
-        self.lag = Gauge("eoskit_lag_offsets", "Offsets not yet read, per topic-partition",
-                         ["job", "topic_partition"], registry=registry)
-        # Buckets to 10 minutes: a first batch on a cold JVM, or one a slow
-        # database holds, takes longer than the library's default 10 s.
-        buckets = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+        self.lag = Gauge("eoskit_lag_offsets", "Offsets not yet read when the last batch was "
+                         "planned, per topic and partition", job + ["topic", "partition"],
+                         registry=registry)
         self.batch_seconds = Histogram("eoskit_batch_duration_seconds",
-                                       "Whole micro-batch (trigger) duration", ["job"],
-                                       registry=registry, buckets=buckets)
+                                       "Whole micro-batch (trigger) duration", job,
+                                       registry=registry, buckets=self.BUCKETS)
         self.commit_seconds = Histogram("eoskit_commit_duration_seconds",
                                         "The batch's write and commit (Spark's addBatch)",
-                                        ["job"], registry=registry, buckets=buckets)
-        self.restarts = Counter("eoskit_restarts", "Restarts by the restart strategy", ["job"],
+                                        job, registry=registry, buckets=self.BUCKETS)
+        self.restarts = Counter("eoskit_restarts", "Restarts by the restart strategy", job,
                                 registry=registry)
         self.in_doubt_settled = Counter(
-            "eoskit_in_doubt_settled", "In-doubt transactions a sink's recovery settled, by outcome",
-            ["job", "outcome"], registry=registry)
+            "eoskit_in_doubt_transactions_settled",
+            "In-doubt transactions a sink's recovery settled, by outcome",
+            job + ["outcome"], registry=registry)
         self.last_checkpoint = Gauge("eoskit_last_checkpoint_timestamp_seconds",
-                                     "When the last batch completed", ["job"], registry=registry)
+                                     "When the last batch completed", job, registry=registry)
         self.last_savepoint = Gauge("eoskit_last_savepoint_timestamp_seconds",
-                                    "When the last savepoint was taken", ["job"],
-                                    registry=registry)
-        self.server, self.thread = start_http_server(port, addr=address, registry=registry)
-        self.job = "?"
+                                    "When the last savepoint was taken", job, registry=registry)
 
     def on_start(self, job: str, checkpoint: str) -> None:
         self.job = job
+        self.build.labels(job).info(build_versions())
         for outcome in ("committed", "rolled_back"):
             self.in_doubt_settled.labels(job, outcome)  # shown as 0 until a sweep settles any
         for counter in (self.restarts, self.batches, self.rows):
             counter.labels(job)  # 0 from the start, so that the first increase is seen by rate()
 
     def on_progress(self, progress: dict[str, Any]) -> None:
-
         job, durations = self.job, progress.get("durationMs") or {}
-        self.input_rate.labels(job).set(float(progress.get("inputRowsPerSecond") or 0))
-        self.processed_rate.labels(job).set(float(progress.get("processedRowsPerSecond") or 0))
         self.rows.labels(job).inc(int(progress.get("numInputRows") or 0))
         self.batches.labels(job).inc()
-        for partition, behind in lag_per_partition(progress).items():
-            self.lag.labels(job, partition).set(behind)
+        for (topic, partition), behind in lag_by_topic_partition(progress).items():
+            self.lag.labels(job, topic, str(partition)).set(behind)
         if "triggerExecution" in durations:
             self.batch_seconds.labels(job).observe(durations["triggerExecution"] / 1000)
         if "addBatch" in durations:
@@ -309,4 +328,21 @@ class PrometheusMetrics(RunListener):
         self.in_doubt_settled.labels(self.job, "rolled_back").inc(rolled_back)
 
     def on_end(self, failed: str | None) -> None:
+        """Stop serving and free the port (a later run in this process may take it)."""
         self.server.shutdown()
+        self.server.server_close()
+
+
+def build_versions() -> dict[str, str]:
+    """The ``eoskit_build_info`` labels: eoskit's installed version, PySpark's
+    and Python's (the driver's; executors run what the deploy shipped)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    import pyspark
+
+    try:
+        eoskit = version("eoskit")
+    except PackageNotFoundError:  # run from a source tree, not installed
+        eoskit = "unknown"
+    return {"version": eoskit, "pyspark_version": pyspark.__version__,
+            "python_version": platform.python_version()}
