@@ -457,9 +457,29 @@ def test_cpu_share_counts_the_machines_busy_time_over_a_span(monkeypatch):
         parent.kill()
     figures = span.stop()
     assert figures["machine_busy_s"] >= 0.5  # the child's spin, at least
+    assert figures["steal_s"] >= 0
     assert figures["wall_s"] > 0 and figures["available_s"] == pytest.approx(
         figures["wall_s"] * os.cpu_count())
     assert "machine busy" in cpu_share.describe(figures) and "tree" in cpu_share.describe(figures)
+
+
+def test_cpu_share_counts_steal_time_in_neither_busy_nor_available(monkeypatch):
+    """Issue 33: time the hypervisor gave another guest is not this machine's busy time."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import types
+
+    import cpu_share
+
+    times = types.SimpleNamespace(user=10.0, nice=1.0, system=5.0, idle=100.0, iowait=3.0, irq=0.5,
+                                  softirq=1.5, steal=7.0, guest=2.0, guest_nice=0.0)  # guest: in user
+    assert cpu_share.machine_s(times) == (18.0, 7.0)
+    busy, steal = cpu_share.machine_s()  # this machine's, since boot
+    assert busy > 0 and steal >= 0
+    line = cpu_share.describe({"wall_s": 1.0, "available_s": 2.0, "machine_busy_s": 1.0, "steal_s": 0.5,
+                               "db_s": 0.3})
+    assert line == "machine busy 1.0 of 1.5 CPU-s (of 2.0, 0.5 stolen by the hypervisor), db 0.3 CPU-s"
+    assert cpu_share.describe({"wall_s": 1.0, "available_s": 2.0, "machine_busy_s": 1.0, "steal_s": 0.0}) \
+        == "machine busy 1.0 of 2.0 CPU-s"
 
 
 def test_cpu_share_reads_a_live_tree_with_its_reaped_children(monkeypatch):
