@@ -1,4 +1,4 @@
-"""The processes of one job run (Linux ``/proc``): ``eoskit chaos`` kills a
+"""The processes of one job run (psutil, on Linux): ``eoskit chaos`` kills a
 Python worker or an executor of the run it injects faults into, never a
 process of another job.
 
