@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import psutil
 from confluent_kafka import Producer
 
 from eoskit.runtime.devtools.demo.orders import recreate_topic
@@ -118,40 +119,30 @@ class Proc:
 
 
 def processes_of_group(pgid: int) -> list[Proc]:
-    """Every process of the job started as session (and group) ``pgid``,
-    from /proc: Spark's Python daemons put themselves and their workers in
-    process groups of their own, but stay in the session."""
+    """Every process of the job started as session (and group) ``pgid``
+    (psutil, with ``getsid`` and ``getpgid``, which it does not read):
+    Spark's Python daemons put themselves and their workers in process
+    groups of their own, but stay in the session."""
     found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    for process in psutil.process_iter(["ppid", "name", "cmdline"]):
         try:
-            stat = (entry / "stat").read_text()
-            fields = stat[stat.rindex(")") + 2:].split()
-            if int(fields[3]) != pgid:
+            if os.getsid(process.pid) != pgid:
                 continue
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            comm = stat[stat.index("(") + 1:stat.rindex(")")]
-            rss = _memory_kib(entry)
-        except (OSError, ValueError):
+            found.append(Proc(process.pid, process.info["ppid"], os.getpgid(process.pid),
+                              " ".join(process.info["cmdline"] or ()), _memory_kib(process),
+                              process.info["name"] or ""))
+        except (OSError, psutil.Error):
             continue  # gone meanwhile
-        found.append(Proc(int(entry.name), int(fields[1]), int(fields[2]), cmdline, rss, comm))
     return found
 
 
-def _memory_kib(entry: Path) -> int:
+def _memory_kib(process: psutil.Process) -> int:
     """The process's proportional set size (PSS): pages it shares with others
     (Python workers forked from one daemon or zygote share most of theirs)
     count once across them, where summed RSS would count them in each.
-    RSS where the kernel has no ``smaps_rollup``."""
-    for name, field in (("smaps_rollup", "Pss:"), ("status", "VmRSS:")):
-        try:
-            for line in (entry / name).read_text().splitlines():
-                if line.startswith(field):
-                    return int(line.split()[1])
-        except OSError:
-            continue
-    return 0
+    RSS where the kernel has no ``smaps``."""
+    memory = process.memory_full_info()
+    return getattr(memory, "pss", memory.rss) // 1024
 
 
 def python_workers(pgid: int) -> list[Proc]:

@@ -22,6 +22,7 @@ import time
 import uuid
 from pathlib import Path
 
+import psutil
 import pytest
 
 from eoskit.runtime.devtools.services import LocalServices, MissingBinaryError
@@ -56,16 +57,10 @@ def recorded(folder: Path) -> dict[str, dict]:
 def processes_mentioning(folder: Path) -> list[str]:
     """Command lines of live processes that mention ``folder`` (should be none after down)."""
     found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if str(folder) in cmdline and state != "Z":
-            found.append(f"{entry.name}: {cmdline}")
+    for process in psutil.process_iter(["cmdline", "status"]):
+        cmdline = " ".join(process.info["cmdline"] or ())
+        if str(folder) in cmdline and process.info["status"] != psutil.STATUS_ZOMBIE:
+            found.append(f"{process.pid}: {cmdline}")
     return found
 
 

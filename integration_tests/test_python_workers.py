@@ -19,24 +19,22 @@ import os
 import signal
 import threading
 import time
-from pathlib import Path
 
+import psutil
 import pyarrow as pa
 import pytest
 
-pytestmark = pytest.mark.skipif(not os.path.isdir("/proc"), reason="finds Spark's Python processes in /proc")
+pytestmark = pytest.mark.skipif(not os.path.isdir("/proc"), reason="compares the daemons' stderr in /proc")
 
 
 def _parent(pid: int) -> int:
-    with open(f"/proc/{pid}/stat") as f:
-        return int(f.read().rsplit(")", 1)[1].split()[1])
+    return psutil.Process(pid).ppid()
 
 
 def _alive(pid: int) -> bool:
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
         return False
 
 
@@ -44,18 +42,16 @@ def _started_by_spark(jvm: int, daemon: int) -> int | None:
     """The process the JVM started as ``daemon``, the process that forked the
     task workers: the daemon itself, or under the zygote the launcher that
     handed it its pipes (they share stderr). Other daemons of the JVM (one per
-    Python environment of its tasks) share neither."""
+    Python environment of its tasks) share neither. (Their stderr is a pipe,
+    which psutil does not show: read from /proc.)"""
     stderr = os.readlink(f"/proc/{daemon}/fd/2")
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        pid = int(entry.name)
+    for process in psutil.process_iter(["cmdline", "ppid"]):
         try:
-            if (b"eoskit.runtime.spark.worker_daemon" in (entry / "cmdline").read_bytes()
-                    and _parent(pid) == jvm
-                    and (pid == daemon or os.readlink(entry / "fd" / "2") == stderr)):
-                return pid
-        except (OSError, IndexError):
+            if ("eoskit.runtime.spark.worker_daemon" in " ".join(process.info["cmdline"] or ())
+                    and process.info["ppid"] == jvm
+                    and (process.pid == daemon or os.readlink(f"/proc/{process.pid}/fd/2") == stderr)):
+                return process.pid
+        except OSError:
             pass
     return None
 

@@ -64,3 +64,26 @@ def test_bad_sizes_are_refused(tmp_path: Path):
 def test_spark_home_is_the_installed_pyspark():
     home = spark_home()
     assert (home / "bin" / "spark-class").is_file() and (home / "jars").is_dir()
+
+
+def test_leftover_processes_are_those_running_in_a_worker_s_work_dir(tmp_path: Path):
+    """A process whose working directory is under a worker's work dir (an
+    executor's) is left over; one elsewhere, and one that exited unreaped
+    (a zombie, holding nothing), are not."""
+    import os
+    import subprocess
+    import sys
+
+    work = tmp_path / "worker-1" / "work" / "app-1" / "0"
+    work.mkdir(parents=True)
+    sleep = [sys.executable, "-c", "import time; time.sleep(60)"]
+    inside, outside = subprocess.Popen(sleep, cwd=work), subprocess.Popen(sleep, cwd=tmp_path)
+    exited = subprocess.Popen([sys.executable, "-c", "pass"], cwd=work)
+    try:
+        os.waitid(os.P_PID, exited.pid, os.WEXITED | os.WNOWAIT)  # exited, not reaped: a zombie
+        assert SparkCluster(tmp_path).leftover_processes() == [inside.pid]
+    finally:
+        for process in (inside, outside, exited):
+            process.kill()
+            process.wait()
+    assert SparkCluster(tmp_path).leftover_processes() == []

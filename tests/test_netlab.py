@@ -17,8 +17,8 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
+import psutil
 import pytest
 
 from eoskit.runtime.devtools.services import netlab
@@ -73,10 +73,9 @@ def datagrams_received(sock: socket.socket, wait: float = 0.3) -> int:
 def alive(pid: int) -> bool:
     """``pid`` is running (an orphaned zombie that init has not reaped is not)."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+        return psutil.Process(pid).status() not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
+    except psutil.NoSuchProcess:
         return False
-    return stat[stat.rindex(")") + 2] not in "ZX"
 
 
 def root_view() -> dict[str, str]:

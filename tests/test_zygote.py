@@ -17,6 +17,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the zygote is Linux only")
@@ -24,13 +25,13 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="th
 FAKE_JVM = textwrap.dedent('''
     import json, os, socket, struct, subprocess, sys, time
 
+    import psutil
+
     def cmdline(pid):
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\\0", b" ").decode()
+        return " ".join(psutil.Process(pid).cmdline())
 
     def parent(pid):
-        with open(f"/proc/{pid}/stat") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[1])
+        return psutil.Process(pid).ppid()
 
     python = json.loads(os.environ["FAKE_JVM_PYTHON"])  # PYSPARK_PYTHON
     report = []
@@ -43,8 +44,7 @@ FAKE_JVM = textwrap.dedent('''
         worker = struct.unpack(">i", conn.makefile("rb").read(4))[0]
         ready_ms = (time.perf_counter() - started) * 1000
         forked_by = parent(worker)
-        with open(f"/proc/{forked_by}/comm") as f:
-            comm = f.read().strip()
+        comm = psutil.Process(forked_by).name()
         report.append({"module": module, "ready_ms": ready_ms, "daemon": daemon.pid,
                        "forked_by": forked_by, "forked_by_cmdline": cmdline(forked_by),
                        "forked_by_comm": comm, "grandparent": parent(forked_by)})
@@ -70,14 +70,8 @@ def fake_jvm(tmp_path: Path, modules: list[str], prefork: str | None, python: li
 
 
 def zygotes() -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and b"eoskit.runtime.spark.zygote" in (entry / "cmdline").read_bytes():
-                found.append(int(entry.name))
-        except OSError:
-            pass
-    return found
+    return [p.pid for p in psutil.process_iter(["cmdline"])
+            if "eoskit.runtime.spark.zygote" in " ".join(p.info["cmdline"] or ())]
 
 
 def test_daemons_are_forked_from_one_warm_zygote_and_stop_as_spark_stops_them(tmp_path, spark_python):
@@ -96,7 +90,7 @@ def test_daemons_are_forked_from_one_warm_zygote_and_stop_as_spark_stops_them(tm
     assert report[1]["ready_ms"] < report[0]["ready_ms"], report
     # The zygote ends with its JVM (this one: other jobs on the machine start their own).
     ours = report[0]["grandparent"]
-    assert ours in set(zygotes()) - before or not Path(f"/proc/{ours}").exists()
+    assert ours in set(zygotes()) - before or not psutil.pid_exists(ours)
     deadline = time.monotonic() + 10
     while ours in zygotes() and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -152,14 +146,15 @@ def test_what_a_forking_process_imported_is_exempt_from_the_collector():
 STOPPING_JVM = textwrap.dedent('''
     import json, os, signal, socket, struct, subprocess, sys, time
 
+    import psutil
+
     def alive(pid):
         try:
-            with open(f"/proc/{pid}/stat") as f:
-                return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-        except FileNotFoundError:
+            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
             return False
 
-    def ignored(pid):
+    def ignored(pid):  # psutil does not read the signal masks
         with open(f"/proc/{pid}/status") as f:
             return next(line.split()[1] for line in f if line.startswith("SigIgn:"))
 

@@ -12,10 +12,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 
 #: How often the process tree's memory is read while a script runs.
 SAMPLE_S = 0.2
-PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 def tree_pids(group: int) -> list[int]:
@@ -35,7 +36,7 @@ def tree_pids(group: int) -> list[int]:
     return sorted(found)
 
 
-def tree_rss(pids: Iterable[int], proc: Path = Path("/proc")) -> tuple[int, int]:
+def tree_rss(pids: Iterable[int]) -> tuple[int, int]:
     """The summed resident set (bytes) of the processes ``pids``, and how
     many of them were still there. Pages shared between processes (forked
     workers) count once per process, so this is an upper bound of what the
@@ -43,10 +44,10 @@ def tree_rss(pids: Iterable[int], proc: Path = Path("/proc")) -> tuple[int, int]
     total = count = 0
     for pid in pids:
         try:
-            total += int((proc / str(pid) / "statm").read_text().split()[1]) * PAGE
+            total += psutil.Process(pid).memory_info().rss
             count += 1
-        except (OSError, IndexError, ValueError):
-            continue
+        except psutil.Error:
+            continue  # gone meanwhile
     return total, count
 
 

@@ -14,46 +14,27 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import psutil
+
 EXECUTOR_MAIN = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
-
-
-def _parent(pid: int) -> int | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat[stat.rindex(")") + 2:].split()[1])
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def _children() -> dict[int, list[int]]:
-    out: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            parent = _parent(int(entry.name))
-            if parent is not None:
-                out.setdefault(parent, []).append(int(entry.name))
-    return out
 
 
 def executor_of(pid: int) -> int:
     """The executor JVM that ``pid`` (a Python worker) runs under."""
-    current: int | None = pid
-    while current and current > 1:
-        if EXECUTOR_MAIN in _cmdline(current):
-            return current
-        current = _parent(current)
+    try:
+        lineage = [psutil.Process(pid), *psutil.Process(pid).parents()]
+    except psutil.NoSuchProcess:
+        lineage = []
+    for process in lineage:
+        try:
+            if EXECUTOR_MAIN in " ".join(process.cmdline()):
+                return process.pid
+        except psutil.Error:
+            continue
     raise LookupError(f"process {pid} does not run under a Spark executor ({EXECUTOR_MAIN}): "
                       "is the job on a cluster?")
 
@@ -61,19 +42,14 @@ def executor_of(pid: int) -> int:
 def kill_executor(pid: int) -> list[int]:
     """SIGKILL the executor running ``pid``: its JVM first, then every
     process beneath it. The pids killed, the JVM's first."""
-    jvm = executor_of(pid)
-    tree = _children()
-    doomed, todo = [], [jvm]
-    while todo:
-        current = todo.pop()
-        doomed.append(current)
-        todo.extend(tree.get(current, ()))
+    jvm = psutil.Process(executor_of(pid))
+    doomed = [jvm, *jvm.children(recursive=True)]
     for victim in doomed:
         try:
-            os.kill(victim, signal.SIGKILL)
-        except ProcessLookupError:
+            victim.kill()
+        except psutil.NoSuchProcess:
             pass
-    return doomed
+    return [victim.pid for victim in doomed]
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The processes of one job run (Linux ``/proc``): ``eoskit chaos`` kills a
+"""The processes of one job run (psutil, on Linux): ``eoskit chaos`` kills a
 Python worker or an executor of the run it injects faults into, never a
 process of another job.
 
@@ -31,6 +31,8 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 from eoskit.runtime.spark.daemon import DAEMON_MODULE
 
 #: The name (``comm``) of the task workers' daemon forked by the zygote, and of its workers.
@@ -41,23 +43,21 @@ TASK_WORKER_NAME = "pyspark.worker"
 class Process:
     pid: int
     ppid: int
-    name: str  # its name (``comm``): python3.11, java, eoskit-spark-py, pyspark.worker
+    name: str  # its name (psutil's: ``comm``, completed from the command line when cut at 15 characters)
     group: int = 0  # its process group
 
 
-def _read(pid: int) -> Process | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None  # gone meanwhile
-    # The command name in parentheses may hold spaces and parentheses itself.
-    name = stat[stat.index("(") + 1:stat.rindex(")")]
-    fields = stat[stat.rindex(")") + 2:].split()
-    return Process(pid, int(fields[1]), name, int(fields[2]))
-
-
 def _table() -> list[Process]:
-    return [p for p in (_read(int(d)) for d in os.listdir("/proc") if d.isdigit()) if p is not None]
+    """Every process on the machine (psutil has no process group: ``getpgid`` reads it)."""
+    table = []
+    for process in psutil.process_iter(["ppid", "name"]):
+        try:
+            group = os.getpgid(process.pid)
+        except OSError:
+            continue  # gone meanwhile
+        if process.info["ppid"] is not None:
+            table.append(Process(process.pid, process.info["ppid"], process.info["name"] or "", group))
+    return table
 
 
 def descendants(root: int) -> list[Process]:
@@ -119,7 +119,10 @@ def python_workers(group: int) -> list[int]:
 
 def _listening_ports(pid: int) -> set[int]:
     """The TCP ports process ``pid`` listens on (its sockets' inodes found
-    in its network namespace's tables)."""
+    in its network namespace's tables). Read from ``/proc`` by hand:
+    psutil's ``net_connections`` matches them against the tables of the
+    caller's namespace, and a job on a network lab's host (``eoskit chaos``
+    with network faults) listens in its host's."""
     try:
         fds = os.listdir(f"/proc/{pid}/fd")
     except OSError:
@@ -147,8 +150,8 @@ def _listening_ports(pid: int) -> set[int]:
 
 def _cmdline(pid: int) -> list[str]:
     try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
-    except OSError:
+        return psutil.Process(pid).cmdline()
+    except psutil.Error:
         return []
 
 
@@ -163,14 +166,14 @@ def executors(driver: int) -> list[int]:
         if process.name == "java":
             ports |= _listening_ports(process.pid)
     found = []
-    for entry in os.listdir("/proc"):
-        argv = _cmdline(int(entry)) if entry.isdigit() else []
+    for process in psutil.process_iter(["cmdline"]):
+        argv = process.info["cmdline"] or []
         if EXECUTOR_CLASS not in argv or "--driver-url" not in argv[:-1]:
             continue
         url = argv[argv.index("--driver-url") + 1]
         port = url.rsplit(":", 1)[-1]
         if port.isdigit() and int(port) in ports:
-            found.append(int(entry))
+            found.append(process.pid)
     return sorted(found)
 
 

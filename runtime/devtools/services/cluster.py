@@ -37,10 +37,12 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import psutil
+
 from .endpoints import HOST
 from .errors import MissingBinaryError, ServiceStartError
 from .ports import pick_free_port
-from .processes import ProcessRef, is_alive, start_process, stop_process, tail
+from .processes import ENDED, ProcessRef, is_alive, start_process, stop_process, tail
 from .state import locked
 
 DEFAULT_ROOT = ".eoskit/cluster"
@@ -190,18 +192,12 @@ class SparkCluster:
         their Python workers. None once ``down`` returned."""
         roots = [str(d) + os.sep for d in self._all_work_dirs()]
         found = []
-        for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else ():
-            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+        for process in psutil.process_iter(["cwd", "status"]):
+            cwd, status = process.info["cwd"], process.info["status"]
+            if process.pid == os.getpid() or cwd is None or status in ENDED:
                 continue
-            try:
-                cwd = os.readlink(entry / "cwd") + os.sep
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if stat[stat.rindex(")") + 2:].split()[0] in ("Z", "X"):
-                continue
-            if any(cwd.startswith(root) for root in roots):
-                found.append(int(entry.name))
+            if any((cwd + os.sep).startswith(root) for root in roots):
+                found.append(process.pid)
         return sorted(found)
 
     # -- internals --------------------------------------------------------

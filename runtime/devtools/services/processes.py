@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 # Popen objects of processes started by this Python process. Keeping them
 # lets us reap our own children (a zombie still looks alive to kill(pid, 0))
 # and avoids "subprocess still running" ResourceWarnings.
@@ -32,20 +34,35 @@ class ProcessRef:
     start_time: int | None
 
 
-def _stat_fields(pid: int) -> list[str] | None:
-    """Fields of /proc/PID/stat after the command name, or None if gone."""
+#: Clock ticks per second, the unit of :func:`process_start_time`.
+TICKS = os.sysconf("SC_CLK_TCK")
+#: The states of a process that has exited (a zombie not reaped yet holds no ports or files).
+ENDED = (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
+
+
+def _process(pid: int) -> psutil.Process | None:
+    """The live (not zombie) process ``pid``, or None."""
     try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+        process = psutil.Process(pid)
+        return None if process.status() in ENDED else process
+    except psutil.Error:
         return None
-    # The command name is in parentheses and may contain spaces or ')'.
-    return raw[raw.rindex(")") + 2 :].split()
+
+
+def _ticks(process: psutil.Process) -> int:
+    """When ``process`` started, in clock ticks since boot (the kernel's
+    count, which state files written before psutil hold): psutil's create
+    time less the boot time, both read now, since the boot time moves with
+    the wall clock and the difference does not."""
+    return round((process.create_time() - psutil.boot_time()) * TICKS)
 
 
 def process_start_time(pid: int) -> int | None:
-    """Start time of ``pid`` in clock ticks since boot (None without /proc)."""
-    fields = _stat_fields(pid)
-    return int(fields[19]) if fields else None
+    """Start time of ``pid`` in clock ticks since boot (None if it is gone)."""
+    try:
+        return _ticks(psutil.Process(pid))
+    except psutil.Error:
+        return None
 
 
 def _reap(pid: int) -> None:
@@ -58,42 +75,29 @@ def _reap(pid: int) -> None:
 def is_alive(ref: ProcessRef) -> bool:
     """True if the very process that ``ref`` names is still running."""
     _reap(ref.pid)
-    if Path("/proc").is_dir():
-        fields = _stat_fields(ref.pid)
-        if fields is None or fields[0] in ("Z", "X"):
-            return False
-        return ref.start_time is None or int(fields[19]) == ref.start_time
+    process = _process(ref.pid)
     try:
-        os.kill(ref.pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        return process is not None and (ref.start_time is None or _ticks(process) == ref.start_time)
+    except psutil.Error:
+        return False  # gone meanwhile
 
 
 def group_members(pgid: int) -> list[int]:
     """Live (non-zombie) processes in process group ``pgid``.
 
     Orphaned zombies are skipped: this machine's init may not reap them, and
-    they hold no ports or files.
+    they hold no ports or files. (psutil has no process group: ``getpgid``
+    reads it.)
     """
-    proc = Path("/proc")
-    if not proc.is_dir():
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return []
-        except PermissionError:
-            pass
-        return [pgid]
     members = []
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
+    for process in psutil.process_iter(["status"]):
+        if process.info["status"] in ENDED:
             continue
-        fields = _stat_fields(int(entry.name))
-        if fields and fields[0] not in ("Z", "X") and int(fields[2]) == pgid:
-            members.append(int(entry.name))
+        try:
+            if os.getpgid(process.pid) == pgid:
+                members.append(process.pid)
+        except OSError:
+            continue  # gone meanwhile
     return members
 
 
