@@ -8,11 +8,20 @@ stderr naming the cause, a documented exit code, the traceback only with
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 
-from eoskit.runtime.cli.checkpoint import add_conf, register_cli as register_checkpoint_cli, spark_conf
-from eoskit.runtime.cli.errors import add_verbose, guarded, is_verbose
+from eoskit.runtime.cli.checkpoint import (
+    add_conf,
+    add_json,
+    add_storage_option,
+    register_cli as register_checkpoint_cli,
+    spark_conf,
+    storage_options,
+)
+from eoskit.runtime.cli.errors import EXIT_CODES, add_verbose, guarded, is_verbose
+from eoskit.runtime.cli.logs import add_log_format, configure, log_format, progress_stream
 from eoskit.runtime.cli.savepoint import register_cli as register_savepoint_cli
 from eoskit.runtime.cli.state import register_cli as register_state_cli
 from eoskit.runtime.cli.status import register_cli as register_status_cli
@@ -30,8 +39,13 @@ def _run(args: argparse.Namespace) -> int:
 
     from eoskit.runtime.job.listeners import PrometheusMetrics, StatusFile
 
+    from eoskit.core.fs import use_storage_options
+
     conf = spark_conf(args.conf)  # a bad --conf is refused before the job file runs
     flags = from_flags(args)  # and so is a bad setting flag
+    options = storage_options(args.storage_option)  # and a bad --storage-option
+    # Before the session: Spark's Python processes inherit them (Pipeline.run).
+    use_storage_options(options)
     if args.master:
         conf["spark.master"] = args.master
     pipeline = load_pipeline(args.job)
@@ -43,10 +57,13 @@ def _run(args: argparse.Namespace) -> int:
         quiet_failure_logs(spark)  # the failure's root cause is our one line
     listeners = ([PrometheusMetrics(args.metrics_port, args.metrics_host)] if args.metrics_port else []) + \
         ([StatusFile(args.status_file)] if args.status_file else [])
-    pipeline.run(args.checkpoint_dir, until_caught_up=args.until_caught_up, spark=spark,
-                 settings=flags, listeners=tuple(listeners),
-                 from_savepoint=args.from_savepoint,
-                 allow_non_restored_state=args.allow_non_restored_state)
+    summary = pipeline.run(args.checkpoint_dir, until_caught_up=args.until_caught_up, spark=spark,
+                           out=progress_stream(log_format(args)), settings=flags,
+                           listeners=tuple(listeners), from_savepoint=args.from_savepoint,
+                           allow_non_restored_state=args.allow_non_restored_state,
+                           storage_options=options, print_summary=not args.json)
+    if args.json:
+        print(json.dumps(summary.to_json(pipeline.name, args.checkpoint_dir)), flush=True)
     return 0
 
 
@@ -80,8 +97,8 @@ def _version() -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="eoskit", description="Exactly-once Kafka-to-sink jobs on Spark.",
-        epilog="Exit codes: 0 success, 1 the job or operation failed, 2 bad usage or input, "
-        "3 a service cannot be reached, 130 interrupted.",
+        epilog="Exit codes: " + ", ".join(f"{code} {meaning}" for code, meaning in EXIT_CODES.items())
+        + " (docs/operations.md#exit-codes).",
     )
     parser.add_argument("--version", action="version", version=f"eoskit {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -102,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_status_cli(commands)
     register_chaos_cli(commands)
     add_verbose(parser)
+    add_log_format(parser)
     return parser
 
 
@@ -110,7 +128,7 @@ def _register_run(commands: argparse._SubParsersAction) -> None:
     run = commands.add_parser("run", help="run the `pipeline` defined in a job file")
     run.add_argument("job", help="Python file with a module-level `pipeline`")
     run.add_argument(
-        "--checkpoint-dir", required=True,
+        "--checkpoint-dir", required=True, metavar="DIR",
         help="the query's checkpoint location (any Hadoop file system path); "
         "a restart with the same directory continues from it",
     )
@@ -118,7 +136,7 @@ def _register_run(commands: argparse._SubParsersAction) -> None:
         "--until-caught-up", action="store_true",
         help="read what exists at start (availableNow trigger), then exit 0",
     )
-    run.add_argument("--from-savepoint", metavar="SAVEPOINT",
+    run.add_argument("--from-savepoint", metavar="PATH",
                      help="start from this savepoint, restored into the (empty) checkpoint directory")
     run.add_argument("--allow-non-restored-state", action="store_true",
                      help="with --from-savepoint: restore even if a sink of the savepoint is not "
@@ -136,6 +154,11 @@ def _register_run(commands: argparse._SubParsersAction) -> None:
                      help="Spark's master (spark.master), as spark-submit takes it: local[4], "
                      "spark://host:7077, ...; over the job's spark_conf")
     add_conf(run, "a Spark setting, as spark-submit takes it, over the job's spark_conf")
+    add_storage_option(run, "for eoskit's own files beside the checkpoint and --from-savepoint "
+                       "(control, decision log, savepoints), in this process and the Python "
+                       "processes Spark starts; Spark's own go through Hadoop (--conf spark.hadoop.*)")
+    add_json(run, "print the run's summary as one JSON object on stdout at its end, instead of "
+             "the summary's text lines")
 
     add_flags(run)
     run.set_defaults(func=guarded("run", _run))
@@ -162,6 +185,7 @@ def _register_package(commands: argparse._SubParsersAction) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    configure(log_format(args), is_verbose(args))
     return int(args.func(args) or 0)
 
 
