@@ -195,7 +195,8 @@ def test_stop_and_trigger_answer_in_json(argv, checkpoint, tmp_path, capsys):
     assert code == errors.OK, err
     assert job.asked[0].target == target
     answer = json.loads(out)
-    assert (answer.get("savepoint") or answer.get("path"), answer["batch"]) == (target, 7)
+    assert (answer["savepoint"], answer["batch"], answer.get("stopped", True)) == (target, 7, True)
+    assert answer["checkpoint"] == ControlDir(str(checkpoint)).checkpoint
 
 
 # -- --storage-option -------------------------------------------------------------------

@@ -78,9 +78,6 @@ class TextFormatter(logging.Formatter):
 class _Stderr(logging.StreamHandler):
     """A handler on whatever ``sys.stderr`` is when a record is written."""
 
-    def __init__(self) -> None:
-        super().__init__()
-
     @property  # type: ignore[override]
     def stream(self) -> TextIO:
         return sys.stderr

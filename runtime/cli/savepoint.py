@@ -116,8 +116,18 @@ def _trigger(args: argparse.Namespace) -> int:
     answer = control.wait_answer(request, args.timeout)
     if answer.get("status") != "done":
         raise ControlError(f"the job did not take the savepoint: {answer.get('error')}")
-    print(json.dumps(answer, indent=2) if args.json else answer["path"])
+    if args.json:
+        print(json.dumps(_answered(control, answer), indent=2))
+    else:
+        print(answer["path"])
     return 0
+
+
+def _answered(control: ControlDir, answer: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    """What ``savepoint trigger --json`` and ``stop --json`` print: the
+    checkpoint, the savepoint's path and batch (None without one)."""
+    return {"checkpoint": control.checkpoint, "savepoint": answer.get("path"),
+            "batch": answer.get("batch"), **extra}
 
 
 def _stop(args: argparse.Namespace) -> int:
@@ -134,8 +144,7 @@ def _stop(args: argparse.Namespace) -> int:
             raise ControlError(f"the job on {control.checkpoint} did not stop within {args.timeout:.0f} s")
         time.sleep(0.2)
     if args.json:
-        print(json.dumps({"stopped": control.checkpoint, "savepoint": answer.get("path"),
-                          "batch": answer.get("batch")}, indent=2))
+        print(json.dumps(_answered(control, answer, stopped=True), indent=2))
     else:
         print(f"stopped{'; savepoint ' + answer['path'] if answer.get('path') else ''}")
     return 0
