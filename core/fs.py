@@ -63,3 +63,40 @@ def file_mtime(info: Mapping[str, Any]) -> float | None:
         except (TypeError, ValueError):
             continue
     return None
+
+
+def use_storage_options(options: Mapping[str, Mapping[str, Any]],
+                        environ: Any = None) -> None:
+    """Make ``options`` (fsspec options per protocol, ``{"s3": {"endpoint_url":
+    ...}}``) the defaults of every fsspec file system this process opens from
+    now on, and of the Python processes it starts (Spark's, in local mode):
+    fsspec's own configuration (``fsspec.config.conf``) and its environment
+    variables (``FSSPEC_<PROTOCOL>_<KEY>``), which win over earlier ones.
+
+    For a process that runs one job or one command (``eoskit run``, ``eoskit
+    state rescale``): eoskit's files beside the checkpoint (the control files,
+    the decision log, savepoints) are opened in many places, some in Spark's
+    Python processes, which no argument reaches. Spark's own reads and writes
+    go through Hadoop and its configuration (``spark.hadoop.fs.s3a.*``),
+    untouched. The values may be credentials: they are never printed."""
+    import json
+
+    import fsspec.config
+
+    environ = os.environ if environ is None else environ
+    for protocol, given in options.items():
+        fsspec.config.conf.setdefault(protocol, {}).update(given)
+        for key, value in given.items():
+            # fsspec parses each variable as JSON where it parses, as --storage-option does.
+            text = value if isinstance(value, str) and not _is_json(value) else json.dumps(value)
+            environ[f"FSSPEC_{protocol.upper()}_{key.upper()}"] = text
+
+
+def _is_json(text: str) -> bool:
+    import json
+
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True

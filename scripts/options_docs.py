@@ -3,7 +3,10 @@
 Each page marks its table with ``<!-- options:begin -->`` /
 ``<!-- options:end -->``; ``PAGES`` says which declaration fills it.
 ``tests/test_kafka_settings.py`` and ``tests/test_files_settings.py`` fail
-when a table is out of date.
+when a table is out of date. The command line's tables are read off the
+code the same way (``BLOCKS``: every verb's options from its parser in
+docs/runtime.md, the exit codes in docs/operations.md);
+``tests/test_cli_conventions.py`` checks them.
 
     .venv/bin/python scripts/options_docs.py
 """
@@ -32,13 +35,36 @@ def table(module: str) -> str:
     return "\n".join(rows)
 
 
+def cli_table() -> str:
+    from eoskit.runtime.cli.main import build_parser
+    from eoskit.runtime.cli.reference import cli_docs
+
+    return "\n".join(cli_docs(build_parser()))
+
+
+def exit_codes_table() -> str:
+    from eoskit.runtime.cli.errors import exit_code_docs
+
+    return "\n".join(exit_code_docs())
+
+
+#: (page, marker) -> what fills ``<!-- marker:begin -->`` ... ``<!-- marker:end -->``.
+BLOCKS = {("runtime.md", "cli"): cli_table, ("operations.md", "exit-codes"): exit_codes_table}
+
+
+def replace_block(path: Path, marker: str, body: str) -> None:
+    begin, end = f"<!-- {marker}:begin -->\n", f"<!-- {marker}:end -->"
+    text = path.read_text()
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    path.write_text(f"{head}{begin}{body}\n{end}{tail}")
+
+
 def main() -> None:
     for page, module in PAGES.items():
-        path = DOCS / page
-        text = path.read_text()
-        head, rest = text.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
-        path.write_text(f"{head}{BEGIN}{table(module)}\n{END}{tail}")
+        replace_block(DOCS / page, "options", table(module))
+    for (page, marker), fill in BLOCKS.items():
+        replace_block(DOCS / page, marker, fill())
 
 
 if __name__ == "__main__":

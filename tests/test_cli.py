@@ -307,9 +307,9 @@ def test_good_setting_flags_reach_the_session(sessions_asked, tmp_path, capsys):
 
 
 def test_every_exit_code_is_documented():
-    docs = (Path(__file__).parents[1] / "docs" / "runtime.md").read_text()
+    docs = (Path(__file__).parents[1] / "docs" / "operations.md").read_text()
     for code in cli_errors.EXIT_CODES:
-        assert re.search(rf"^\| `{code}` \|", docs, re.MULTILINE), f"exit code {code} is not in docs/runtime.md"
+        assert re.search(rf"^\| `{code}` ", docs, re.MULTILINE), f"exit code {code} is not in docs/operations.md"
 
 
 # -- root causes out of Spark's wrapping (texts as Spark 4 produced them) ---------------

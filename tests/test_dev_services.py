@@ -993,7 +993,8 @@ def test_dev_up_only_parses_and_names_an_unknown_service(capsys: pytest.CaptureF
 def test_dev_up_only_refuses_what_it_cannot_do(argv, message, tmp_path: Path, capsys):
     from eoskit.runtime.devtools.services.cli import main
 
-    assert main(["dev", "up", "--only", "postgres", "--dir", str(tmp_path / "dev"), *argv]) == 1
+    # Flags that do not go together: bad usage, 2, as in every verb (docs/operations.md#exit-codes).
+    assert main(["dev", "up", "--only", "postgres", "--dir", str(tmp_path / "dev"), *argv]) == 2
     assert capsys.readouterr().err.startswith(f"eoskit dev up: {message}")
     assert not (tmp_path / "dev").exists()
 

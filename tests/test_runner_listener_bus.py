@@ -110,7 +110,7 @@ def test_a_run_until_caught_up_ends_after_the_bus_delivered_its_query_end(tmp_pa
     assert summary.batches == 1 and "[orders] batch 0: 5 rows" in out.getvalue()
 
 
-def test_a_bus_that_never_delivers_the_end_costs_the_wait_and_no_more(tmp_path, monkeypatch, capsys):
+def test_a_bus_that_never_delivers_the_end_costs_the_wait_and_no_more(tmp_path, monkeypatch, caplog):
     """An end event lost (a full queue drops events) does not hold the run:
     it goes on after ``LISTENER_DRAIN_S``, saying so."""
     monkeypatch.setenv("EOSKIT_RUNS_DIR", str(tmp_path / "runs"))
@@ -123,4 +123,23 @@ def test_a_bus_that_never_delivers_the_end_costs_the_wait_and_no_more(tmp_path, 
     runner.run()
     assert 0.2 <= time.monotonic() - started < 5
     assert bus.log == ["removed"]
-    assert "Spark's listener was not told of the query's end within 0.2 s" in capsys.readouterr().out
+    # A warning of eoskit's logger: on stderr, or a JSON line with --log-format json.
+    assert "Spark's listener was not told of the query's end within 0.2 s" in caplog.text
+
+
+def test_without_the_summary_lines_the_run_returns_the_summary_run_json_prints(tmp_path, monkeypatch):
+    """``eoskit run --json``: the text summary is left out, the returned
+    summary is one JSON object with what the text said."""
+    monkeypatch.setenv("EOSKIT_RUNS_DIR", str(tmp_path / "runs"))
+    bus = FakeBus()
+    out = io.StringIO()
+    runner = Runner(Pipeline(bus), str(tmp_path / "ck"), SimpleNamespace(streams=bus, sparkContext=CONTEXT),
+                    JobSettings.of(), out, until_caught_up=True, print_summary=False)
+    summary = runner.run()
+    assert "[orders] batch 0: 5 rows" in out.getvalue() and "done:" not in out.getvalue()
+    printed = json.loads(json.dumps(summary.to_json("orders", str(tmp_path / "ck"))))
+    assert {k: printed[k] for k in ("job", "batches", "rows", "first_batch", "last_batch",
+                                    "restarts", "failed_batches", "in_doubt_committed")} == {
+        "job": "orders", "batches": 1, "rows": 5, "first_batch": 0, "last_batch": 0,
+        "restarts": 0, "failed_batches": 0, "in_doubt_committed": 0}
+    assert printed["checkpoint"] == str(tmp_path / "ck") and printed["seconds"] >= 0

@@ -15,6 +15,7 @@ import json
 import time
 from typing import Any
 
+from eoskit.runtime.cli.checkpoint import add_json, add_storage_option, storage_options
 from eoskit.runtime.cli.errors import guarded
 from eoskit.runtime.cli.savepoint import wait_duration
 from eoskit.runtime.job.control import ControlDir, ControlError
@@ -22,8 +23,9 @@ from eoskit.runtime.state.checkpoints import require_directory
 
 
 def _cancel(args: argparse.Namespace) -> int:
-    require_directory(args.checkpoint_dir)  # exit 2 before anything
-    control = ControlDir(args.checkpoint_dir)
+    options = storage_options(args.storage_option)
+    require_directory(args.checkpoint_dir, options)  # exit 2 before anything
+    control = ControlDir(args.checkpoint_dir, options)
     started = time.monotonic()
     control.wait_answer(control.send("cancel"), args.timeout)
     while control.live_run() is not None:
@@ -47,8 +49,9 @@ def register_cli(commands: Any) -> None:
         description="Ask the job running on a checkpoint (eoskit run or spark-submit job.py) to "
         "stop at once, without waiting for the batch in flight (Flink's cancel); its next start "
         "replays that batch and settles what it left prepared. eoskit stop waits for it instead.")
-    cancel.add_argument("--checkpoint-dir", required=True, help="the running job's checkpoint")
+    cancel.add_argument("--checkpoint-dir", required=True, metavar="DIR", help="the running job's checkpoint")
     cancel.add_argument("--timeout", type=wait_duration, default=120.0,
                         help="how long to wait for the job to end: 30s, 2m, or seconds (120)")
-    cancel.add_argument("--json", action="store_true", help="print the outcome as JSON")
+    add_json(cancel, "print the outcome as JSON: checkpoint, cancelled, seconds")
+    add_storage_option(cancel, "for the checkpoint's control files")
     cancel.set_defaults(func=guarded("cancel", _cancel))

@@ -127,12 +127,47 @@ def checkpoint_dir(args: argparse.Namespace) -> str:
     return given[0]
 
 
+#: ``--storage-option``'s help, said once for every verb that takes it.
+STORAGE_OPTION_HELP = ("an fsspec option for that protocol's file system, e.g. "
+                       "s3.endpoint_url=http://127.0.0.1:9000 (repeatable; also from FSSPEC_S3_ENDPOINT_URL etc.)")
+
+
+def add_json(parser: argparse.ArgumentParser, help: str = "print JSON instead of tables") -> None:
+    """``--json``: what the verb prints, as JSON on stdout (every verb that prints a result)."""
+    parser.add_argument("--json", action="store_true", help=help)
+
+
+def add_storage_option(parser: argparse.ArgumentParser, serves: str = "") -> None:
+    """``--storage-option PROTOCOL.KEY=VALUE`` (repeatable; :func:`storage_options`
+    reads it): every verb that reads or writes files through fsspec. ``serves``
+    adds what the options are for in that verb."""
+    parser.add_argument("--storage-option", action="append", metavar="PROTOCOL.KEY=VALUE",
+                        help=STORAGE_OPTION_HELP + (f"; {serves}" if serves else ""))
+
+
 def add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    parser.add_argument(
-        "--storage-option", action="append", metavar="PROTOCOL.KEY=VALUE",
-        help="an fsspec option for that protocol's file system, e.g. "
-        "s3.endpoint_url=http://127.0.0.1:9000 (also from FSSPEC_S3_ENDPOINT_URL etc.)")
+    """``--json`` and ``--storage-option``: the flags of every verb that reads a checkpoint or savepoint."""
+    add_json(parser)
+    add_storage_option(parser)
+
+
+def add_savepoint(parser: argparse.ArgumentParser, help: str, required: bool = False) -> None:
+    """``--savepoint PATH``, as every verb that reads or writes a savepoint names
+    it (``run`` restores with ``--from-savepoint``). A bare PATH, as earlier
+    versions took it, is still read but no longer shown."""
+    parser.add_argument("--savepoint", metavar="PATH", help=help + (" (required)" if required else ""))
+    parser.add_argument("savepoint_path", nargs="?", metavar="PATH", help=argparse.SUPPRESS)
+    parser.set_defaults(savepoint_required=required)
+
+
+def savepoint_path(args: argparse.Namespace) -> str | None:
+    """The savepoint ``add_savepoint`` read (a usage error when a required one is missing)."""
+    given = [p for p in (args.savepoint, args.savepoint_path) if p]
+    if len(set(given)) > 1:
+        raise UsageError("two savepoints given (--savepoint and a bare PATH): give one")
+    if not given and args.savepoint_required:
+        raise UsageError("the savepoint is missing: give --savepoint PATH")
+    return given[0] if given else None
 
 
 # -- the commands ------------------------------------------------------------------

@@ -74,6 +74,53 @@ EXIT_CODES = {
     INTERRUPTED: "interrupted",
 }
 
+#: The one exit-code table (docs/operations.md, "Exit codes", generated from
+#: it by :func:`exit_code_docs`): the same situation is the same code in
+#: every verb. ``tests/test_cli_conventions.py`` checks the page and the verbs.
+SITUATIONS: tuple[tuple[int, str], ...] = (
+    (OK, "the command did what it was asked; `run` caught up (`--until-caught-up`) or stopped "
+         "at a batch boundary (Ctrl-C, SIGTERM, `eoskit stop`) or at once (`eoskit cancel`); `dev status`, `dev cluster "
+         "status`: every service or daemon runs"),
+    (FAILED, "a failure: a sink refused a write, the pipeline failed and its restart strategy "
+             "gave up, the commit protocol cannot proceed (`CoordinatorError`), "
+             "a rescale failed and was rolled back"),
+    (FAILED, "not running: no job runs on the checkpoint (`stop`, `cancel`, `savepoint trigger`) or none "
+             "kept a status there (`status`); a dev service or daemon is not running (`dev "
+             "status`, `dev cluster status`), none is (`dev env`, `dev cluster env`)"),
+    (FAILED, "busy: the checkpoint is in use by another job (`run`, `state rescale`)"),
+    (FAILED, "a running job did not answer within `--timeout`, or could not take the savepoint "
+             "(`stop`, `cancel`, `savepoint trigger`)"),
+    (FAILED, "a dev service or the dev cluster did not start or stop (`dev up`, `dev down`, "
+             "`dev cluster up`, `dev cluster down`)"),
+    (FAILED, "`chaos`: an output is not exact, or a run failed by itself"),
+    (FAILED, "an error eoskit did not foresee (named by its Python type)"),
+    (USAGE, "the command line: an argument the parser refuses, flags that do not go together "
+            "(`dev up --docker --only ...`), a bad `--conf`, `--storage-option`, setting flag or "
+            "`--timeout`"),
+    (USAGE, "not found: no such checkpoint, savepoint, job file or `--dev-dir`, or a path that is "
+            "not one (every verb that takes one, before anything starts)"),
+    (USAGE, "bad input: a job file that fails to import, a data source or sink option (also when "
+            "Spark reports it), a sink id, a checkpoint with no batch yet, a savepoint that does "
+            "not fit the job (`run --from-savepoint`), a stopped job's checkpoint a rescale "
+            "cannot take"),
+    (USAGE, "`txn`: a target no installed sink handles, in-doubt ids that need "
+            "`--rollback-orphans` or `--commit-orphans`; `chaos`: the job is refused"),
+    (UNREACHABLE, "a service cannot be reached or refused the connection or the login: `txn`, a "
+                  "job file that connects, a job's Kafka source or SQL sink once the restart "
+                  "strategy gives up, the Spark master of `list --cluster`"),
+    (INTERRUPTED, "Ctrl-C in a command other than `run` (`run` stops at a batch boundary and "
+                  "exits 0)"),
+)
+
+
+def exit_code_docs() -> list[str]:
+    """The exit-code table of docs/operations.md, as Markdown rows, from
+    :data:`EXIT_CODES` and :data:`SITUATIONS` (``scripts/options_docs.py``)."""
+    rows = ["| exit code | situation, in every verb |", "| --- | --- |"]
+    rows += [f"| `{code}` {EXIT_CODES[code]} | {text} |" for code, text in SITUATIONS]
+    return rows
+
+
 HINT = "run with --verbose for the traceback"
 VERBOSE_ENV = "EOSKIT_VERBOSE"
 
@@ -243,17 +290,28 @@ def guarded(verb: str, handler: Callable[[argparse.Namespace], int | None]) -> C
     return run
 
 
-def add_verbose(parser: argparse.ArgumentParser, top: bool = True) -> None:
-    """``-v/--verbose`` on ``parser`` and on every subcommand below it, so that
-    it may come before or after the verb (``eoskit -v run ...``, ``eoskit run ... -v``)."""
-    if top:
-        parser.add_argument("-v", "--verbose", action="store_true",
-                            help=f"print the traceback of a failure (or set {VERBOSE_ENV}=1)")
+def add_everywhere(parser: argparse.ArgumentParser, *names: str, sub_help: str | None = None,
+                   **kwargs: Any) -> None:
+    """A global option on ``parser`` and on every subcommand below it, so that
+    it may come before or after the verb (``eoskit -v run ...``, ``eoskit run
+    ... -v``). Below the top it defaults to SUPPRESS: absent after the verb
+    leaves the value given before it."""
+    parser.add_argument(*names, **kwargs)
+    below = dict(kwargs, default=argparse.SUPPRESS, help=sub_help or kwargs.get("help"))
+    _add_below(parser, names, below)
+
+
+def _add_below(parser: argparse.ArgumentParser, names: tuple[str, ...], kwargs: dict[str, Any]) -> None:
     for action in parser._actions:  # argparse keeps subcommands nowhere public
         if isinstance(action, argparse._SubParsersAction):
             for sub in action.choices.values():
-                if not any("--verbose" in a.option_strings for a in sub._actions):
-                    # SUPPRESS: absent after the verb leaves the value given before it.
-                    sub.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
-                                     help="print the traceback of a failure")
-                add_verbose(sub, top=False)
+                if not any(names[-1] in a.option_strings for a in sub._actions):
+                    sub.add_argument(*names, **kwargs)
+                _add_below(sub, names, kwargs)
+
+
+def add_verbose(parser: argparse.ArgumentParser) -> None:
+    """``-v/--verbose``, on every verb (:func:`add_everywhere`)."""
+    add_everywhere(parser, "-v", "--verbose", action="store_true",
+                   help=f"print the traceback of a failure (or set {VERBOSE_ENV}=1)",
+                   sub_help="print the traceback of a failure")

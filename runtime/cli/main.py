@@ -8,13 +8,22 @@ stderr naming the cause, a documented exit code, the traceback only with
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from eoskit.runtime.cli.cancel import register_cli as register_cancel_cli
-from eoskit.runtime.cli.checkpoint import add_conf, register_cli as register_checkpoint_cli, spark_conf
-from eoskit.runtime.cli.errors import add_verbose, guarded, is_verbose
+from eoskit.runtime.cli.checkpoint import (
+    add_conf,
+    add_json,
+    add_storage_option,
+    register_cli as register_checkpoint_cli,
+    spark_conf,
+    storage_options,
+)
+from eoskit.runtime.cli.errors import EXIT_CODES, add_verbose, guarded, is_verbose
+from eoskit.runtime.cli.logs import add_log_format, configure, log_format, progress_stream
 from eoskit.runtime.cli.savepoint import register_cli as register_savepoint_cli
 from eoskit.runtime.cli.state import register_cli as register_state_cli
 from eoskit.runtime.cli.spark_import import register_cli as register_import_cli
@@ -43,9 +52,13 @@ def run_loaded(pipeline: Any, args: argparse.Namespace, conf: dict[str, str],
     its settings checked with the flags over them before Spark starts, the
     session (spark-submit's, if it started this process), the listeners the
     flags ask for, and the run."""
+    from eoskit.core.fs import use_storage_options
     from eoskit.runtime.job.listeners import PrometheusMetrics, StatusFile
     from eoskit.runtime.spark.session import get_session, quiet_failure_logs
 
+    options = storage_options(args.storage_option)  # a bad --storage-option is refused here
+    # Before the session: Spark's Python processes inherit them (Pipeline.run).
+    use_storage_options(options)
     # The flags over the job file's settings, checked with its parts (as
     # Pipeline.run checks them again) before Spark starts.
     pipeline.check_settings(pipeline.settings.override(flags))
@@ -54,10 +67,13 @@ def run_loaded(pipeline: Any, args: argparse.Namespace, conf: dict[str, str],
         quiet_failure_logs(spark)  # the failure's root cause is our one line
     listeners = ([PrometheusMetrics(args.metrics_port, args.metrics_host)] if args.metrics_port else []) + \
         ([StatusFile(args.status_file)] if args.status_file else [])
-    pipeline.run(args.checkpoint_dir, until_caught_up=args.until_caught_up, spark=spark,
-                 settings=flags, listeners=tuple(listeners),
-                 from_savepoint=args.from_savepoint,
-                 allow_non_restored_state=args.allow_non_restored_state)
+    summary = pipeline.run(args.checkpoint_dir, until_caught_up=args.until_caught_up, spark=spark,
+                           out=progress_stream(log_format(args)), settings=flags,
+                           listeners=tuple(listeners), from_savepoint=args.from_savepoint,
+                           allow_non_restored_state=args.allow_non_restored_state,
+                           storage_options=options, print_summary=not args.json)
+    if args.json:
+        print(json.dumps(summary.to_json(pipeline.name, args.checkpoint_dir)), flush=True)
     return 0
 
 
@@ -71,7 +87,9 @@ def submit_main(pipeline: Any, job: str, argv: Sequence[str]) -> int:
         "options (--master, --conf, --deploy-mode, --archives) go to spark-submit, before the file.")
     add_run_arguments(parser, submitted=True)
     add_verbose(parser)
+    add_log_format(parser)
     args = parser.parse_args(argv)
+    configure(log_format(args), is_verbose(args))
 
     def run(args: argparse.Namespace) -> int:
         return run_loaded(pipeline, args, {}, from_flags(args))
@@ -109,8 +127,8 @@ def _version() -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="eoskit", description="Exactly-once Kafka-to-sink jobs on Spark.",
-        epilog="Exit codes: 0 success, 1 the job or operation failed, 2 bad usage or input, "
-        "3 a service cannot be reached, 130 interrupted.",
+        epilog="Exit codes: " + ", ".join(f"{code} {meaning}" for code, meaning in EXIT_CODES.items())
+        + " (docs/operations.md#exit-codes).",
     )
     parser.add_argument("--version", action="version", version=f"eoskit {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -132,6 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_status_cli(commands)
     register_chaos_cli(commands)
     add_verbose(parser)
+    add_log_format(parser)
     return parser
 
 
@@ -148,7 +167,7 @@ def add_run_arguments(run: argparse.ArgumentParser, submitted: bool = False) -> 
     file's under spark-submit (``submitted``: without --master and --conf,
     which are spark-submit's)."""
     run.add_argument(
-        "--checkpoint-dir", required=True,
+        "--checkpoint-dir", required=True, metavar="DIR",
         help="the query's checkpoint location (any Hadoop file system path); "
         "a restart with the same directory continues from it",
     )
@@ -156,7 +175,7 @@ def add_run_arguments(run: argparse.ArgumentParser, submitted: bool = False) -> 
         "--until-caught-up", action="store_true",
         help="read what exists at start (availableNow trigger), then exit 0",
     )
-    run.add_argument("--from-savepoint", metavar="SAVEPOINT",
+    run.add_argument("--from-savepoint", metavar="PATH",
                      help="start from this savepoint, restored into the (empty) checkpoint directory")
     run.add_argument("--allow-non-restored-state", action="store_true",
                      help="with --from-savepoint: restore even if a sink of the savepoint is not "
@@ -175,6 +194,11 @@ def add_run_arguments(run: argparse.ArgumentParser, submitted: bool = False) -> 
                          help="Spark's master (spark.master), as spark-submit takes it: local[4], "
                          "spark://host:7077, ...; over the job's spark_conf")
         add_conf(run, "a Spark setting, as spark-submit takes it, over the job's spark_conf")
+    add_storage_option(run, "for eoskit's own files beside the checkpoint and --from-savepoint "
+                       "(control, decision log, savepoints), in this process and the Python "
+                       "processes Spark starts; Spark's own go through Hadoop (--conf spark.hadoop.*)")
+    add_json(run, "print the run's summary as one JSON object on stdout at its end, instead of "
+             "the summary's text lines")
     add_flags(run)
 
 
@@ -199,6 +223,7 @@ def _register_package(commands: argparse._SubParsersAction) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    configure(log_format(args), is_verbose(args))
     return int(args.func(args) or 0)
 
 

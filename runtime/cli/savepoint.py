@@ -15,12 +15,16 @@ from typing import Any
 from eoskit.runtime.cli.checkpoint import (
     OPERATOR_HEADERS,
     add_common,
+    add_json,
+    add_savepoint,
+    add_storage_option,
     format_time,
     guarded,
     offset_rows,
     operator_rows,
     render_fields,
     render_table,
+    savepoint_path,
     sink_cell,
     storage_options,
 )
@@ -33,13 +37,13 @@ from eoskit.twophase.identity import qualified_location
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    options = storage_options(args.storage_option)
-    manifest = inspect_savepoint(args.savepoint, storage_options=options)
+    options, path = storage_options(args.storage_option), savepoint_path(args)
+    manifest = inspect_savepoint(path, storage_options=options)
     state = None
     if args.state:
         from eoskit.runtime.state.inspection import summarize_savepoint  # PySpark: not for the parser
 
-        state = summarize_savepoint(session(), args.savepoint, options)
+        state = summarize_savepoint(session(), path, options)
     if args.json:
         extra = {} if state is None else {"state": state.to_json()}
         print(json.dumps(dict(manifest.to_json(), location=manifest.location, **extra), indent=2))
@@ -74,7 +78,7 @@ def _inspect(args: argparse.Namespace) -> int:
 
 
 def _dispose(args: argparse.Namespace) -> int:
-    done = dispose_savepoint(args.savepoint, storage_options=storage_options(args.storage_option))
+    done = dispose_savepoint(savepoint_path(args), storage_options=storage_options(args.storage_option))
     manifest = done.manifest
     if args.json:
         print(json.dumps({"disposed": manifest.location, "jobName": manifest.job_name,
@@ -98,23 +102,39 @@ def default_target(checkpoint: str) -> str:
     return posixpath.join(parent, "savepoints", time.strftime("savepoint-%Y%m%dT%H%M%SZ", time.gmtime()))
 
 
+def _control(args: argparse.Namespace) -> ControlDir:
+    """The control folder of the job on ``--checkpoint-dir`` (exit 2 if the
+    checkpoint does not exist), with the verb's ``--storage-option``s."""
+    options = storage_options(args.storage_option)
+    require_directory(args.checkpoint_dir, options)
+    return ControlDir(args.checkpoint_dir, options)
+
+
 def _trigger(args: argparse.Namespace) -> int:
-    require_directory(args.checkpoint_dir)
-    control = ControlDir(args.checkpoint_dir)
-    request = control.send("savepoint", args.target or default_target(args.checkpoint_dir))
+    control = _control(args)
+    request = control.send("savepoint", savepoint_path(args) or default_target(args.checkpoint_dir))
     answer = control.wait_answer(request, args.timeout)
     if answer.get("status") != "done":
         raise ControlError(f"the job did not take the savepoint: {answer.get('error')}")
-    print(json.dumps(answer, indent=2) if args.json else answer["path"])
+    if args.json:
+        print(json.dumps(_answered(control, answer), indent=2))
+    else:
+        print(answer["path"])
     return 0
+
+
+def _answered(control: ControlDir, answer: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    """What ``savepoint trigger --json`` and ``stop --json`` print: the
+    checkpoint, the savepoint's path and batch (None without one)."""
+    return {"checkpoint": control.checkpoint, "savepoint": answer.get("path"),
+            "batch": answer.get("batch"), **extra}
 
 
 def _stop(args: argparse.Namespace) -> int:
     import time
 
-    require_directory(args.checkpoint_dir)
-    control = ControlDir(args.checkpoint_dir)
-    request = control.send("stop", args.savepoint)
+    control = _control(args)
+    request = control.send("stop", savepoint_path(args))
     answer = control.wait_answer(request, args.timeout)
     if answer.get("status") == "error":
         raise ControlError(f"the job stopped, but without the savepoint: {answer.get('error')}")
@@ -123,7 +143,10 @@ def _stop(args: argparse.Namespace) -> int:
         if time.monotonic() > deadline:
             raise ControlError(f"the job on {control.checkpoint} did not stop within {args.timeout:.0f} s")
         time.sleep(0.2)
-    print(f"stopped{'; savepoint ' + answer['path'] if answer.get('path') else ''}")
+    if args.json:
+        print(json.dumps(_answered(control, answer, stopped=True), indent=2))
+    else:
+        print(f"stopped{'; savepoint ' + answer['path'] if answer.get('path') else ''}")
     return 0
 
 
@@ -136,6 +159,27 @@ def wait_duration(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
 
 
+def _register_running(sub: Any, commands: Any) -> None:
+    """``savepoint trigger`` and ``stop``: the verbs that address a running job."""
+    trigger = sub.add_parser("trigger", help="ask the job running on a checkpoint for a savepoint "
+                             "of its last committed batch; prints its path")
+    stop = commands.add_parser("stop", help="stop the job running on a checkpoint at a batch "
+                               "boundary, optionally taking a savepoint first")
+    add_savepoint(trigger, "where the job writes the savepoint (default: "
+                  "savepoints/savepoint-<time> beside the checkpoint directory)")
+    add_savepoint(stop, "take a savepoint there, then stop")
+    for parser in (trigger, stop):
+        parser.add_argument("--checkpoint-dir", required=True, metavar="DIR",
+                            help="the running job's checkpoint")
+        parser.add_argument("--timeout", type=wait_duration, default=600.0, metavar="DURATION",
+                            help="how long to wait: 30s, 10m, or seconds (600)")
+        add_json(parser, "print the answer as JSON: the savepoint's path and batch")
+        add_storage_option(parser, "for the checkpoint's control files (the job writes the "
+                           "savepoint with its own)")
+    trigger.set_defaults(func=guarded("savepoint trigger", _trigger))
+    stop.set_defaults(func=guarded("stop", _stop))
+
+
 def register_cli(commands: Any) -> None:
     savepoint = commands.add_parser(
         "savepoint", help="inspect or dispose of a savepoint (a portable copy of one committed batch)")
@@ -143,27 +187,12 @@ def register_cli(commands: Any) -> None:
     inspect = sub.add_parser("inspect", help="job, batch, source offsets, state operators, sinks, versions")
     dispose = sub.add_parser("dispose", help="delete a savepoint's files (refuses anything else)")
     for parser in (inspect, dispose):
-        parser.add_argument("savepoint", metavar="SP",
-                            help="the savepoint directory (local path or fsspec URL, e.g. s3://bucket/sp)")
+        add_savepoint(parser, "the savepoint directory (local path or fsspec URL, e.g. s3://bucket/sp)",
+                      required=True)
         add_common(parser)
     inspect.add_argument("--state", action="store_true",
                          help="also summarise its keyed state as `eoskit state inspect` does "
                          "(starts Spark, reads a temporary restore of the savepoint)")
     inspect.set_defaults(func=guarded("savepoint inspect", _inspect))
     dispose.set_defaults(func=guarded("savepoint dispose", _dispose))
-    trigger = sub.add_parser("trigger", help="ask the job running on a checkpoint for a savepoint "
-                             "of its last committed batch; prints its path")
-    trigger.add_argument("--checkpoint-dir", required=True, help="the running job's checkpoint")
-    trigger.add_argument("target", nargs="?", help="where to write it (default: "
-                         "savepoints/savepoint-<time> beside the checkpoint directory)")
-    trigger.add_argument("--timeout", type=wait_duration, default=600.0,
-                         help="how long to wait: 30s, 10m, or seconds (600)")
-    trigger.add_argument("--json", action="store_true", help="print the answer as JSON")
-    trigger.set_defaults(func=guarded("savepoint trigger", _trigger))
-    stop = commands.add_parser("stop", help="stop the job running on a checkpoint at a batch "
-                               "boundary, optionally taking a savepoint first")
-    stop.add_argument("--checkpoint-dir", required=True, help="the running job's checkpoint")
-    stop.add_argument("--savepoint", metavar="TARGET", help="take a savepoint there, then stop")
-    stop.add_argument("--timeout", type=wait_duration, default=600.0,
-                         help="how long to wait: 30s, 10m, or seconds (600)")
-    stop.set_defaults(func=guarded("stop", _stop))
+    _register_running(sub, commands)

@@ -17,6 +17,8 @@ from eoskit.runtime.cli.checkpoint import (
     add_checkpoint_dir,
     add_common,
     add_conf,
+    add_json,
+    add_storage_option,
     checkpoint_dir,
     render_fields,
     render_table,
@@ -112,12 +114,18 @@ def _read(args: argparse.Namespace) -> int:
 def _rescale(args: argparse.Namespace) -> int:
     from eoskit.runtime.state.rescale import check_arguments, plan, rescale  # PySpark: not for the parser
 
+    from eoskit.core.fs import use_storage_options
+
+    # The rescale reads and writes eoskit's files in many places: the options
+    # serve them all, as the process's fsspec configuration (bad ones: exit 2).
+    use_storage_options(storage_options(args.storage_option))
     if args.dry_run:
         done = plan(args.checkpoint_dir, args.partitions)
     else:
         # Bad arguments are refused before a Spark session (a JVM) starts for nothing.
+        conf = spark_conf(args.conf)
         check_arguments(args.checkpoint_dir, args.partitions)
-        done = rescale(session(), args.checkpoint_dir, args.partitions)
+        done = rescale(session(conf), args.checkpoint_dir, args.partitions)
     if args.json:
         print(json.dumps({**done.to_json(), "dryRun": bool(args.dry_run)}, indent=2))
         return 0
@@ -173,7 +181,10 @@ def register_cli(commands: Any) -> None:
                          help="the new number of state partitions (>= 1)")
     rescale.add_argument("--dry-run", action="store_true",
                          help="check and say what would be done, without Spark; change nothing")
-    rescale.add_argument("--json", action="store_true", help="print JSON instead of text")
+    add_json(rescale, "print JSON instead of text")
+    add_storage_option(rescale, "for eoskit's reads and writes of the checkpoint (Spark's go through "
+                       "Hadoop: --conf spark.hadoop.fs.s3a.endpoint=...)")
+    add_conf(rescale, "a Spark setting for the session that repartitions the state")
     inspect.set_defaults(func=guarded("state inspect", _inspect))
     rescale.set_defaults(func=guarded("state rescale", _rescale))
     read.set_defaults(func=guarded("state read", _read))

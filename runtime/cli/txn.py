@@ -7,10 +7,11 @@ Failures are reported by the eoskit CLI's one convention
 from __future__ import annotations
 
 import argparse
+import json
 from typing import TYPE_CHECKING, Any
 
 from eoskit.connectors.plugins import in_doubt_sink
-from eoskit.runtime.cli.checkpoint import storage_options
+from eoskit.runtime.cli.checkpoint import add_json, add_storage_option, storage_options
 from eoskit.runtime.cli.errors import UsageError, guarded
 from eoskit.twophase.decision_log import DecisionLog
 from eoskit.twophase.identity import default_sink_id, qualified_location
@@ -46,6 +47,10 @@ def _list(args: argparse.Namespace) -> int:
 
     sink, decisions = _sink(args), _decisions(args)
     entries = list_in_doubt(sink.committer(), decisions)
+    if args.json:
+        print(json.dumps({"sinkId": decisions.sink_id, "sink": sink.describe(), "transactions": [
+            {"txnId": e.txn_id, "batch": e.batch, "verdict": e.verdict} for e in entries]}, indent=2))
+        return 0
     print(f"sink id {decisions.sink_id} in {sink.describe()}: "
           f"{len(entries)} prepared transaction(s)")
     for entry in entries:
@@ -62,6 +67,11 @@ def _resolve(args: argparse.Namespace) -> int:
         result = resolve_in_doubt(sink.committer(), decisions, orphans)
     except ValueError as exc:  # ids without a decision log need --rollback/--commit-orphans
         raise UsageError(str(exc)) from exc
+    if args.json:
+        print(json.dumps({"sinkId": decisions.sink_id, "sink": sink.describe(),
+                          "committed": list(result["committed"]),
+                          "rolledBack": list(result["rolled_back"])}, indent=2))
+        return 0
     print(f"committed {len(result['committed'])}, rolled back {len(result['rolled_back'])}")
     for verb, ids in (("committed", result["committed"]), ("rolled back", result["rolled_back"])):
         for txn in ids:
@@ -104,14 +114,13 @@ def register_cli(commands: Any) -> None:
                            "mysql+pymysql://user@host/db")
         where.add_argument("--path", help="the place the sink writes, as a path: a files sink's output "
                            "directory, local or any fsspec URL (s3://bucket/dir)")
-        parser.add_argument("--storage-option", action="append", metavar="PROTOCOL.KEY=VALUE",
-                            help="an fsspec option for a --path target's file system, e.g. "
-                            "s3.endpoint_url=http://127.0.0.1:9000 (as in every verb); a plug-in "
-                            "receives it as the option fs.PROTOCOL.KEY")
+        add_storage_option(parser, "for a --path target's file system; a plug-in receives it "
+                           "as the option fs.PROTOCOL.KEY")
+        add_json(parser, "print the transactions (list) or the outcome (resolve) as JSON")
         # The form of earlier versions (a sink option, fs.s3.endpoint_url=...): still read.
         parser.add_argument("--option", action="append", metavar="KEY=VALUE", type=_key_value,
                             help=argparse.SUPPRESS)
-        parser.add_argument("--checkpoint-dir", required=True,
+        parser.add_argument("--checkpoint-dir", required=True, metavar="DIR",
                             help="the query's checkpoint location (holds the decision log)")
         parser.add_argument("--sink-id", help="the sink's sinkId option, if it was set")
         if name == "resolve":

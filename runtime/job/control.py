@@ -26,6 +26,7 @@ import posixpath
 import socket
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -58,10 +59,13 @@ class Request:
 class ControlDir:
     """``<checkpoint>/eoskit/control``."""
 
-    def __init__(self, checkpoint: str) -> None:
+    def __init__(self, checkpoint: str, storage_options: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+        """``storage_options``: fsspec options per protocol (``{"s3": {...}}``),
+        as ``--storage-option`` gives them; without, fsspec's configuration."""
         self.checkpoint = qualified_location(checkpoint)
         self.root = fs_path(self.checkpoint).rstrip("/") + "/" + posixpath.dirname(RUN_RECORD)
-        self.fs, self.path = fsspec.core.url_to_fs(self.root)
+        options = dict((storage_options or {}).get(fsspec.utils.get_protocol(self.root), {}))
+        self.fs, self.path = fsspec.core.url_to_fs(self.root, **options)
 
     def _file(self, *parts: str) -> str:
         return posixpath.join(self.path, *parts)

@@ -17,6 +17,7 @@ from typing import Any, TextIO
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from eoskit.core.fs import use_storage_options
 from eoskit.runtime.state import backend as state_backend
 from eoskit.runtime.job.components import Pausable, Sink, Source
 from eoskit.runtime.spark.executors import check_executors, connector_modules
@@ -108,19 +109,32 @@ class Pipeline:
         listeners: tuple[RunListener, ...] = (),
         from_savepoint: str | None = None,
         allow_non_restored_state: bool = False,
+        storage_options: Mapping[str, Mapping[str, Any]] | None = None,
+        print_summary: bool = True,
     ) -> RunSummary:
         """Run until caught up, stopped (SIGINT/SIGTERM, ``eoskit stop``), or
         failed beyond what the restart strategy allows (``runner.py``).
         ``settings`` override the pipeline's own (e.g. command-line flags).
         ``from_savepoint``: restore it first, if its query is this one;
         ``allow_non_restored_state``: even if a sink of it is not restored
-        (this job names a new sink id)."""
+        (this job names a new sink id). ``storage_options``: fsspec options
+        per protocol (``{"s3": {"endpoint_url": ...}}``) for eoskit's own files
+        beside the checkpoint and the savepoint (control, decision log,
+        savepoints), made this process's fsspec configuration and exported to
+        the Python processes Spark starts after it
+        (``eoskit.core.fs.use_storage_options``: give them before the session
+        starts for Spark's processes to see them); Spark's own files go through
+        Hadoop's configuration. ``print_summary``: write the summary's lines to
+        ``out`` at the end (``eoskit run --json`` prints the returned summary
+        itself)."""
         merged = self.settings.override(settings or {})
         self.check_settings(merged)
+        if storage_options:
+            use_storage_options(storage_options)
         spark = spark or get_session(self.name, self.spark_conf)
         runner = Runner(self, qualified_location(os.fspath(checkpoint_dir)), spark,
                         merged, out, until_caught_up, listeners, from_savepoint,
-                        allow_non_restored_state)
+                        allow_non_restored_state, print_summary)
         return runner.run()
 
     def main(self, argv: Sequence[str] | None = None) -> None:

@@ -63,6 +63,25 @@ class RunSummary:
             f"committed, {self.in_doubt_rolled_back} rolled back)"
         )
 
+    def to_json(self, name: str, checkpoint: str | None = None) -> dict[str, Any]:
+        """The summary as ``eoskit run --json`` prints it (the keys of
+        ``eoskit status --json``'s run state where they are the same)."""
+        ordered = sorted(self.batch_ms)
+        cuts = statistics.quantiles(ordered, n=100, method="inclusive") if len(ordered) > 1 else None
+        durations = None if not ordered else {
+            "p50": cuts[49] if cuts else ordered[0], "p90": cuts[89] if cuts else ordered[0],
+            "p99": cuts[98] if cuts else ordered[0], "max": ordered[-1], "batches": len(ordered)}
+        return {
+            "job": name, "checkpoint": checkpoint, "batches": self.batches, "rows": self.rows,
+            "first_batch": self.first_batch, "last_batch": self.last_batch,
+            "seconds": round(self.seconds, 3),
+            "rows_per_second": round(self.rows / self.seconds, 3) if self.seconds > 0 else 0.0,
+            "lag": self.lag, "last_commit": self.last_commit, "failed_batches": self.failed_batches,
+            "restarts": self.restarts, "last_restore": self.last_restore, "batch_ms": durations,
+            "in_doubt_committed": self.in_doubt_committed,
+            "in_doubt_rolled_back": self.in_doubt_rolled_back,
+        }
+
     def _of_last(self) -> str:
         kept = len(self.batch_ms)
         return f" (last {kept} batches)" if kept == self.batch_ms.maxlen and kept < self.batches else ""

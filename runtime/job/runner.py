@@ -33,6 +33,7 @@ One run, step by step:
 from __future__ import annotations
 
 import json
+import logging
 import time
 from typing import TYPE_CHECKING, TextIO
 
@@ -51,6 +52,8 @@ from eoskit.runtime.job.signals import StopRequest
 from eoskit.runtime.state.rescale import refuse_unfinished
 from eoskit.runtime.state.savepoints import create_savepoint, restore_savepoint
 from eoskit.twophase.decision_log import settlements
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from eoskit.runtime.job.pipeline import Pipeline
@@ -88,8 +91,9 @@ class Runner:
     def __init__(self, pipeline: "Pipeline", checkpoint: str, spark: SparkSession,
                  settings: JobSettings, out: TextIO | None = None, until_caught_up: bool = False,
                  listeners: tuple[RunListener, ...] = (), from_savepoint: str | None = None,
-                 allow_non_restored_state: bool = False) -> None:
+                 allow_non_restored_state: bool = False, print_summary: bool = True) -> None:
         self.pipeline = pipeline
+        self.print_summary = print_summary
         self.checkpoint = checkpoint
         self.spark = spark
         self.settings = settings
@@ -145,8 +149,9 @@ class Runner:
             record.release()
             if registered:
                 LocalRuns.remove(registered)
-        self.printer.out.write(self.summary.render(self.pipeline.name) + "\n")
-        self.printer.out.flush()
+        if self.print_summary:
+            self.printer.out.write(self.summary.render(self.pipeline.name) + "\n")
+            self.printer.out.flush()
         return self.summary
 
     def _loop(self, record) -> None:
@@ -249,7 +254,7 @@ class Runner:
         try:
             found = settlements(self.checkpoint, since=self.started_at)
         except OSError as exc:  # a view of the run must never stop it
-            print(f"eoskit: cannot read the settled in-doubt transactions: {exc}", flush=True)
+            log.warning("eoskit: cannot read the settled in-doubt transactions: %s", exc)
             return
         new = [s for s in found if s.key not in self._settled_seen]
         if new:
@@ -271,8 +276,8 @@ class Runner:
         run's summary. A bus that never delivers it costs the wait, no more:
         the views get the batches from ``recentProgress``."""
         if not self.spark_listener.wait_ended(str(query.runId), LISTENER_DRAIN_S):
-            print(f"eoskit: Spark's listener was not told of the query's end within "
-                  f"{LISTENER_DRAIN_S:g} s; going on", flush=True)
+            log.warning("eoskit: Spark's listener was not told of the query's end within %g s; "
+                        "going on", LISTENER_DRAIN_S)
 
     def _watch(self, query: StreamingQuery, record) -> Failure | _Finished:
         in_flight_after: int | None = None

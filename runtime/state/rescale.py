@@ -62,7 +62,7 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from eoskit.core.fs import write_atomic
 from eoskit.runtime.spark.errors import root_cause
@@ -70,6 +70,7 @@ from eoskit.runtime.state.checkpoints import Checkpoint, CheckpointError, list_f
 from eoskit.runtime.job.control import ControlDir
 from eoskit.runtime.state.backend import PROVIDER_KEY, PROVIDERS, backend_of
 from eoskit.runtime.state.inspection import PARTITIONS_KEY
+from eoskit.twophase.verdicts import Verdict
 
 #: The first Spark with an offline state repartition.
 MIN_SPARK = (4, 2)
@@ -82,6 +83,14 @@ _OWN = "eoskit/"
 class RescaleError(ValueError):
     """A rescale refused before anything was written: names the checkpoint
     and what is wrong with it, or with the request."""
+
+
+class CheckpointInUseError(RescaleError):
+    """The checkpoint is in use by a running job: the operation cannot be
+    done now, whatever was asked (exit 1, as ``eoskit run``'s refusal of a
+    second job on one checkpoint), not bad input."""
+
+    verdict: ClassVar[Verdict] = Verdict.PERMANENT
 
 
 class RescaleFailed(RuntimeError):
@@ -161,7 +170,7 @@ def refuse_backend(checkpoint: str, batch: int, conf: Mapping[str, str]) -> None
 def refuse_running(checkpoint: str) -> None:
     running = ControlDir(checkpoint).live_run()
     if running is not None:
-        raise RescaleError(
+        raise CheckpointInUseError(
             f"checkpoint {checkpoint} is in use by job {running.get('job')!r} (pid {running.get('pid')} "
             f"on {running.get('host')}): rescale a stopped job only; stop it first "
             f"(eoskit stop --checkpoint-dir {checkpoint})")
@@ -330,7 +339,7 @@ def rescale(spark: Any, checkpoint: str, partitions: Any) -> RescalePlan:
                            "(Spark Connect, or a build without it): rescale needs classic PySpark 4.2+")
     query = _active_on(spark, planned.checkpoint)
     if query is not None:
-        raise RescaleError(f"checkpoint {checkpoint} is in use by query {query} of this Spark session: "
+        raise CheckpointInUseError(f"checkpoint {checkpoint} is in use by query {query} of this Spark session: "
                            "stop it first")
     record = ControlDir(checkpoint).claim("eoskit state rescale")  # Step 3
     ck = Checkpoint(checkpoint)

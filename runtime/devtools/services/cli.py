@@ -10,12 +10,14 @@ Failures follow the eoskit CLI's one convention
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from eoskit.runtime.cli.errors import add_verbose, guarded
+from eoskit.runtime.cli.checkpoint import add_json
+from eoskit.runtime.cli.errors import UsageError, add_verbose, guarded
 
 from .cluster import DEFAULT_ROOT as CLUSTER_ROOT
 from .cluster import ENV_MASTER, SparkCluster
@@ -47,7 +49,13 @@ def _only(text: str) -> frozenset[str]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _print_status(status: dict[str, str]) -> None:
+def _print_status(status: dict[str, str], as_json: bool = False) -> None:
+    """Each service's (or daemon's) state: aligned lines, or with ``--json``
+    one object, ``{name: {"running": bool, "status": text}}``."""
+    if as_json:
+        print(json.dumps({name: {"running": text.startswith("running"), "status": text}
+                          for name, text in status.items()}, indent=2))
+        return
     width = max(len(name) for name in status)
     for name, text in status.items():
         print(f"{name:<{width}}  {text}")
@@ -58,14 +66,14 @@ def cmd_up(args: argparse.Namespace) -> int:
     services: LocalServices | DockerServices
     only: frozenset[str] | None = args.only
     if args.docker and args.kafka_brokers not in (None, 1):
-        raise DevServicesError("--kafka-brokers 3 runs local Kafka nodes; the Docker services have one broker")
+        raise UsageError("--kafka-brokers 3 runs local Kafka nodes; the Docker services have one broker")
     if args.network and args.docker:
-        raise DevServicesError("--network runs the local services on hosts of their own; not with --docker")
+        raise UsageError("--network runs the local services on hosts of their own; not with --docker")
     if args.docker and only is not None:
-        raise DevServicesError("--only starts some of the local services; the Docker services start as one set "
+        raise UsageError("--only starts some of the local services; the Docker services start as one set "
                                "(leave out --only, or --docker)")
     if only is not None and args.kafka_brokers is not None and "kafka" not in only:
-        raise DevServicesError(f"--kafka-brokers {args.kafka_brokers} is about Kafka, which "
+        raise UsageError(f"--kafka-brokers {args.kafka_brokers} is about Kafka, which "
                                f"--only {','.join(sorted(only))} leaves out")
     if args.docker:
         services = DockerServices(args.dir, keep=True)
@@ -105,7 +113,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     """Print the state of each service of the folder (those ``up --only``
     chose); exit 0 only if all of them are running."""
     status = _services(args.dir).status()
-    _print_status(status)
+    _print_status(status, args.json)
     return 0 if all(text.startswith("running") for text in status.values()) else 1
 
 
@@ -154,7 +162,7 @@ def cmd_cluster_down(args: argparse.Namespace) -> int:
 def cmd_cluster_status(args: argparse.Namespace) -> int:
     """Print each daemon's state; exit 0 only if all run."""
     status = _cluster(args).status()
-    _print_status(status)
+    _print_status(status, args.json)
     return 0 if all(text.startswith("running") for text in status.values()) else 1
 
 
@@ -181,6 +189,7 @@ def _register_cluster(commands: Any) -> None:
         sub = verbs.add_parser(name, help=help_text)
         sub.add_argument("--dir", default=CLUSTER_ROOT, help=f"cluster folder (default {CLUSTER_ROOT})")
         sub.set_defaults(func=guarded(f"dev cluster {name}", handler))
+    add_json(verbs.choices["status"], "print each daemon's state as JSON")
     up = verbs.choices["up"]
     up.add_argument("--workers", type=int, default=2, help="number of workers (default 2)")
     up.add_argument("--cores", type=int, default=1, help="cores each worker offers (default 1)")
@@ -205,6 +214,7 @@ def register_cli(subparsers: Any) -> None:
         sub = commands.add_parser(name, help=help_text)
         sub.add_argument("--dir", default=DEFAULT_ROOT, help=f"services folder (default {DEFAULT_ROOT})")
         sub.set_defaults(func=guarded(f"dev {name}", handler))
+    add_json(commands.choices["status"], "print each service's state as JSON")
     commands.choices["up"].add_argument("--docker", action="store_true", help="use Docker containers instead")
     commands.choices["up"].add_argument(
         "--only", type=_only, default=None, metavar="SERVICE[,SERVICE...]",
