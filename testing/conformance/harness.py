@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -107,6 +108,10 @@ class Run:
         })
         if self.stateful:
             env["EOSKIT_TEST_STATEFUL"] = "1"
+        if self.submit:
+            # spark-submit finds Spark and runs the driver with this Python
+            # (a user's activated virtualenv does the same).
+            env["PYSPARK_DRIVER_PYTHON"] = sys.executable
         env.update(self.base_env)
         env.update(extra)
         return env
@@ -127,7 +132,12 @@ class Run:
         if not self.submit:
             return [str(Path(sys.executable).with_name("eoskit")), "run", str(job)]
         master = self.base_env.get("EOSKIT_TEST_MASTER", "local[2,3]")
-        return [str(Path(sys.executable).with_name("spark-submit")), "--master", master, str(job)]
+        # spark-submit's JVM starts before the job's Python, so the driver's
+        # process group (crash.DRIVER_GROUP_ENV, for driver crash points in
+        # its Python workers) is exported by the shell that becomes it: the
+        # job runs in a session of its own, whose group id is that pid.
+        submit = shlex.join([str(Path(sys.executable).with_name("spark-submit")), "--master", master, str(job)])
+        return ["sh", "-c", f'{crash.DRIVER_GROUP_ENV}=$$ exec {submit} "$@"', "spark-submit"]
 
     def run_job(self, timeout: float = 600, **extra: str) -> tuple[int, str]:
         return self.wait(self.start(**extra), timeout)
