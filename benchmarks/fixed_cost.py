@@ -45,6 +45,7 @@ from eoskit.runtime.devtools.services import LocalServices
 from eoskit.core import timings
 
 from benchlib.postgres import reset_table, table_stats, verify
+from benchlib.progress import recording
 from benchlib.report import (
     fail,
     machine_facts,
@@ -93,7 +94,8 @@ class FloorSource(DataSource):
         return FloorReader(int(self.options["rows"]), int(self.options["partitions"]))
 
 
-#: A query's batches are read back from its progress once it has run this many.
+#: How often a query's batches so far are counted (from its listener's
+#: reports), until it has run as many as asked.
 POLL_S = 0.2
 
 
@@ -128,25 +130,25 @@ def run_batches(df: DataFrame, configure: Callable, name: str, batches: int,
     if spans_dir is not None:
         timings.load(spans_dir, clear=True)
     try:
-        started = time.perf_counter()
-        writer = configure(df.writeStream.option("checkpointLocation", checkpoint))
-        if available_now:
-            query = writer.trigger(availableNow=True).start()
-            query.awaitTermination()
-        else:
-            query = writer.start()
-            while query.isActive and sum(
-                    1 for p in query.recentProgress if p["numInputRows"] > 0) < batches:
-                time.sleep(POLL_S)
-            # Stopping interrupts the batch in flight, which Spark logs as
-            # errors at length; those batches are not measured.
-            df.sparkSession.sparkContext.setLogLevel("OFF")
-            query.stop()
-            df.sparkSession.sparkContext.setLogLevel("WARN")
-        wall = time.perf_counter() - started
-        if query.exception() is not None:
-            raise RuntimeError(f"{name} query failed: {query.exception()}")
-        progress = [p for p in query.recentProgress if p["numInputRows"] > 0][:batches]
+        with recording(df.sparkSession) as log:  # every batch, not recentProgress's last 100
+            started = time.perf_counter()
+            writer = configure(df.writeStream.option("checkpointLocation", checkpoint))
+            if available_now:
+                query = writer.trigger(availableNow=True).start()
+                query.awaitTermination()
+            else:
+                query = writer.start()
+                while query.isActive and log.count_with_rows(str(query.runId)) < batches:
+                    time.sleep(POLL_S)
+                # Stopping interrupts the batch in flight, which Spark logs as
+                # errors at length; those batches are not measured.
+                df.sparkSession.sparkContext.setLogLevel("OFF")
+                query.stop()
+                df.sparkSession.sparkContext.setLogLevel("WARN")
+            wall = time.perf_counter() - started
+            if query.exception() is not None:
+                raise RuntimeError(f"{name} query failed: {query.exception()}")
+            progress = log.batches(query)[:batches]
     finally:
         shutil.rmtree(checkpoint, ignore_errors=True)
     spans = timings.load(spans_dir, clear=True) if spans_dir is not None else []

@@ -33,6 +33,18 @@ default) triggers one last checkpoint at once, not at the next interval
 ``transaction.max.timeout.ms`` (Apache Kafka's default 900,000; Flink's
 own default of one hour is refused by the broker).
 
+With ``--sql``, the same job as a Flink user writes it in Flink SQL
+instead (issue 33): a source table and a sink table of Flink's Kafka
+connector (``format`` ``json``; the sink's key ``raw``, its value ``json``,
+``sink.delivery-guarantee`` ``exactly-once``) and one ``INSERT INTO ...
+SELECT`` that enriches with SQL expressions built from the enrichment
+module's constants: no Python worker, the whole job in the JVM
+(:func:`sql_statements`). It is timed whole (``execute_sql`` to the job's
+end) and from the job's start (Flink's net runtime of the job: the
+mini-cluster's start excluded, the tasks' deployment in), since no Python
+worker is there to note the first record. Unrun on the machine it was
+written on (no PyFlink virtualenv there); the README says so.
+
 Prints one JSON line: rows (``--records``: the job reads the whole topic,
 and the benchmark's reader checks the output holds each of them once),
 seconds of ``env.execute()``, of its part from the first record on (the
@@ -74,7 +86,7 @@ def load_module(path: str) -> ModuleType:
     return module
 
 
-def parse_args() -> argparse.Namespace:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bootstrap", required=True)
     parser.add_argument("--input", required=True)
@@ -89,7 +101,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--checkpoint-interval-ms", type=int, default=5000,
                         help="how often the sink's transactions commit (default 5000: Quix "
                              "Streams' 5 s commit bound)")
-    return parser.parse_args()
+    parser.add_argument("--sql", action="store_true",
+                        help="the job in Flink SQL: Kafka tables and one INSERT ... SELECT (no Python worker)")
+    return parser.parse_args(argv)
 
 
 def main() -> int:
@@ -98,9 +112,16 @@ def main() -> int:
     if not jar.is_file():
         raise SystemExit(f"no Kafka connector jar at {jar}: make the virtualenv with "
                          "benchmarks/flink_peer.py --make-venv")
-    load_module(args.enrich)  # fail here, not in a worker, if the module is not there
+    enrich = load_module(args.enrich)  # fail here, not in a worker, if the module is not there
 
     import pyflink.version
+
+    if args.sql:
+        print(json.dumps({**run_sql_job(args, jar, enrich), "pyflink": pyflink.version.__version__,
+                          "kafka_connector": jar.stem.removeprefix("flink-sql-connector-kafka-"),
+                          "parallelism": args.parallelism,
+                          "checkpoint_interval_ms": args.checkpoint_interval_ms}))
+        return 0
 
     marks = tempfile.TemporaryDirectory(prefix="eoskit-bench-flink-")
 
@@ -134,13 +155,7 @@ def build_job(args: argparse.Namespace, jar: Path, run: str, marks: str):  # noq
     Python worker writes the time of its first record into ``marks``."""
     from pyflink.common import Row, Types, WatermarkStrategy
     from pyflink.common.serialization import ByteArraySchema
-    from pyflink.datastream import (
-        CheckpointingMode,
-        MapFunction,
-        RuntimeContext,
-        RuntimeExecutionMode,
-        StreamExecutionEnvironment,
-    )
+    from pyflink.datastream import MapFunction, RuntimeContext
     from pyflink.datastream.connectors.kafka import KafkaOffsetsInitializer, KafkaSource
     from pyflink.table import StreamTableEnvironment
 
@@ -162,12 +177,8 @@ def build_job(args: argparse.Namespace, jar: Path, run: str, marks: str):  # noq
                 Path(self.marks, uuid.uuid4().hex).write_text(repr(time.time()))
             return Row(*self.enrich_value(value))
 
-    env = StreamExecutionEnvironment.get_execution_environment()
-    env.set_runtime_mode(RuntimeExecutionMode.STREAMING)  # checkpoints commit the transactions
-    env.set_parallelism(args.parallelism)
-    env.enable_checkpointing(args.checkpoint_interval_ms, CheckpointingMode.EXACTLY_ONCE)
+    env = environment(args, jar)
     env.set_python_executable(sys.executable)  # the workers' Python: this virtualenv's, not PATH's
-    env.add_jars(jar.as_uri())
 
     source = (KafkaSource.builder()
               .set_bootstrap_servers(args.bootstrap)
@@ -190,6 +201,74 @@ def build_job(args: argparse.Namespace, jar: Path, run: str, marks: str):  # noq
     statements.add_insert(kafka_sink(args, run), tables.from_data_stream(enriched))
     statements.attach_as_datastream()
     return env
+
+
+def environment(args: argparse.Namespace, jar: Path):  # noqa: ANN201 - pyflink's environment
+    """STREAMING mode (checkpoints commit the transactions), ``--parallelism``,
+    EXACTLY_ONCE checkpoints every ``--checkpoint-interval-ms``, the jar."""
+    from pyflink.datastream import CheckpointingMode, RuntimeExecutionMode, StreamExecutionEnvironment
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_runtime_mode(RuntimeExecutionMode.STREAMING)
+    env.set_parallelism(args.parallelism)
+    env.enable_checkpointing(args.checkpoint_interval_ms, CheckpointingMode.EXACTLY_ONCE)
+    env.add_jars(jar.as_uri())
+    return env
+
+
+def literal(text: str) -> str:
+    """``text`` as a Flink SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def sql_statements(args: argparse.Namespace, run: str, enrich: ModuleType) -> list[str]:
+    """The SQL job: the input table (bounded at the latest offsets when the
+    job starts, read_committed, JSON), the output table (key ``raw``, value
+    ``json`` without the key, exactly-once under transactional ids named by
+    ``run``) and the INSERT that enriches as ``enrich.enrich_value`` does:
+    ``amount`` passed through as text, ``amount_with_tax`` the amount times
+    TAX_FACTOR rounded half up to the cent (Flink's ROUND on a DECIMAL),
+    ``tier`` from TIERS, keyed by the order id."""
+    amount = "CAST(amount AS DECIMAL(12, 2))"
+    tiers = " ".join(f"WHEN {amount} >= {bound} THEN {literal(name)}" for bound, name in enrich.TIERS)
+    source = (f"CREATE TEMPORARY TABLE orders (order_id BIGINT, customer STRING, amount STRING, "
+              f"created_at STRING) WITH ('connector' = 'kafka', 'topic' = {literal(args.input)}, "
+              f"'properties.bootstrap.servers' = {literal(args.bootstrap)}, "
+              f"'properties.group.id' = {literal(run)}, 'properties.isolation.level' = 'read_committed', "
+              "'scan.startup.mode' = 'earliest-offset', 'scan.bounded.mode' = 'latest-offset', "
+              "'format' = 'json', 'json.fail-on-missing-field' = 'true')")
+    sink = (f"CREATE TEMPORARY TABLE enriched (k STRING, order_id BIGINT, customer STRING, amount STRING, "
+            f"created_at STRING, amount_with_tax STRING, tier STRING) WITH ('connector' = 'kafka', "
+            f"'topic' = {literal(args.output)}, 'properties.bootstrap.servers' = {literal(args.bootstrap)}, "
+            "'key.format' = 'raw', 'key.fields' = 'k', 'value.format' = 'json', "
+            "'value.fields-include' = 'EXCEPT_KEY', 'sink.delivery-guarantee' = 'exactly-once', "
+            f"'sink.transactional-id-prefix' = {literal(run)}, "
+            f"'properties.transaction.timeout.ms' = '{TRANSACTION_TIMEOUT_MS}')")
+    insert = (f"INSERT INTO enriched SELECT CAST(order_id AS STRING), order_id, customer, amount, created_at, "
+              f"CAST(ROUND({amount} * {enrich.TAX_FACTOR}, 2) AS STRING), "
+              f"CASE {tiers} ELSE {literal(enrich.LOWEST_TIER)} END FROM orders")
+    return [source, sink, insert]
+
+
+def run_sql_job(args: argparse.Namespace, jar: Path, enrich: ModuleType) -> dict:
+    """The SQL job run to its end: its figures (run_s whole, from_job_start_s
+    Flink's net runtime, submit_s the mini-cluster's start and the job's
+    submission, start_and_import_s)."""
+    from pyflink.table import StreamTableEnvironment
+
+    run = f"eoskit-bench-flink-sql-{uuid.uuid4().hex[:8]}"
+    tables = StreamTableEnvironment.create(environment(args, jar))
+    tables.get_config().set("pipeline.name", run)
+    *tables_ddl, insert = sql_statements(args, run, enrich)
+    for statement in tables_ddl:
+        tables.execute_sql(statement)
+    built = time.perf_counter()
+    submitted_result = tables.execute_sql(insert)  # starts the mini-cluster, submits the job
+    submitted = time.perf_counter()
+    job = submitted_result.get_job_client().get_job_execution_result().result()  # to the job's end
+    ended = time.perf_counter()
+    return {"rows": args.records, "run_s": ended - built, "from_job_start_s": job.get_net_runtime() / 1000,
+            "submit_s": submitted - built, "start_and_import_s": built - STARTED, "variant": "sql"}
 
 
 def kafka_sink(args: argparse.Namespace, run: str):  # noqa: ANN201 - pyflink's TableDescriptor

@@ -6,7 +6,8 @@ customer tier) and write JSON keyed by order id to a topic of their own,
 exactly once. With ``--spark-kafka``, Spark's own ``kafka`` source and sink
 (at-least-once, ``spark_kafka_runner.py``, a process of its own) does the
 same on the same topic; with ``--flink``, PyFlink's ``KafkaSink``
-EXACTLY_ONCE (``flink_peer.py``, a virtualenv of its own). Every output is
+EXACTLY_ONCE (``flink_peer.py``, a virtualenv of its own), and with
+``--flink-sql`` the same job in Flink SQL. Every output is
 read back by a plain read_committed consumer (``read_topic``) before any
 rate is reported. Built from
 kafka_to_postgres.py's parts (topic, Spark stream, progress accounting,
@@ -14,7 +15,7 @@ report, the whole run in ``run_benchmark``). See benchmarks/README.md.
 
     .venv/bin/python benchmarks/kafka_to_kafka.py [--records 1000000] \\
         [--quix-venv DIR] [--make-quix-venv] [--no-quix] [--spark-kafka] [--breakdown] \\
-        [--flink] [--flink-venv DIR] [--make-flink-venv]
+        [--flink] [--flink-sql] [--flink-venv DIR] [--make-flink-venv]
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
-from flink_peer import flink_contender, flink_options, make_flink_venv
+from flink_peer import flink_contender, flink_options, flink_sql_contender, make_flink_venv
 from pyspark.sql.streaming import DataStreamWriter
 
 from eoskit.runtime.devtools.demo import enrich
@@ -363,6 +364,8 @@ def kafka_target(args: argparse.Namespace) -> Target:
         contenders += (quix_contender(Path(args.quix_venv), args.records),)
     if args.flink:
         contenders += (flink_contender(Path(args.flink_venv), args.records),)
+    if args.flink_sql:
+        contenders += (flink_sql_contender(Path(args.flink_venv), args.records),)
     #: Outputs of at-least-once runs that had failed task attempts (topic ->
     #: count): only these may hold duplicates.
     retried: dict[str, int] = {}
@@ -406,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
     venv = Path(args.quix_venv)
     if args.make_quix_venv and not args.no_quix and not (venv / "bin" / "python").exists():
         make_quix_venv(venv)
-    if args.flink and args.make_flink_venv:
+    if (args.flink or args.flink_sql) and args.make_flink_venv:
         make_flink_venv(Path(args.flink_venv))  # idempotent: completes a virtualenv without its jar
     status = run_benchmark(args, kafka_target(args))
     if args.breakdown:

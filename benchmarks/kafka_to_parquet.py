@@ -240,7 +240,7 @@ def write_records(args: argparse.Namespace, runs: list[tuple[int, str, StreamRes
     """The peers' records for ``--json-out`` (benchmarks/peers.py)."""
     group = "kafka-files"
     records = [peer_record(group, "spark_parquet_process", SPARK_PARQUET_LABEL,
-                           {**runner_figures(peer), "process_s": peer["wall_s"]},
+                           runner_figures(peer),
                            found[SPARK_PARQUET_LABEL])] if peer is not None else []
     if peer_not_run is not None:
         records.append({"peer": SPARK_PARQUET_LABEL, "id": "spark_parquet_process", "group": group,

@@ -119,22 +119,41 @@ def postgres_writer(postgres_url: str, table: str = EOSKIT_TABLE, commit_mode: s
 
 
 SPARK_JDBC_TABLE = "bench_spark_jdbc"
+SPARK_JDBC_TUNED_TABLE = "bench_spark_jdbc_tuned"
 SPARK_JDBC_RUNNER = Path(__file__).with_name("spark_jdbc_runner.py")
 SPARK_FOREACH_BATCH_TABLE = "bench_spark_foreach_batch"
 SPARK_FOREACH_BATCH_RUNNER = Path(__file__).with_name("spark_foreach_batch_runner.py")
+PLAIN_SCRIPT_TABLE = "bench_plain_script"
+PLAIN_SCRIPT_RUNNER = Path(__file__).with_name("plain_script_runner.py")
+#: Spark's JDBC writer as a user who cares about speed sets it (issue 33):
+#: rows per JDBC batch, and the driver's multi-row INSERTs.
+TUNED_BATCHSIZE = 10_000
 
 
-def spark_jdbc_contender(max_offsets: int) -> Contender:
+def spark_jdbc_argv(bootstrap: str, topic: str, max_offsets: int, partitions: int, tuned: bool) -> list[str]:
+    """spark_jdbc_runner.py's options: Spark's defaults, or tuned (batchsize
+    TUNED_BATCHSIZE, reWriteBatchedInserts, numPartitions the topic's partition count)."""
+    argv = ["--bootstrap", bootstrap, "--topic", topic, "--max-offsets", str(max_offsets),
+            "--table", SPARK_JDBC_TUNED_TABLE if tuned else SPARK_JDBC_TABLE]
+    if tuned:
+        argv += ["--batchsize", str(TUNED_BATCHSIZE), "--rewrite-batched-inserts",
+                 "--num-partitions", str(partitions)]
+    return argv
+
+
+def spark_jdbc_contender(max_offsets: int, tuned: bool = False) -> Contender:
     """What a Spark user runs today: Spark's `kafka` source and
-    foreachBatch(write.jdbc), at-least-once, in a process (and JVM) of its own."""
-    label = "Spark kafka + foreachBatch(write.jdbc), at-least-once"
+    foreachBatch(write.jdbc), at-least-once, in a process (and JVM) of its
+    own; with Spark's JDBC defaults, or ``tuned`` (see spark_jdbc_argv)."""
+    label = ("Spark kafka + foreachBatch(write.jdbc), tuned (batchsize 10000, reWriteBatchedInserts, "
+             "numPartitions = partitions), at-least-once" if tuned else
+             "Spark kafka + foreachBatch(write.jdbc), Spark's defaults, at-least-once")
 
     def run(bootstrap: str, url: str, topic: str, partitions: int) -> BaselineResult:
-        return spark_runner(label, SPARK_JDBC_RUNNER, [
-            "--bootstrap", bootstrap, "--topic", topic, "--table", SPARK_JDBC_TABLE,
-            "--max-offsets", str(max_offsets)], env={URL_ENV: url})
+        return spark_runner(label, SPARK_JDBC_RUNNER, spark_jdbc_argv(
+            bootstrap, topic, max_offsets, partitions, tuned), env={URL_ENV: url})
 
-    return Contender(label, SPARK_JDBC_TABLE, run)
+    return Contender(label, SPARK_JDBC_TUNED_TABLE if tuned else SPARK_JDBC_TABLE, run)
 
 
 def spark_foreach_batch_contender(max_offsets: int) -> Contender:
@@ -149,6 +168,20 @@ def spark_foreach_batch_contender(max_offsets: int) -> Contender:
             "--max-offsets", str(max_offsets)], env={URL_ENV: url})
 
     return Contender(label, SPARK_FOREACH_BATCH_TABLE, run)
+
+
+def plain_script_contender(max_offsets: int) -> Contender:
+    """The plain-script path: a user's own SparkSession.builder script with
+    eoskit-kafka -> eoskit-postgres (exactly-once), in a process of its
+    own, timed from the process's start to caught up (plain_script_runner.py)."""
+    label = "plain script: SparkSession.builder, eoskit-kafka -> eoskit-postgres, from process start"
+
+    def run(bootstrap: str, url: str, topic: str, partitions: int) -> BaselineResult:
+        return spark_runner(label, PLAIN_SCRIPT_RUNNER, [
+            "--bootstrap", bootstrap, "--topic", topic, "--table", PLAIN_SCRIPT_TABLE,
+            "--max-offsets", str(max_offsets)], env={URL_ENV: url}, from_process_start=True)
+
+    return Contender(label, PLAIN_SCRIPT_TABLE, run)
 
 
 POSTGRES = Target(
@@ -170,7 +203,12 @@ OTHER_COMMIT_MODES = ("idempotent", "at_least_once")
 def postgres_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spark-jdbc", action="store_true",
                         help="also run Spark's own kafka source + foreachBatch(write.jdbc) (at-least-once), "
-                             "in a process of its own, its jars from Maven Central")
+                             "in a process of its own, its jars from Maven Central: twice, with Spark's "
+                             f"JDBC defaults and tuned (batchsize {TUNED_BATCHSIZE}, reWriteBatchedInserts, "
+                             "numPartitions the topic's partitions), each its own line")
+    parser.add_argument("--plain-script", action="store_true",
+                        help="also run a user's own SparkSession.builder script with eoskit-kafka -> "
+                             "eoskit-postgres, in a process of its own, timed from its start to caught up")
     parser.add_argument("--foreach-batch", action="store_true",
                         help="also run Spark's own kafka source + eoskit's foreach_batch() (exactly-once), "
                              "in a process of its own")
@@ -183,9 +221,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv, __doc__.split("\n\n")[0], extend=postgres_options)
     contenders = POSTGRES.contenders
     if args.spark_jdbc:
-        contenders += (spark_jdbc_contender(args.max_offsets_per_trigger),)
+        contenders += (spark_jdbc_contender(args.max_offsets_per_trigger),
+                       spark_jdbc_contender(args.max_offsets_per_trigger, tuned=True))
     if args.foreach_batch:
         contenders += (spark_foreach_batch_contender(args.max_offsets_per_trigger),)
+    if args.plain_script:
+        contenders += (plain_script_contender(args.max_offsets_per_trigger),)
     target = replace(POSTGRES, contenders=contenders,
                      commit_modes=OTHER_COMMIT_MODES if args.commit_modes else ())
     return run_benchmark(args, target)

@@ -45,6 +45,7 @@ from eoskit.runtime.devtools.services import LocalServices
 from soak import SteadyProducer
 
 from benchlib.postgres import pg_connect
+from benchlib.progress import recording
 from benchlib.report import fail, machine_facts, peer_record, print_table, say, write_json_out
 from benchlib.spark import spark_session
 from benchlib.topics import delete_topic
@@ -182,36 +183,37 @@ def run_turn(spark: SparkSession, bootstrap: str, args: argparse.Namespace, labe
            .load())
     parsed: DataFrame = raw.select(
         F.from_json(F.col("value").cast("string"), SCHEMA).alias("r")).select("r.*")
-    query = (configure(parsed.writeStream.option("checkpointLocation", checkpoint))
-             .trigger(processingTime=f"{args.trigger_seconds} seconds").start())
-    poller = Poller(poll)
-    producer = TimedProducer(bootstrap, topic, args.partitions, args.rate,
-                             workdir / f"producer-{label}.log")
-    try:
-        poller.start()
-        producer.start()
-        time.sleep(args.warmup)
-        first_measured = producer.produced
-        time.sleep(args.seconds)
-        last_measured = producer.produced
-        total = producer.finish()
-        deadline = time.monotonic() + CATCH_UP_S
-        while len(poller.seen.seen_us) < total and time.monotonic() < deadline:
-            if query.exception() is not None:
-                break
-            time.sleep(0.2)
-    finally:
-        poller.stop()
-        query.stop()
-        if not args.keep_topic:
-            delete_topic(bootstrap, topic)
-    errors = list(poller.errors) + producer.errors
-    if query.exception() is not None:
-        errors.append(f"query failed: {query.exception()}")
-    seen = poller.seen
-    window = range(first_measured, last_measured)
-    latencies = [(seen.seen_us[i] - seen.produced_us[i]) / 1000 for i in window if i in seen.seen_us]
-    progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
+    with recording(spark) as log:  # every batch, not recentProgress's last 100
+        query = (configure(parsed.writeStream.option("checkpointLocation", checkpoint))
+                 .trigger(processingTime=f"{args.trigger_seconds} seconds").start())
+        poller = Poller(poll)
+        producer = TimedProducer(bootstrap, topic, args.partitions, args.rate,
+                                 workdir / f"producer-{label}.log")
+        try:
+            poller.start()
+            producer.start()
+            time.sleep(args.warmup)
+            first_measured = producer.produced
+            time.sleep(args.seconds)
+            last_measured = producer.produced
+            total = producer.finish()
+            deadline = time.monotonic() + CATCH_UP_S
+            while len(poller.seen.seen_us) < total and time.monotonic() < deadline:
+                if query.exception() is not None:
+                    break
+                time.sleep(0.2)
+        finally:
+            poller.stop()
+            query.stop()
+            if not args.keep_topic:
+                delete_topic(bootstrap, topic)
+        errors = list(poller.errors) + producer.errors
+        if query.exception() is not None:
+            errors.append(f"query failed: {query.exception()}")
+        seen = poller.seen
+        window = range(first_measured, last_measured)
+        latencies = [(seen.seen_us[i] - seen.produced_us[i]) / 1000 for i in window if i in seen.seen_us]
+        progress = log.batches(query)
     return Turn(label, total, len(window), latencies,
                 [p["durationMs"].get("triggerExecution", 0) for p in progress],
                 missing=total - len(seen.seen_us), errors=errors)

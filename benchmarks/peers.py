@@ -1,18 +1,21 @@
-"""Issue 21's peers in one command: every benchmark script in alternated rounds, one table per group,
-then the growth curves.
+"""Issues 21 and 33's peers in one command: every benchmark script in rotated rounds, one table per
+group, then the growth curves.
 
 What: runs the benchmark scripts of this folder, each as a fresh process
-(``kafka_to_postgres.py --spark-jdbc --foreach-batch --commit-modes``,
-``kafka_to_kafka.py --spark-kafka --flink``, ``kafka_to_parquet.py
---spark-parquet``, ``fixed_cost.py``, ``latency.py``), ``--rounds`` times,
-the order of the scripts rotated each round so that no script always runs
-first. Each script measures its peers on one topic of the dev broker and
+(``kafka_to_postgres.py --spark-jdbc --foreach-batch --plain-script
+--commit-modes``, ``kafka_to_kafka.py --spark-kafka --flink --flink-sql``,
+``kafka_to_parquet.py --spark-parquet``, ``fixed_cost.py``, ``latency.py``,
+``restart.py``), ``--rounds`` times (3 by default), the order of the
+scripts rotated each round so that no script always runs first, and the
+peers inside the two scripts that run several in turn (``--rotate``, the
+round: ``harness.run_benchmark``) rotated too. Each script measures its
+peers on one topic of the dev broker and
 verifies every output with an independent reader, as it does alone; with
 ``--json-out`` it also writes its figures, which this command reads. It
 samples the resident memory of each script's whole process tree (the
 script, its Spark JVM, Spark's Python workers, the peers it starts in
 processes of their own) every 0.2 s, and prints, per group, the median over
-the rounds of each figure and every round's value, then the issue's targets,
+the rounds of each figure and every round's value, then the issues' targets,
 met or not. Then the growth curves (``--growth``): ``kafka_to_postgres.py``
 (the plain loop and eoskit, both verified) once per point, records 100k to
 10M, partitions 1 to 64, record size about 100 B to 10 KB, batch size, and
@@ -26,7 +29,7 @@ the same machine, rather than single runs of scripts started by hand in an
 order that favours whichever runs first; and for one command that prints
 them all.
 
-    .venv/bin/python benchmarks/peers.py [--rounds 2] [--records N] [--max-offsets-per-trigger N] \\
+    .venv/bin/python benchmarks/peers.py [--rounds 3] [--records N] [--max-offsets-per-trigger N] \\
         [--only kafka-postgres,latency|none] [--growth records,batch|none] [--growth-scale 0.01] \\
         [--out results.json] [--charts DIR] [--make-quix-venv] [--make-flink-venv] \\
         [--args 'latency=--seconds 10'] [--dry-run]
@@ -57,6 +60,7 @@ from benchlib.growth import (
     growth_points,
     run_growth,
 )
+from benchlib.rounds import rotated  # round n runs the groups rotated by n places
 from benchlib.sampling import run_sampled
 
 HERE = Path(__file__).resolve().parent
@@ -67,12 +71,14 @@ class Script:
     file: str
     args: tuple[str, ...]
     records: bool  # takes --records and --max-offsets-per-trigger
+    rotates: bool = False  # takes --rotate N (harness.run_benchmark): its peers rotated each round
 
 
 #: Each group: the script that measures its peers, with the options that bring in the peers.
 GROUPS = {
-    "kafka-postgres": Script("kafka_to_postgres.py", ("--spark-jdbc", "--foreach-batch", "--commit-modes"), True),
-    "kafka-kafka": Script("kafka_to_kafka.py", ("--spark-kafka", "--flink"), True),
+    "kafka-postgres": Script("kafka_to_postgres.py",
+                             ("--spark-jdbc", "--foreach-batch", "--plain-script", "--commit-modes"), True, True),
+    "kafka-kafka": Script("kafka_to_kafka.py", ("--spark-kafka", "--flink", "--flink-sql"), True, True),
     "kafka-files": Script("kafka_to_parquet.py", ("--spark-parquet",), True),
     "fixed-cost": Script("fixed_cost.py", (), False),
     "latency": Script("latency.py", (), False),
@@ -105,6 +111,8 @@ THROUGHPUT: list[Column] = [
     ("first batch s", key("first_batch_s"), "{:.2f}"),
     ("later batch s", key("later_batch_s"), "{:.2f}"),
     ("wall s", key("wall_s"), "{:.1f}"),
+    # A peer in a process of its own: its process's start to caught up.
+    ("s from process start", key("process_s"), "{:.1f}"),
 ]
 COLUMNS: dict[str, list[Column]] = {
     "kafka-postgres": THROUGHPUT,
@@ -150,8 +158,18 @@ class Goal:
 
 
 GOALS = [
-    Goal("Kafka -> PostgreSQL: eoskit exactly-once, whole run, / Spark kafka + foreachBatch(write.jdbc)",
-         "kafka-postgres", "eoskit", key("rows_per_s"), 1.0, theirs="spark_jdbc"),
+    Goal("Kafka -> PostgreSQL: eoskit exactly-once, whole run, / Spark kafka + foreachBatch(write.jdbc), "
+         "Spark's defaults", "kafka-postgres", "eoskit", key("rows_per_s"), 1.0, theirs="spark_jdbc"),
+    Goal("Kafka -> PostgreSQL: eoskit exactly-once, whole run, / Spark kafka + foreachBatch(write.jdbc), "
+         "tuned (issue 33)", "kafka-postgres", "eoskit", key("rows_per_s"), 1.5, theirs="spark_jdbc_tuned"),
+    # The plain-script path (issue 33), timed from its process's start, as its user waits.
+    Goal("Kafka -> PostgreSQL: plain script (from process start) / the plain loop",
+         "kafka-postgres", "plain_script", key("rows_per_s"), 1.0, theirs="baseline"),
+    Goal("Kafka -> PostgreSQL: plain script, steady, / the plain loop (whole run)",
+         "kafka-postgres", "plain_script", key("steady_rows_per_s"), 1.5, theirs="baseline"),
+    Goal("Kafka -> PostgreSQL: plain script / Spark jdbc tuned, both from process start",
+         "kafka-postgres", "plain_script", key("rows_per_s"), 1.5, theirs="spark_jdbc_tuned",
+         their_figure=key("process_rows_per_s")),
     Goal("Kafka -> PostgreSQL: eoskit exactly-once, whole run, / the plain loop",
          "kafka-postgres", "eoskit", key("rows_per_s"), 1.0, theirs="baseline"),
     Goal("Kafka -> PostgreSQL: eoskit exactly-once, steady, / the plain loop (whole run)",
@@ -160,6 +178,8 @@ GOALS = [
          "kafka-kafka", "eoskit", key("rows_per_s"), 1.0, theirs="spark_kafka"),
     Goal("Kafka -> Kafka: eoskit exactly-once, whole run, / PyFlink KafkaSink EXACTLY_ONCE",
          "kafka-kafka", "eoskit", key("rows_per_s"), 1.5, theirs="flink"),
+    Goal("Kafka -> Kafka: eoskit exactly-once, whole run, / PyFlink from its first record (issue 33)",
+         "kafka-kafka", "eoskit", key("rows_per_s"), 1.5, theirs="flink_from_first_record"),
     Goal("Kafka -> files: eoskit-parquet (in-session turns), whole run, / Spark kafka + parquet "
          "(own process; its query is its JVM's first)",
          "kafka-files", "eoskit_parquet", key("rows_per_s"), 1.0, theirs="spark_parquet_process"),
@@ -180,16 +200,13 @@ GOALS = [
 
 # ------------------------------------------------------------------- the rounds
 
-def rotated(groups: list[str], round_no: int) -> list[str]:
-    """Round ``round_no`` (from 0) runs the groups rotated by that many places."""
-    shift = round_no % len(groups) if groups else 0
-    return groups[shift:] + groups[:shift]
-
-
-def command(group: str, args: argparse.Namespace, json_out: Path) -> list[str]:
+def command(group: str, args: argparse.Namespace, json_out: Path, round_no: int = 0) -> list[str]:
+    """The group's script's command line in round ``round_no`` (from 0)."""
     script = GROUPS[group]
     argv = [sys.executable, str(HERE / script.file), *script.args, "--services-dir", args.services_dir,
             "--json-out", str(json_out)]
+    if script.rotates and round_no:
+        argv += ["--rotate", str(round_no)]
     if script.records and args.records is not None:
         argv += ["--records", str(args.records)]
     if script.records and args.max_offsets_per_trigger is not None:
@@ -221,7 +238,7 @@ def run_rounds(args: argparse.Namespace, groups: list[str], logs: Path) -> dict[
         for group in rotated(groups, round_no):
             name = f"round{round_no + 1}-{group}"
             json_out, log = logs / f"{name}.json", logs / f"{name}.log"
-            argv = command(group, args, json_out)
+            argv = command(group, args, json_out, round_no)
             print(f"==> round {round_no + 1}/{args.rounds}: {group}: {shlex.join(argv[1:])}", flush=True)
             run = run_sampled(argv, log)
             found = json.loads(json_out.read_text()) if json_out.is_file() else []
@@ -333,7 +350,7 @@ def evaluate(goal: Goal, results: dict[str, Any]) -> tuple[float | None, list[fl
 
 
 def targets_lines(results: dict[str, Any]) -> list[str]:
-    lines = ["\nissue 21's targets (median of the per-round figures [each round])"]
+    lines = ["\nthe targets of issues 21 and 33 (median of the per-round figures [each round])"]
     groups = set(results["groups"])
     for goal in GOALS:
         if goal.group not in groups:
@@ -418,7 +435,9 @@ def report(results: dict[str, Any], charts: Path | None) -> None:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=2, help="rounds, each script once a round (2)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="rounds, each script once a round, the scripts and the peers inside the "
+                             "throughput scripts in another order each round (3)")
     parser.add_argument("--records", type=int, default=None,
                         help="records per throughput run (default: each script's own); "
                              "fixed_cost.py and latency.py take none (see --args)")
@@ -486,7 +505,7 @@ def main(argv: list[str] | None = None) -> int:
         logs = Path(args.logs or "LOGS")
         for round_no in range(args.rounds):
             for group in rotated(args.groups, round_no):
-                argv_ = command(group, args, logs / f"round{round_no + 1}-{group}.json")
+                argv_ = command(group, args, logs / f"round{round_no + 1}-{group}.json", round_no)
                 print(f"round {round_no + 1}: {shlex.join(argv_)}")
         for point in growth_points(args):
             argv_ = growth_command(point, args, logs / f"{point.label}.json",

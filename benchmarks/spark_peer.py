@@ -66,28 +66,45 @@ def failed_task_attempts(spark) -> int | None:
         return None
 
 
+def since_process_start(now: float) -> float:
+    """Seconds from this process's start (its creation, as the kernel
+    records it: the interpreter's start and every import included) to
+    ``now`` (``time.time()``)."""
+    import psutil
+
+    return now - psutil.Process().create_time()
+
+
 def run_available_now(spark, start: Callable[[str], Any], prefix: str, **extra: Any) -> None:
     """Start the query (``start(checkpoint)``: its writer, availableNow), wait
-    for it, and print its figures as one JSON line: rows, run_s, batches,
-    first_batch_s, later_batch_s, batch_rows, batch_s, failed_tasks, pyspark
-    and ``extra``. A failed query exits naming its exception."""
+    for it, and print its figures as one JSON line: rows, run_s (start() to
+    the query's end), process_s (the process's start to the query's end:
+    the interpreter, imports, JVM and session too), batches, first_batch_s,
+    later_batch_s, batch_rows, batch_s (every batch: ``benchlib.progress``),
+    failed_tasks, pyspark and ``extra``. A failed query exits naming its
+    exception."""
     import pyspark
+
+    from benchlib.progress import recording
 
     checkpoint = tempfile.mkdtemp(prefix=prefix)
     failed_before = failed_task_attempts(spark)
     try:
-        started = time.perf_counter()
-        query = start(checkpoint)
-        query.awaitTermination()
-        run_s = time.perf_counter() - started
-        if query.exception() is not None:
-            raise SystemExit(f"the query failed: {query.exception()}")
-        progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
+        with recording(spark) as log:  # every batch, not recentProgress's last 100
+            started = time.perf_counter()
+            query = start(checkpoint)
+            query.awaitTermination()
+            run_s = time.perf_counter() - started
+            caught_up = time.time()
+            if query.exception() is not None:
+                raise SystemExit(f"the query failed: {query.exception()}")
+            progress = log.batches(query)
         durations = [p["durationMs"]["triggerExecution"] / 1000 for p in progress]
     finally:
         shutil.rmtree(checkpoint, ignore_errors=True)
     failed_after = failed_task_attempts(spark)
     print(json.dumps({"rows": sum(p["numInputRows"] for p in progress), "run_s": run_s,
+                      "process_s": since_process_start(caught_up),
                       "batches": len(progress), "first_batch_s": durations[0] if durations else None,
                       "later_batch_s": (sum(durations[1:]) / len(durations[1:])) if len(durations) > 1 else None,
                       "batch_rows": [p["numInputRows"] for p in progress], "batch_s": durations,

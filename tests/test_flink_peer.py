@@ -108,7 +108,7 @@ def test_the_options_default_to_the_virtualenv_the_benchmark_looks_in():
     parser = argparse.ArgumentParser()
     flink_peer.flink_options(parser)
     assert vars(parser.parse_args([])) == {"flink_venv": ".eoskit/flink-venv", "make_flink_venv": False,
-                                           "flink": False}
+                                           "flink": False, "flink_sql": False}
     args = parser.parse_args(["--flink", "--make-flink-venv", "--flink-venv", "/tmp/v"])
     assert (args.flink, args.make_flink_venv, args.flink_venv) == (True, True, "/tmp/v")
 

@@ -301,7 +301,7 @@ def test_without_matplotlib_the_charts_are_skipped_in_one_line(tmp_path, monkeyp
     out = capsys.readouterr().out
     assert ("charts: not drawn, matplotlib is not importable here (pip install matplotlib, "
             "or pip install '.[bench]')") in out
-    assert "issue 21's targets" in out
+    assert "the targets of issues 21 and 33" in out
     assert not (tmp_path / "charts").exists()
 
 
@@ -317,7 +317,7 @@ def test_from_an_earlier_results_file(tmp_path, capsys):
     source.write_text(json.dumps(canned()))
     assert peers.main(["--from", str(source)]) == 0
     out = capsys.readouterr().out
-    assert "Kafka -> PostgreSQL (median" in out and "issue 21's targets" in out
+    assert "Kafka -> PostgreSQL (median" in out and "the targets of issues 21 and 33" in out
     assert "charts:" not in out  # none asked for
 
 

@@ -46,6 +46,7 @@ from benchlib.results import (
     TableStats,
     Timings,
 )
+from benchlib.rounds import rotated
 from benchlib.spark import (
     WriterSetup,
     kafka_stream,
@@ -63,12 +64,17 @@ class Unavailable(Exception):
 
 @dataclass(frozen=True)
 class Contender:
-    """Another implementation run on the same topic, after the plain loop,
-    into its own table; it raises :class:`Unavailable` if it cannot run."""
+    """Another implementation run on the same topic as the plain loop (in
+    the order ``--rotate`` gives), into its own table; it raises
+    :class:`Unavailable` if it cannot run."""
 
     label: str
     table: str
     run: Callable[[str, str, str, int], BaselineResult]  # (bootstrap, url, topic, partitions)
+    #: More lines from the same run, each (id, label, result): the same
+    #: output timed another way (PyFlink from its first record), reported
+    #: as peers of their own and verified by the run's reader.
+    views: Callable[[BaselineResult], list[tuple[str, str, BaselineResult]]] | None = None
 
 
 @dataclass(frozen=True)
@@ -140,6 +146,10 @@ def parse_args(argv: list[str] | None, description: str, records: int = 1_000_00
     parser.add_argument("--keep-topic", action="store_true", help="do not delete the topic at the end")
     parser.add_argument("--json-out", metavar="FILE",
                         help="also write each peer's figures to FILE as JSON (for benchmarks/peers.py)")
+    parser.add_argument("--rotate", type=non_negative, default=0, metavar="N",
+                        help="run the peers (the plain loop, each contender, eoskit's session) rotated "
+                             "N places from their usual order; peers.py passes its round, so that no "
+                             "peer always runs first (default 0: the usual order)")
     if extend is not None:
         extend(parser)
     return parser.parse_args(argv)
@@ -168,6 +178,8 @@ class _Runs:
     baselines: list[tuple[str, BaselineResult]] = field(default_factory=list)
     not_run: list[tuple[str, str]] = field(default_factory=list)
     cpu: dict[str, dict[str, float]] = field(default_factory=dict)  # output -> CPU-seconds over its run
+    #: A contender's other views of its run: label -> (id, the contender's label).
+    views: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def measured(self, name: str, run: Callable[[], T]) -> T:
         span = Cpu(self.services).start()
@@ -199,8 +211,7 @@ def run_benchmark(args: argparse.Namespace, target: Target) -> int:
     expected, produce_s = produce(bootstrap, topic, args.records, args.partitions, args.value_bytes)
     runs = _Runs(service_pids(args.services_dir), outputs=[(target.baseline_label, BASELINE_TABLE)])
     try:
-        _run_loop_and_contenders(args, target, runs, bootstrap, url, topic)
-        spark_runs = _run_spark(args, target, runs, master, bootstrap, url, topic)
+        spark_runs = _run_peers(args, target, runs, master, bootstrap, url, topic)
     finally:
         if not args.keep_topic:
             delete_topic(bootstrap, topic)
@@ -231,23 +242,56 @@ def run_benchmark(args: argparse.Namespace, target: Target) -> int:
     return 0
 
 
-def _run_loop_and_contenders(args: argparse.Namespace, target: Target, runs: _Runs,
-                             bootstrap: str, url: str, topic: str) -> None:
-    """The plain loop, then each contender (one that cannot run is noted)."""
+def _run_peers(args: argparse.Namespace, target: Target, runs: _Runs, master: str,
+               bootstrap: str, url: str, topic: str) -> _SparkRuns:
+    """Every peer once: the plain loop, each contender, eoskit's session
+    (its commit modes and --breakdown runs after it, in that session), in
+    their usual order rotated ``--rotate`` places. The results are kept in
+    the usual order (the plain loop first: the report divides by its rate),
+    each contender's other views (``Contender.views``) after them."""
+    spark_runs: list[_SparkRuns] = []
+    steps: dict[str, Callable[[], None]] = {
+        target.baseline_label: lambda: _run_loop(args, target, runs, bootstrap, url, topic),
+        **{c.label: (lambda c=c: _run_contender(args, target, runs, c, bootstrap, url, topic))
+           for c in target.contenders},
+        "eoskit": lambda: spark_runs.append(_run_spark(args, target, runs, master, bootstrap, url, topic)),
+    }
+    order = rotated(list(steps), args.rotate)
+    if args.rotate:
+        say(f"the peers in this run's order (--rotate {args.rotate}): {'; '.join(order)}")
+    for label in order:
+        steps[label]()
+    usual = {label: i for i, label in enumerate(steps)}
+    runs.baselines.sort(key=lambda item: usual[item[0]])
+    for contender in target.contenders:
+        result = dict(runs.baselines).get(contender.label)
+        if contender.views is not None and result is not None:
+            for view_id, label, view in contender.views(result):
+                runs.baselines.append((label, view))
+                runs.views[label] = (view_id, contender.label)
+    return spark_runs[0]
+
+
+def _run_loop(args: argparse.Namespace, target: Target, runs: _Runs,
+              bootstrap: str, url: str, topic: str) -> None:
     say(f"baseline: {target.baseline}, one process")
     target.reset_table(url, BASELINE_TABLE)
     runs.baselines.append((target.baseline_label, runs.measured(target.baseline_label, lambda: (
         target.run_baseline(bootstrap, url, topic, args.partitions)))))
-    for contender in target.contenders:
-        say(f"{contender.label}")
-        target.reset_table(url, contender.table)
-        try:
-            runs.baselines.append((contender.label, runs.measured(contender.label, lambda: (
-                contender.run(bootstrap, url, topic, args.partitions)))))
-            runs.outputs.append((contender.label, contender.table))
-        except Unavailable as exc:
-            say(f"{contender.label}: not run: {exc}")
-            runs.not_run.append((contender.label, str(exc)))
+
+
+def _run_contender(args: argparse.Namespace, target: Target, runs: _Runs, contender: Contender,
+                   bootstrap: str, url: str, topic: str) -> None:
+    """One contender into its own table; one that cannot run is noted."""
+    say(f"{contender.label}")
+    target.reset_table(url, contender.table)
+    try:
+        runs.baselines.append((contender.label, runs.measured(contender.label, lambda: (
+            contender.run(bootstrap, url, topic, args.partitions)))))
+        runs.outputs.append((contender.label, contender.table))
+    except Unavailable as exc:
+        say(f"{contender.label}: not run: {exc}")
+        runs.not_run.append((contender.label, str(exc)))
 
 
 def _run_spark(args: argparse.Namespace, target: Target, runs: _Runs, master: str,
@@ -293,13 +337,16 @@ def _write_peers(args: argparse.Namespace, target: Target, runs: _Runs, spark_ru
                  found: dict[str, list[str]]) -> None:
     """Every peer's record for ``--json-out`` (benchmarks/peers.py)."""
     group = "kafka-" + target.sink.removeprefix("eoskit-")
-    ids = {target.baseline_label: BASELINE_TABLE, **{c.label: c.table for c in target.contenders}}
+    ids = {target.baseline_label: BASELINE_TABLE.removeprefix("bench_"),
+           **{c.label: c.table.removeprefix("bench_") for c in target.contenders},
+           **{label: view_id for label, (view_id, _) in runs.views.items()}}
+    output = {label: of for label, (_, of) in runs.views.items()}  # a view's output is its run's
     cpu = runs.cpu
     write_json_out(args.json_out, [
-        *(peer_record(group, ids[label].removeprefix("bench_"), label,
-                      {**baseline_figures(result), "cpu": cpu.get(label)}, found[label])
+        *(peer_record(group, ids[label], label, {**baseline_figures(result), "cpu": cpu.get(label)},
+                      found[output.get(label, label)])
           for label, result in runs.baselines),
-        *({"peer": label, "id": ids[label].removeprefix("bench_"), "group": group, "not_run": reason}
+        *({"peer": label, "id": ids[label], "group": group, "not_run": reason}
           for label, reason in runs.not_run),
         peer_record(group, "eoskit", f"eoskit-kafka -> {target.transform_name} -> {target.sink} "
                     "(default commitMode)", {**stream_figures(spark_runs.eoskit),
@@ -335,15 +382,23 @@ def run_peer_process(label: str, command: list[str], env: dict[str, str] | None 
     return json.loads(done.stdout.strip().splitlines()[-1]), wall
 
 
-def spark_runner(label: str, runner: Path, argv: list[str], env: dict[str, str] | None = None
-                 ) -> BaselineResult:
+def spark_runner(label: str, runner: Path, argv: list[str], env: dict[str, str] | None = None,
+                 from_process_start: bool = False) -> BaselineResult:
     """Run a Spark peer's runner (spark_peer.run_available_now) in a process
     (and JVM) of its own and read the JSON line it printed; Unavailable with
-    the tail of its errors when it fails."""
+    the tail of its errors when it fails. Its wall is its query's (run_s),
+    or with ``from_process_start`` its process's start to caught up
+    (process_s: the plain-script path, timed as its user waits)."""
     result, wall = run_peer_process(label, [sys.executable, str(runner), *argv],
                                     {"PYSPARK_PYTHON": sys.executable, **(env or {})})
     say(f"  Spark {result['pyspark']} {label}: {result['rows']:,} rows, query {result['run_s']:.1f} s, "
-        f"first batch {result['first_batch_s'] or 0:.1f} s, later batches {result['later_batch_s'] or 0:.1f} s")
+        f"first batch {result['first_batch_s'] or 0:.1f} s, later batches {result['later_batch_s'] or 0:.1f} s"
+        + (f", {result['process_s']:.1f} s from the process's start" if result.get("process_s") else ""))
+    if from_process_start:
+        result = {**result, "timed": "process"}  # runner_figures takes process_s as the wall
+        phases = Timings({"process start to caught up (in results)": result["process_s"],
+                          "of which the query, availableNow": result["run_s"]})
+        return BaselineResult(result["rows"], result["process_s"], phases, result)
     phases = Timings({"process + JVM + session start (not in results)": wall - result["run_s"],
                       "the query, availableNow": result["run_s"]})
     return BaselineResult(result["rows"], result["run_s"], phases, result)

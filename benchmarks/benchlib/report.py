@@ -218,8 +218,15 @@ def stream_figures(result: StreamResult) -> dict[str, Any]:
 
 def runner_figures(line: dict[str, Any]) -> dict[str, Any]:
     """A Spark peer's figures from the JSON line its runner printed
-    (spark_peer.run_available_now): wall is its query's run_s, as in the reports."""
-    return {"rows": line["rows"], "wall_s": line["run_s"], "rows_per_s": per_s(line["rows"], line["run_s"]),
+    (spark_peer.run_available_now): wall is its query's run_s, as in the
+    reports, or process_s where the peer is timed from its process's start
+    (``"timed": "process"``, the plain-script path); process_s (from the
+    process's start to caught up, where the runner says) and its rate beside."""
+    process_s = line.get("process_s")
+    wall = process_s if line.get("timed") == "process" and process_s is not None else line["run_s"]
+    return {"rows": line["rows"], "wall_s": wall, "rows_per_s": per_s(line["rows"], wall),
+            "process_s": process_s,
+            "process_rows_per_s": None if process_s is None else per_s(line["rows"], process_s),
             "failed_tasks": line.get("failed_tasks"),
             **batch_figures(line.get("batch_rows", []), line.get("batch_s", [])), "runner": line}
 

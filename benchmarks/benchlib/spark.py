@@ -16,6 +16,7 @@ from pyspark.sql.streaming import DataStreamWriter
 from eoskit.runtime.spark.session import get_session
 from eoskit.core import timings
 
+from benchlib.progress import recording
 from benchlib.results import ORDER_SCHEMA, StreamResult
 
 
@@ -63,21 +64,23 @@ def failed_task_attempts(spark: SparkSession) -> int | None:
 
 
 def run_stream(configure: WriterSetup, orders: DataFrame, name: str) -> StreamResult:
-    """Run one availableNow query to its end in a fresh checkpoint and read its progress."""
+    """Run one availableNow query to its end in a fresh checkpoint and read
+    its progress, every batch of it (``benchlib.progress``)."""
     checkpoint = tempfile.mkdtemp(prefix=f"eoskit-bench-{name}-")
     failed_before = failed_task_attempts(orders.sparkSession)
     spans_dir = timings.directory()
     if spans_dir is not None:
         timings.load(spans_dir, clear=True)  # an earlier query's spans are not this one's
     try:
-        started = time.perf_counter()
-        writer = configure(orders.writeStream.option("checkpointLocation", checkpoint))
-        query = writer.trigger(availableNow=True).start()
-        query.awaitTermination()
-        wall = time.perf_counter() - started
-        if query.exception() is not None:
-            raise RuntimeError(f"{name} query failed: {query.exception()}")
-        progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
+        with recording(orders.sparkSession) as log:  # every batch, not recentProgress's last 100
+            started = time.perf_counter()
+            writer = configure(orders.writeStream.option("checkpointLocation", checkpoint))
+            query = writer.trigger(availableNow=True).start()
+            query.awaitTermination()
+            wall = time.perf_counter() - started
+            if query.exception() is not None:
+                raise RuntimeError(f"{name} query failed: {query.exception()}")
+            progress = log.batches(query)
     finally:
         shutil.rmtree(checkpoint, ignore_errors=True)
     failed_after = failed_task_attempts(orders.sparkSession)
