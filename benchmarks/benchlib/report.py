@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pyspark
 
 from eoskit.runtime.devtools.demo.orders import ORDER_VALUE_BYTES
@@ -25,10 +26,30 @@ def rate(rows: int, seconds: float) -> float:
     return rows / seconds if seconds > 0 else float("nan")
 
 
+def cpu_model() -> str:
+    """The processor's model name (``/proc/cpuinfo``; psutil does not give
+    it): runs on different hosts differ by it first."""
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
 def machine_facts() -> list[tuple[str, str]]:
-    """The machine is shared: the load average says whether the numbers were quiet ones."""
+    """The machine is shared: the load average says whether the numbers were
+    quiet ones, the CPU model and the share of time stolen by the hypervisor
+    since boot on which host they were taken (issue 33: a run on another
+    host doubled every stage, and nothing recorded it)."""
     load = " / ".join(f"{x:.2f}" for x in os.getloadavg())
+    times = psutil.cpu_times()
+    stolen = getattr(times, "steal", 0.0) / max(sum(times), 1e-9)
     return [
+        ("cpu model", cpu_model()),
+        ("steal since boot", f"{stolen:.3%}"),
         ("cores (os.cpu_count)", str(os.cpu_count())),
         ("cores usable (affinity)", str(len(os.sched_getaffinity(0)))),
         ("load average 1/5/15 min", load),
