@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -185,6 +184,8 @@ def test_a_trigger_for_a_directory_no_job_runs_on_is_refused(tmp_path):
 
 
 def test_metrics_are_served_while_the_job_runs(run):
+    from prometheus_client.parser import text_string_to_metric_families
+
     from eoskit.testing.conformance.job_template import JOB
 
     port = _free_port()
@@ -206,7 +207,10 @@ def test_metrics_are_served_while_the_job_runs(run):
             except OSError:
                 continue
         assert "eoskit_input_rows_total" in text and "eoskit_build_info" in text
-        assert re.search(r'eoskit_lag_offsets\{eoskit_job="conformance",topic="[^"]+",partition="\d+"\}', text), text
+        lags = [sample.labels for family in text_string_to_metric_families(text)
+                for sample in family.samples if sample.name == "eoskit_lag_offsets"]
+        assert lags and all(set(labels) == {"eoskit_job", "topic", "partition"} and labels["partition"].isdigit()
+                            and labels["eoskit_job"] == "conformance" for labels in lags), text
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=120)
