@@ -8,7 +8,6 @@ Run alone with ``pytest -m cluster``.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ import pytest
 from eoskit.runtime.devtools.services.cluster import SparkCluster, master_info
 from eoskit.runtime.devtools.services.processes import ProcessRef, is_alive
 from eoskit.testing.conformance import Scenario, Workload, run_scenario, scenarios_for
+from eoskit.testing.conformance.cluster import cluster_env
 
 pytestmark = pytest.mark.cluster
 
@@ -45,22 +45,9 @@ def test_harness_starts_reuses_and_stops_a_cluster(tmp_path: Path):
 
 # -- the PostgreSQL sink's crash scenarios on the cluster, checked with psql --
 
-#: Executors start in a JVM of their own on a cluster: the quick compiler
-#: starts it sooner; one attempt per task more than a local test run allows.
-CLUSTER_CONF = {
-    "spark.executor.memory": "768m",
-    "spark.executor.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
-    "spark.task.maxFailures": "4",
-}
-
-
 @pytest.fixture(scope="module")
 def cluster_workload(kafka: str) -> Workload:
     return Workload.produce(kafka, records=3_000, partitions=2, batches=3)
-
-
-def cluster_env(master: str, **conf: str) -> dict[str, str]:
-    return {"EOSKIT_TEST_MASTER": master, "EOSKIT_TEST_SPARK_CONF": json.dumps({**CLUSTER_CONF, **conf})}
 
 
 CLUSTER = scenarios_for("twophase", cluster=True)

@@ -21,25 +21,15 @@ import pytest
 from eoskit.core import crash
 from eoskit.runtime.devtools.services.cluster import SparkCluster
 from eoskit.testing.conformance import Scenario, Workload, run_scenario
+from eoskit.testing.conformance.cluster import cluster_env
 from eoskit.twophase.txn_id import sink_prefix
 from eoskit.testing.pytest_plugin import DEFAULT_CLUSTER_DIR
 
 pytestmark = pytest.mark.cluster
 
-CLUSTER_CONF = {
-    "spark.executor.memory": "768m",
-    "spark.executor.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
-    "spark.task.maxFailures": "4",
-}
-
-
 @pytest.fixture(scope="module")
 def workload(kafka: str) -> Workload:
     return Workload.produce(kafka, records=3_000, partitions=2, batches=3)
-
-
-def env_for(master: str) -> dict[str, str]:
-    return {"EOSKIT_TEST_MASTER": master, "EOSKIT_TEST_SPARK_CONF": json.dumps(CLUSTER_CONF)}
 
 
 def eoskit(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
@@ -67,7 +57,7 @@ def test_a_submitted_job_s_driver_killed_then_submitted_again(spark_cluster, pos
         assert status["in_doubt_committed"] >= 1 and status["in_doubt_rolled_back"] == 0, status
 
     run_scenario(postgres_target(), workload, Scenario("submitted", scenario), tmp_path,
-                 env=env_for(spark_cluster), submit=True)
+                 env=cluster_env(spark_cluster), submit=True)
 
 
 def running_with_batches(run) -> dict | None:
@@ -122,4 +112,4 @@ def test_a_submitted_job_is_listed_on_the_cluster_and_cancelled(spark_cluster, p
         run.verify_exactly_once()
 
     run_scenario(postgres_target(), workload, Scenario("cancelled", scenario), tmp_path,
-                 env=env_for(spark_cluster), submit=True)
+                 env=cluster_env(spark_cluster), submit=True)

@@ -20,6 +20,22 @@ from urllib.parse import urlsplit
 
 import psutil
 
+#: A cluster job's Spark settings: executors start in a JVM of their own,
+#: which the quick compiler starts sooner; one attempt per task more than a
+#: local test run allows.
+CLUSTER_CONF = {
+    "spark.executor.memory": "768m",
+    "spark.executor.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+    "spark.task.maxFailures": "4",
+}
+
+
+def cluster_env(master: str, **conf: str) -> dict[str, str]:
+    """The environment of a conformance job on the cluster at ``master``
+    (``run_scenario``'s ``env``), with ``conf`` over ``CLUSTER_CONF``."""
+    return {"EOSKIT_TEST_MASTER": master, "EOSKIT_TEST_SPARK_CONF": json.dumps({**CLUSTER_CONF, **conf})}
+
+
 EXECUTOR_MAIN = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 
 
