@@ -17,6 +17,7 @@ from eoskit.connectors.kafka.offsets import (
     resolve_spec,
     resolve_timestamps,
     split_ranges,
+    split_reserved,
     to_json,
     to_json_dict,
 )
@@ -35,6 +36,34 @@ def test_keys_sorted_topics_then_partitions_numerically():
     assert to_json(offsets) == '{"a":{"0":1},"b":{"2":1,"10":1}}'
     # Insertion order must not matter: Spark compares offset JSON text.
     assert to_json(dict(reversed(list(offsets.items())))) == to_json(offsets)
+
+
+PIN = {"name": "rules", "version": 7, "offsets": {"fraud-rules": {"0": 415}}, "digest": "sha256:9f"}
+
+
+def test_reserved_entries_follow_the_topics_and_are_not_offsets():
+    offsets = {("payments", 1): 1187, ("payments", 0): 1200}
+    data = to_json_dict(offsets, {"@broadcast": PIN})
+    # Topics first (sorted), then the pin: the same state gives the same text.
+    assert json.dumps(data, separators=(",", ":")) == (
+        '{"payments":{"0":1200,"1":1187},"@broadcast":{"name":"rules","version":7,'
+        '"offsets":{"fraud-rules":{"0":415}},"digest":"sha256:9f"}}')
+    restored = json.loads(json.dumps(data))
+    assert from_json_dict(restored) == offsets
+    assert split_reserved(restored) == ({"payments": {"0": 1200, "1": 1187}}, {"@broadcast": PIN})
+
+
+def test_a_reserved_key_must_start_with_at():
+    with pytest.raises(ValueError, match="broadcast"):
+        to_json_dict({}, {"broadcast": PIN})
+
+
+def test_checkpoint_cli_prints_the_pin_and_leaves_it_out_of_offset_rows():
+    from eoskit.runtime.cli.checkpoint import format_offsets, offset_rows
+
+    source = {"payments": {"0": 1200}, "@broadcast": PIN}
+    assert format_offsets([source]) == "payments 0:1200; rules v7 fraud-rules 0:415"
+    assert offset_rows([source]) == [(0, "payments", "0", 1200)]
 
 
 @pytest.mark.parametrize(

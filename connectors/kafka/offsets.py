@@ -52,11 +52,33 @@ class DataLoss:
     message: str
 
 
-def to_json_dict(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
-    """Spark's offset JSON shape, in a fixed order (topics sorted, partitions numerically)."""
-    result: dict[str, dict[str, int]] = {}
+#: Keys of the offset JSON that are not topics. Kafka topic names are
+#: ``[a-zA-Z0-9._-]``, so none starts with ``@``; an entry under such a key
+#: is the source's own state for the batch (the broadcast pin), written
+#: after the topics and never read as one.
+RESERVED_PREFIX = "@"
+BROADCAST_KEY = "@broadcast"
+
+
+def split_reserved(data: Mapping[str, object]) -> tuple[dict[str, object], dict[str, object]]:
+    """``(topics, reserved)``: the offset JSON's topics, and its ``@`` entries."""
+    topics = {k: v for k, v in data.items() if not str(k).startswith(RESERVED_PREFIX)}
+    reserved = {k: v for k, v in data.items() if str(k).startswith(RESERVED_PREFIX)}
+    return topics, reserved
+
+
+def to_json_dict(offsets: Mapping[TopicPartition, int],
+                 reserved: Mapping[str, object] | None = None) -> dict[str, object]:
+    """Spark's offset JSON shape, in a fixed order (topics sorted, partitions
+    numerically), then the ``reserved`` entries in the order given: Spark
+    compares the JSON's text, so the same state must give the same bytes."""
+    result: dict[str, object] = {}
     for topic, partition in sorted(offsets):
-        result.setdefault(topic, {})[str(partition)] = int(offsets[(topic, partition)])
+        result.setdefault(topic, {})[str(partition)] = int(offsets[(topic, partition)])  # type: ignore[index]
+    for key, value in (reserved or {}).items():
+        if not key.startswith(RESERVED_PREFIX):
+            raise ValueError(f"reserved offset entry {key!r} must start with {RESERVED_PREFIX!r}")
+        result[key] = value
     return result
 
 
@@ -65,11 +87,12 @@ def to_json(offsets: Mapping[TopicPartition, int]) -> str:
 
 
 def from_json_dict(data: object, what: str = "offsets") -> PartitionOffsets:
-    """Read Spark's offset JSON shape back, refusing anything else by name."""
+    """Read Spark's offset JSON shape back, refusing anything else by name.
+    The ``@`` entries (``split_reserved``) are not offsets and are left out."""
     if not isinstance(data, Mapping):
         raise OptionError(f"{what}: expected a JSON object of topics, got {data!r}")
     offsets: PartitionOffsets = {}
-    for topic, partitions in data.items():
+    for topic, partitions in split_reserved(data)[0].items():
         if not isinstance(partitions, Mapping):
             raise OptionError(
                 f"{what}: topic {topic!r} must map partition numbers to offsets, "

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
+from eoskit.connectors.kafka.offsets import split_reserved
 from eoskit.runtime.cli.errors import UsageError, guarded
 from eoskit.runtime.state.checkpoints import Checkpoint, CheckpointError
 
@@ -42,8 +43,11 @@ def format_offsets(offsets: Sequence[Any]) -> str:
     out = []
     for source in offsets:
         if isinstance(source, dict) and all(isinstance(v, dict) for v in source.values()):
-            out.append("; ".join(f"{topic} " + " ".join(f"{p}:{o}" for p, o in sorted(parts.items(), key=_part))
-                                 for topic, parts in sorted(source.items())))
+            topics, reserved = split_reserved(source)
+            parts_text = [f"{topic} " + " ".join(f"{p}:{o}" for p, o in sorted(parts.items(), key=_part))
+                          for topic, parts in sorted(topics.items())]
+            parts_text += [_reserved_text(key, value) for key, value in reserved.items()]
+            out.append("; ".join(parts_text))
         else:
             out.append("-" if source is None else json.dumps(source, sort_keys=True))
     return " | ".join(out) or "-"
@@ -54,11 +58,20 @@ def offset_rows(offsets: Sequence[Any]) -> list[tuple[Any, ...]]:
     rows: list[tuple[Any, ...]] = []
     for index, source in enumerate(offsets):
         if isinstance(source, dict) and all(isinstance(v, dict) for v in source.values()):
-            for topic, parts in sorted(source.items()):
+            for topic, parts in sorted(split_reserved(source)[0].items()):
                 rows.extend((index, topic, p, o) for p, o in sorted(parts.items(), key=_part))
         else:
             rows.append((index, "-", "-", "-" if source is None else json.dumps(source, sort_keys=True)))
     return rows
+
+
+def _reserved_text(key: str, value: Any) -> str:
+    """``rules v7 fraud-rules 0:415`` for a broadcast pin; other entries as JSON."""
+    if isinstance(value, dict) and {"name", "version", "offsets"} <= set(value):
+        pinned = " ".join(f"{topic} " + " ".join(f"{p}:{o}" for p, o in sorted(parts.items(), key=_part))
+                          for topic, parts in sorted(value["offsets"].items()))
+        return f"{value['name']} v{value['version']}" + (f" {pinned}" if pinned else "")
+    return f"{key} {json.dumps(value, sort_keys=True)}"
 
 
 def _part(item: tuple[str, Any]) -> tuple[int, str]:
