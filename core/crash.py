@@ -28,6 +28,11 @@ the environment the JVM started with), task points only, since a driver
 point would kill the session's own process; and for ``eoskit chaos``,
 which arms a driver step only once the faults planned before it are done.
 
+``EOSKIT_PAUSE_AT=<point>@<b1>,<b2>,...`` (a list of batches) pauses at
+exactly those batches, each once: ``reached-<b>`` and ``go-<b>`` per batch,
+so a test can change the world at several chosen batches of one run (the
+broadcast test updates its rules before batches 3, 6 and 9 are planned).
+
 Unarmed, a point is one comparison.
 """
 
@@ -52,8 +57,17 @@ DRIVER_AFTER_ALL_COMMITS = "driver_after_all_commits"
 #: Fired in a task that committed by itself (marked or at-least-once commit):
 #: the driver dies with some of the batch's tasks committed and others not.
 DRIVER_AFTER_TASK_COMMIT = "driver_after_task_commit"
+#: The broadcast state's steps (``connectors/kafka/broadcast.py``), in the
+#: driver's source process: before the rules topic's offsets are read for a
+#: new batch's pin (a pause point: where a test changes the rules), after
+#: the new version's snapshot is written (not yet named by the offset log),
+#: and after the logged version's pointer is published (before any task).
+BROADCAST_BEFORE_PIN = "broadcast_before_pin"
+DRIVER_AFTER_BROADCAST_SNAPSHOT = "driver_after_broadcast_snapshot"
+DRIVER_AFTER_BROADCAST_PUBLISH = "driver_after_broadcast_publish"
 POINTS = (TASK_AFTER_PREPARE, TASK_DURING_WRITE, TASK_BEFORE_END, TASK_AFTER_COMMIT, DRIVER_AFTER_DECISION,
-          DRIVER_AFTER_SOME_COMMITS, DRIVER_AFTER_ALL_COMMITS, DRIVER_AFTER_TASK_COMMIT)
+          DRIVER_AFTER_SOME_COMMITS, DRIVER_AFTER_ALL_COMMITS, DRIVER_AFTER_TASK_COMMIT,
+          BROADCAST_BEFORE_PIN, DRIVER_AFTER_BROADCAST_SNAPSHOT, DRIVER_AFTER_BROADCAST_PUBLISH)
 ENV = "EOSKIT_CRASH_AT"
 ONCE_ENV = "EOSKIT_CRASH_ONCE"
 CONTROL_ENV = "EOSKIT_CRASH_CONTROL"
@@ -82,10 +96,23 @@ def _armed(env: str = ENV) -> tuple[str, int] | None:
     return _parse(env, os.environ.get(env))
 
 
+def _pause_list() -> tuple[int, ...]:
+    """The batches of ``EOSKIT_PAUSE_AT=<point>@<b1>,<b2>,...``; () for the one-batch form."""
+    spec = os.environ.get(PAUSE_ENV) or ""
+    batches = spec.partition("@")[2]
+    if "," not in batches:
+        return ()
+    try:
+        return tuple(int(b) for b in batches.split(","))
+    except ValueError:
+        raise ValueError(f"{PAUSE_ENV}={spec!r}: the batches after '@' must be numbers") from None
+
+
 def _parse(env: str, spec: str | None) -> tuple[str, int] | None:
     if not spec:
         return None
     name, _, batch = spec.partition("@")
+    batch = batch.split(",")[0]  # the list form (pauses only): its first batch
     if name not in POINTS:
         raise ValueError(f"{env}={spec!r}: unknown crash point; known: {', '.join(POINTS)}")
     try:
@@ -106,6 +133,7 @@ def _pause_dir() -> Path | None:
 
 _ARMED = _armed()
 _PAUSE = _armed(PAUSE_ENV)
+_PAUSE_BATCHES = _pause_list()
 _PAUSE_DIR = _pause_dir()
 _CONTROL = os.environ.get(CONTROL_ENV) or None
 _ANY = _ARMED is not None or _PAUSE is not None or _CONTROL is not None
@@ -141,11 +169,20 @@ def _controlled() -> tuple[tuple[str, int], str] | None:
     return (armed, once) if armed is not None else None
 
 
+def armed() -> bool:
+    """Whether any point is armed in this process: work done only to name a
+    point's batch can be skipped when none is."""
+    return _ANY
+
+
 def crash_point(name: str, batch: int) -> None:
     if not _ANY:
         return
-    if _PAUSE is not None and _PAUSE[0] == name and batch >= _PAUSE[1]:
-        _pause(name, batch)
+    if _PAUSE is not None and _PAUSE[0] == name:
+        if _PAUSE_BATCHES and batch in _PAUSE_BATCHES:
+            _pause(name, batch, f"-{batch}")
+        elif not _PAUSE_BATCHES and batch >= _PAUSE[1]:
+            _pause(name, batch)
     armed, once = _ARMED, os.environ.get(ONCE_ENV)
     if _CONTROL is not None and (armed is None or armed[0] != name):
         armed, once = _controlled() or (None, None)
@@ -164,10 +201,11 @@ def crash_point(name: str, batch: int) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _pause(name: str, batch: int) -> None:
-    """Announce ``reached`` (first process only), then wait for ``go``."""
+def _pause(name: str, batch: int, suffix: str = "") -> None:
+    """Announce ``reached`` (first process only), then wait for ``go``
+    (``reached-<b>`` and ``go-<b>`` for a list of batches)."""
     assert _PAUSE_DIR is not None
-    go = _PAUSE_DIR / GO_FILE
+    go = _PAUSE_DIR / (GO_FILE + suffix)
     if go.exists():
         return
     _PAUSE_DIR.mkdir(parents=True, exist_ok=True)
@@ -176,7 +214,7 @@ def _pause(name: str, batch: int) -> None:
     own = _PAUSE_DIR / f".{REACHED_FILE}-{os.getpid()}"
     own.write_text(f"{name}@{batch} pid {os.getpid()}\n")
     try:
-        os.link(own, _PAUSE_DIR / REACHED_FILE)
+        os.link(own, _PAUSE_DIR / (REACHED_FILE + suffix))
     except FileExistsError:
         pass
     finally:

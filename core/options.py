@@ -84,6 +84,21 @@ def parse_duration(text: Any, bare: str = "s") -> float:
     return amount * _SECONDS_PER[unit]
 
 
+_SIZE = re.compile(r"^\s*(?P<n>\d+)\s*(?P<unit>[kmgt]?)b?\s*$")
+
+
+def parse_bytes(text: str) -> int:
+    """A size in bytes, as Spark's byte strings: ``64m``, ``512k``, ``1g``,
+    ``1048576`` (bare bytes); a ``b`` after the unit is allowed (``64mb``)."""
+    match = _SIZE.match(str(text).lower())
+    if match is None:
+        raise ValueError("expected a size such as 64m, 512k, 1g or a number of bytes")
+    value = int(match["n"]) * 1024 ** " kmgt".index(match["unit"] or " ")
+    if value <= 0:
+        raise ValueError("expected a positive size")
+    return value
+
+
 def parse_positive_int(text: str) -> int:
     value = int(text.strip())
     if value <= 0:

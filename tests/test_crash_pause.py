@@ -42,6 +42,39 @@ def test_a_paused_process_announces_itself_and_waits_for_go(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == [crash.GO_FILE, crash.REACHED_FILE]
 
 
+LIST_CHILD = """
+from eoskit.core import crash
+for batch in (0, 1, 2, 3, 4):
+    crash.crash_point(crash.BROADCAST_BEFORE_PIN, batch)
+    print(batch, flush=True)
+crash.crash_point(crash.BROADCAST_BEFORE_PIN, 3)  # go-3 exists: no second pause
+"""
+
+
+def _wait_for(path, child):
+    deadline = time.monotonic() + 30
+    while not path.exists():
+        assert child.poll() is None and time.monotonic() < deadline, child.communicate()
+        time.sleep(0.05)
+
+
+def test_a_list_of_batches_pauses_at_each_of_them_only(tmp_path):
+    child = subprocess.Popen(
+        [sys.executable, "-c", LIST_CHILD], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, crash.PAUSE_ENV: f"{crash.BROADCAST_BEFORE_PIN}@1,3",
+             crash.PAUSE_DIR_ENV: str(tmp_path)})
+    for batch in (1, 3):
+        _wait_for(tmp_path / f"{crash.REACHED_FILE}-{batch}", child)
+        time.sleep(0.3)
+        assert child.poll() is None, "the process did not wait for go"
+        assert not (tmp_path / f"{crash.REACHED_FILE}-3").exists() or batch == 3
+        (tmp_path / f"{crash.GO_FILE}-{batch}").touch()
+    out, err = child.communicate(timeout=30)
+    assert child.returncode == 0, err
+    assert out.split() == ["0", "1", "2", "3", "4"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["go-1", "go-3", "reached-1", "reached-3"]
+
+
 def test_a_pause_without_its_directory_is_refused_by_name(tmp_path):
     child = _start({crash.PAUSE_ENV: crash.DRIVER_AFTER_DECISION})
     _, err = child.communicate(timeout=30)

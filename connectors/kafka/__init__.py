@@ -6,9 +6,10 @@ the plug-in registry imports this package with ``plugin.py``."""
 
 from eoskit.connectors.plugins import lazy_exports
 
-__all__ = ["SHORT_NAME", "KafkaDataSource", "KafkaSink", "KafkaSource"]
+__all__ = ["SHORT_NAME", "KafkaBroadcast", "KafkaDataSource", "KafkaSink", "KafkaSource"]
 __getattr__ = lazy_exports({
     "SHORT_NAME": "eoskit.connectors.kafka.source",
+    "KafkaBroadcast": "eoskit.connectors.kafka.broadcast",
     "KafkaDataSource": "eoskit.connectors.kafka.source",
     "KafkaSink": "eoskit.connectors.kafka.pipeline_sink",
     "KafkaSource": "eoskit.connectors.kafka.pipeline_source",

@@ -8,6 +8,7 @@ from typing import ClassVar
 
 from pyspark.sql import DataFrame, SparkSession
 
+from eoskit.connectors.kafka.broadcast import KafkaBroadcast
 from eoskit.connectors.kafka.pin import bounded_options, describe, pin
 from eoskit.connectors.kafka.scratch_input import KafkaScratchInput
 from eoskit.connectors.plugins import register_data_source
@@ -38,13 +39,26 @@ class KafkaSource:
 
     bootstrap_servers: str
     options: dict[str, str] = field(default_factory=dict)
+    #: A broadcast input (``broadcast.KafkaBroadcast``): its state, pinned
+    #: with each batch, for the transform to judge the events by.
+    broadcast: KafkaBroadcast | None = None
 
     def __post_init__(self) -> None:
         self.options = {k: str(v) for k, v in self.options.items()}
         KafkaSourceSettings.parse(self.all_options())
 
     def all_options(self) -> dict[str, str]:
-        return {"kafka.bootstrap.servers": self.bootstrap_servers, **self.options}
+        broadcast = self.broadcast.options() if self.broadcast is not None else {}
+        return {"kafka.bootstrap.servers": self.bootstrap_servers, **self.options, **broadcast}
+
+    def with_checkpoint(self, checkpoint: str) -> "KafkaSource":
+        """This source knowing the query's checkpoint (``runtime.components.Checkpointed``):
+        its broadcast state lives beside it. Binds the broadcast itself, so
+        that a transform built after this carries the location to executors."""
+        if self.broadcast is None:
+            return self
+        self.broadcast.bind(checkpoint)
+        return replace(self, options={**self.options, "checkpointLocation": checkpoint})
 
     #: The Spark format (runtime.components.Formatted): the savepoint's
     #: fingerprint, and the connector every executor must import.

@@ -31,7 +31,7 @@ HEADER_ARROW_TYPE = pa.list_(
 )
 
 
-def spark_schema(include_headers: bool) -> StructType:
+def spark_schema(include_headers: bool, broadcast: bool = False) -> StructType:
     fields = [
         StructField("key", BinaryType()),
         StructField("value", BinaryType()),
@@ -43,10 +43,14 @@ def spark_schema(include_headers: bool) -> StructType:
     ]
     if include_headers:
         fields.append(StructField("headers", HEADER_SPARK_TYPE))
+    if broadcast:  # the version of the broadcast state the row's batch was planned with
+        fields.append(StructField("broadcastVersion", LongType()))
     return StructType(fields)
 
 
 def arrow_schema(include_headers: bool) -> pa.Schema:
+    """The columns ``reader.read_range`` builds (``broadcastVersion`` is
+    appended after them, by ``broadcast.with_version``)."""
     fields = [
         pa.field("key", pa.binary()),
         pa.field("value", pa.binary()),

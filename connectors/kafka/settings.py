@@ -35,6 +35,7 @@ from eoskit.core.options import (
     OptionSet,
     Reading,
     parse_bool,
+    parse_bytes,
     parse_choice,
     parse_duration,
     parse_positive_int,
@@ -135,8 +136,31 @@ MIN_PAUSE_BETWEEN_BATCHES = Option(
 )
 CHECKPOINT_LOCATION = Option(
     "checkpointLocation", parse_str, None,
-    "With minPauseBetweenBatches: the query's checkpoint location, as given to "
-    "writeStream (`eoskit run` sets both from --min-pause).",
+    "With minPauseBetweenBatches or broadcastTopic: the query's checkpoint location, as given to "
+    "writeStream (`eoskit run` sets both from --min-pause; a Pipeline sets it for a broadcast).",
+)
+BROADCAST_TOPIC = Option(
+    "broadcastTopic", parse_str, None,
+    "eoskit only (Flink's broadcast state): a topic, usually compacted, folded into a state that "
+    "every task of a batch sees the same (dynamic rules, thresholds, a currency table). Each batch "
+    "pins the topic's last stable offsets in the offset log with the events' offsets, so a replay "
+    "sees the same state; rows gain a broadcastVersion column. Same cluster and kafka.* options "
+    "as the events; needs 'checkpointLocation' (a Pipeline sets it).",
+)
+BROADCAST_NAME = Option(
+    "broadcastName", parse_str, None,
+    "The broadcast state's name (letters, digits, '_', '-', '.'), its folder under "
+    "<checkpoint>/eoskit/broadcast/; default: the topic.",
+)
+BROADCAST_FOLD = Option(
+    "broadcastFold", parse_str, "latest",
+    "How records become the state: 'latest' (the latest value per key; a record with a null "
+    "value, a tombstone, removes its key) or 'module:name', a Fold importable on the driver.",
+)
+BROADCAST_MAX_BYTES = Option(
+    "broadcastMaxBytes", parse_bytes, 64 * 1024 * 1024,
+    "The largest broadcast state (its snapshot file); a larger one fails the batch, naming "
+    "this option (a size: 64m, 512k, 1g). Every task that judges rows holds it in memory.",
 )
 COMMIT_GROUP = Option(
     "commitOffsetsToGroup", parse_str, None,
@@ -171,6 +195,8 @@ BATCH_ONLY = (ENDING_OFFSETS, ENDING_TIMESTAMP, ENDING_OFFSETS_BY_TIMESTAMP)
 #: Options that only a streaming read (spark.readStream) uses.
 STREAM_ONLY = (MAX_OFFSETS_PER_TRIGGER, MIN_OFFSETS_PER_TRIGGER, MAX_TRIGGER_DELAY,
                MIN_PAUSE_BETWEEN_BATCHES, STOP_AT_OFFSETS)
+#: Options of the broadcast state, which only a streaming read keeps.
+BROADCAST = (BROADCAST_TOPIC, BROADCAST_NAME, BROADCAST_FOLD, BROADCAST_MAX_BYTES)
 
 
 class TopicNotFoundError(LookupError):
@@ -412,6 +438,26 @@ def min_offsets_within_max(settings: "KafkaSourceSettings", _: Reading) -> None:
                           f"'{MAX_OFFSETS_PER_TRIGGER.name}' = {high}")
 
 
+_BROADCAST_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,200}$")
+
+
+def broadcast_is_whole(settings: "KafkaSourceSettings", _: Reading) -> None:
+    """A broadcast needs the checkpoint it lives beside, a usable name, and
+    no option of it without ``broadcastTopic``."""
+    if settings.broadcast_topic is None:
+        stray = [o.name for o in BROADCAST[1:] if o.name in settings.given]
+        if stray:
+            raise OptionError(f"option '{stray[0]}' needs the option '{BROADCAST_TOPIC.name}' "
+                              "(the topic the broadcast state is folded from)")
+        return
+    if not _BROADCAST_NAME.match(settings.broadcast_name):
+        raise OptionError(f"option '{BROADCAST_NAME.name}' = {settings.broadcast_name!r}: use "
+                          "letters, digits, '_', '-' and '.' (it names a folder)")
+    if settings.subscription.select({settings.broadcast_topic: [0]}):
+        raise OptionError(f"option '{BROADCAST_TOPIC.name}' = {settings.broadcast_topic!r} is also "
+                          "a topic the source reads as events: use another topic")
+
+
 def pause_needs_a_checkpoint(settings: "KafkaSourceSettings", _: Reading) -> None:
     if settings.min_pause_s and not settings.checkpoint_location:
         raise OptionError(
@@ -471,6 +517,12 @@ class KafkaSourceSettings:
     poll_timeout_ms: int = setting(
         Option("kafkaConsumer.pollTimeoutMs", parse_positive_int, 120_000,
                "How long a task waits for records it knows exist before failing."))
+    #: broadcastTopic (None: no broadcast state), its name, fold and size limit
+    broadcast_topic: str | None = setting(BROADCAST_TOPIC)
+    broadcast_name: str = setting(BROADCAST_NAME, derive=lambda name, reading: name or (
+        reading.fields["broadcast_topic"] or ""))
+    broadcast_fold: str = setting(BROADCAST_FOLD)
+    broadcast_max_bytes: int = setting(BROADCAST_MAX_BYTES)
     commit_group: str | None = setting(COMMIT_GROUP)
     kafka: dict[str, str] = setting(derive=_consumer, reads=(GROUP_ID_PREFIX, *security.OPTIONS))
     #: names of the options given, as the user spelled them in Spark's casing
@@ -479,7 +531,7 @@ class KafkaSourceSettings:
                                             if o.name.lower() in reading.raw),
         default=frozenset())
 
-    CHECKS: ClassVar = (min_offsets_within_max, pause_needs_a_checkpoint)
+    CHECKS: ClassVar = (min_offsets_within_max, pause_needs_a_checkpoint, broadcast_is_whole)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -498,6 +550,10 @@ class KafkaSourceSettings:
                 "(spark.read): it would read nothing. Use earliest, offsets, or "
                 "startingTimestamp; latest is for streaming queries."
             )
+        if self.broadcast_topic is not None:
+            raise OptionError(
+                f"option '{BROADCAST_TOPIC.name}' applies to streaming reads (spark.readStream) "
+                "only: a batch read has no checkpoint to pin the broadcast state in")
         ignored = [o.name for o in STREAM_ONLY if o.name in self.given]
         if ignored:
             log.warning("option(s) %s apply to streaming reads only; ignored by this batch read",
@@ -505,6 +561,11 @@ class KafkaSourceSettings:
 
     def check_stream(self) -> None:
         """Refuse what a streaming read (spark.readStream) cannot do, naming the option."""
+        if self.broadcast_topic is not None and not self.checkpoint_location:
+            # Here, not in CHECKS: a Pipeline's source is made before its checkpoint is known.
+            raise OptionError(
+                f"option '{BROADCAST_TOPIC.name}' needs the option '{CHECKPOINT_LOCATION.name}' (the "
+                "query's, as given to writeStream): the broadcast state is kept beside the checkpoint")
         given = [o.name for o in BATCH_ONLY if o.name in self.given]
         if given:
             raise OptionError(

@@ -32,8 +32,10 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from eoskit.connectors.kafka.broadcast import BroadcastPin, BroadcastPlanner, BroadcastRef, with_version
 from eoskit.connectors.kafka.client import ClientLog, KafkaMetadata, consumer_config
 from eoskit.connectors.kafka.offsets import (
+    BROADCAST_KEY,
     DataLoss,
     MinOffsetsGate,
     MinPauseGate,
@@ -66,11 +68,13 @@ SHORT_NAME = PLUGIN.format  # declared in plugin.py
 
 
 class KafkaInputPartition(InputPartition):
-    """One task's work: an offset range of one topic-partition."""
+    """One task's work: an offset range of one topic-partition, and where
+    its batch's broadcast state is (None: the source has no broadcast)."""
 
-    def __init__(self, offset_range: OffsetRange) -> None:
+    def __init__(self, offset_range: OffsetRange, broadcast: BroadcastRef | None = None) -> None:
         super().__init__(offset_range)
         self.offset_range = offset_range
+        self.broadcast = broadcast
 
 
 class KafkaDataSource(TransactionalDataSource):
@@ -103,7 +107,7 @@ class KafkaDataSource(TransactionalDataSource):
         # Spark asks for the schema when load() is called: the last moment to
         # report an unreachable broker before a query starts.
         KafkaMetadata(self.settings.kafka, timeout_s=15).topics()
-        return spark_schema(self.settings.include_headers)
+        return spark_schema(self.settings.include_headers, self.settings.broadcast_topic is not None)
 
     def streamReader(self, schema: StructType) -> "KafkaStreamReader":
         return KafkaStreamReader(self.settings)
@@ -118,13 +122,16 @@ def _read(settings: KafkaSourceSettings, schema: pa.Schema,
         # A batch read with nothing to read: PySpark still runs one task, with
         # a placeholder partition, when partitions() returns none.
         return iter(())
-    return read_range(
+    batches = read_range(
         partition.offset_range,
         settings.kafka,
         schema,
         settings.poll_timeout_ms,
         settings.fail_on_data_loss,
     )
+    if partition.broadcast is not None:  # broadcast.py, step 4
+        return with_version(batches, partition.broadcast.version)
+    return batches
 
 
 def _resolve(
@@ -189,6 +196,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             MinPauseGate(settings.min_pause_s, lambda: last_commit_time(checkpoint))
             if settings.min_pause_s and checkpoint else None
         )
+        self._broadcast = (BroadcastPlanner(settings, lambda: self.metadata)
+                           if settings.broadcast_topic else None)
 
     @property
     def metadata(self) -> KafkaMetadata:
@@ -232,7 +241,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         start_offsets = from_json_dict(start, "checkpointed offsets")
         if self._pausing():
-            return to_json_dict(start_offsets)  # no new data: Spark plans no batch
+            return start  # no new data: Spark plans no batch
         partitions = self._partitions()
         target = self._target()
         if target is not None:
@@ -244,7 +253,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         earliest_new = self.metadata.earliest(new)
         base = {**earliest_new, **{tp: o for tp, o in start_offsets.items() if tp in latest}}
         if self._skip_trigger(limit, available(base, latest)):
-            return to_json_dict(start_offsets)
+            return start
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         end = rate_limit(base, latest, max_rows)
         if self.settings.fail_on_data_loss:
@@ -252,7 +261,13 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             earliest = self.metadata.earliest(sorted(set(start_offsets) & set(end)))
             _, losses = plan_ranges(start_offsets, end, {**earliest, **earliest_new})
             _report(losses, self.settings)
-        return to_json_dict(end)
+        if self._broadcast is None:
+            return to_json_dict(end)
+        start_pin = BroadcastPin.of(start, self._broadcast.name)
+        if end == start_offsets:
+            return start  # no batch: the rules are pinned with the next one
+        pin = self._broadcast.pin(start_pin)  # broadcast.py, step 1
+        return to_json_dict(end, {BROADCAST_KEY: pin.to_json()})
 
     def _pausing(self) -> bool:
         """minPauseBetweenBatches: the last batch was committed too recently.
@@ -290,15 +305,22 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         end_offsets = from_json_dict(end, "checkpointed end offsets")
         if start_offsets == end_offsets:
             return []
+        ref = None
+        if self._broadcast is not None:
+            pin = BroadcastPin.of(end, self._broadcast.name)
+            self._broadcast.publish(pin)  # broadcast.py, step 3: before any task
+            ref = self._broadcast.ref(pin)
         earliest = self.metadata.earliest(sorted(end_offsets))
         ranges, losses = plan_ranges(start_offsets, end_offsets, earliest)
         _report(losses, self.settings)
-        return [KafkaInputPartition(r) for r in _split(ranges, self.settings)]
+        return [KafkaInputPartition(r, ref) for r in _split(ranges, self.settings)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read(self.settings, self.arrow_schema, partition)
 
     def commit(self, end: dict) -> None:
+        if self._broadcast is not None:
+            self._broadcast.committed()  # broadcast.py, step 7
         group = self.settings.commit_group
         if not group:
             return

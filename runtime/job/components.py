@@ -73,6 +73,17 @@ class Pausable(Protocol):
 
 
 @runtime_checkable
+class Checkpointed(Protocol):
+    """A source that keeps state of its own beside the query's checkpoint
+    (eoskit-kafka's broadcast state). Asked on the driver, before the
+    transform is built."""
+
+    def with_checkpoint(self, checkpoint: str) -> Source:
+        """The same source, told the query's (absolute) checkpoint location."""
+        ...
+
+
+@runtime_checkable
 class Replayable(Protocol):
     """A source whose input can be pinned and read again, the same records
     every time (``eoskit chaos`` runs a job several times on one input).

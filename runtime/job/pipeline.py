@@ -19,7 +19,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from eoskit.core.fs import use_storage_options
 from eoskit.runtime.state import backend as state_backend
-from eoskit.runtime.job.components import Pausable, Sink, Source
+from eoskit.runtime.job.components import Checkpointed, Pausable, Sink, Source
 from eoskit.runtime.spark.executors import check_executors, connector_modules
 from eoskit.runtime.job.listeners import RunListener
 from eoskit.runtime.job.progress import RunSummary
@@ -63,10 +63,14 @@ class Pipeline:
                 f"{self.source.describe()} cannot hold a batch back (eoskit-kafka can); "
                 "remove the setting or use a longer checkpoint_interval")
 
-    def dataframe(self, spark: SparkSession, min_pause: tuple[float, str] | None = None) -> DataFrame:
+    def dataframe(self, spark: SparkSession, min_pause: tuple[float, str] | None = None,
+                  checkpoint: str | None = None) -> DataFrame:
         """The source, transformed: the query's input, not started.
-        ``min_pause``: (seconds, checkpoint) for a source that holds batches back."""
+        ``min_pause``: (seconds, checkpoint) for a source that holds batches back;
+        ``checkpoint``: the query's, for a source that keeps state beside it."""
         source = self.source
+        if checkpoint is not None and isinstance(source, Checkpointed):
+            source = source.with_checkpoint(checkpoint)
         if min_pause is not None and isinstance(source, Pausable):
             source = source.with_min_pause(*min_pause)
         df = source.read_stream(spark)
@@ -87,7 +91,7 @@ class Pipeline:
         state_backend.apply(spark, settings)
         # An availableNow run ends at a trigger without data: no pause there.
         pause = (settings.min_pause, checkpoint) if settings.min_pause and not until_caught_up else None
-        df = self.dataframe(spark, pause)
+        df = self.dataframe(spark, pause, checkpoint)
         state_backend.check_plan(df, settings, self.name)
         writer = self.sink.write_stream(df).queryName(self.name)
         writer = writer.option("checkpointLocation", checkpoint)
