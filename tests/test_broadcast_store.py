@@ -234,6 +234,10 @@ def test_gc_rule(location):
     # Version 5 has no pointer yet (logged, not published): kept. Above the log: untouched.
     assert store.gc(2, 5) == []
     assert store.load(3)[0] == {b"k": LatestEntry(b"3", 0, 0, None)}
+    # A pointer that names no digest proves nothing orphaned: both files of version 5 stay.
+    store.write_snapshot(5, {"fraud-rules": {"0": 55}}, {}, "latest")
+    store.fs.pipe_file(f"{store.folder}/versions/5.json", b"{}")
+    assert store.gc(2, 5) == []
 
 
 def test_describe_and_versions(location):

@@ -315,7 +315,9 @@ class BroadcastStore:
                 self.fs.rm_file(path)
                 removed.append(path)
             else:
-                pointers[version] = (self._read_json(f"{VERSIONS}/{version}.json") or {}).get("digest", "")
+                digest = (self._read_json(f"{VERSIONS}/{version}.json") or {}).get("digest")
+                if isinstance(digest, str) and digest.startswith("sha256:"):
+                    pointers[version] = digest  # else keep the snapshots: nothing says which is orphaned
         for version, short, path in self._snapshots():
             if version > newest_logged_version:
                 continue
