@@ -13,6 +13,9 @@ from typing import Any
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
+#: fsspec options per protocol: ``{"s3": {"endpoint_url": ...}}``.
+StorageOptions = Mapping[str, Mapping[str, Any]]
+
 # Hadoop's object-store schemes, as fsspec knows them.
 _SCHEMES = {"s3a://": "s3://", "s3n://": "s3://", "gs://": "gs://", "abfss://": "abfs://"}
 
@@ -25,6 +28,17 @@ def fs_path(location: str) -> str:
     if location.startswith("file:") and not location.startswith("file://"):
         return location[len("file:"):]  # Hadoop's file:/path
     return location
+
+
+def open_location(location: str, storage_options: StorageOptions | None = None
+                  ) -> tuple[fsspec.AbstractFileSystem, str]:
+    """The fsspec file system and path of a local path, fsspec URL or Hadoop
+    URL, with ``storage_options``' entry for its protocol."""
+    url = fs_path(str(location))
+    protocol = fsspec.utils.get_protocol(url)
+    options = dict((storage_options or {}).get(protocol, {}))
+    fs, path = fsspec.core.url_to_fs(url, **options)
+    return fs, path.rstrip("/") or "/"
 
 
 def write_atomic(fs: fsspec.AbstractFileSystem, path: str, data: bytes) -> None:

@@ -44,10 +44,10 @@ from collections.abc import Collection, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, BinaryIO
 
-import fsspec
 from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
+from eoskit.core.fs import StorageOptions, open_location
 from eoskit.twophase.decision_log import (
     ABORTED,
     DECISIONS,
@@ -57,11 +57,9 @@ from eoskit.twophase.decision_log import (
     batch_file,
     batch_of,
     file_mtime,
-    fs_path,
     sink_folder,
 )
 
-StorageOptions = Mapping[str, Mapping[str, Any]]
 
 #: A state store file of version v: ``<v>.delta``, ``<v>_<uuid>.zip``, ...
 STATE_FILE = re.compile(r"^(\d+)(?:_[0-9A-Za-z-]+)?\.(delta|snapshot|zip|changelog)$")
@@ -69,16 +67,6 @@ STATE_FILE = re.compile(r"^(\d+)(?:_[0-9A-Za-z-]+)?\.(delta|snapshot|zip|changel
 
 class CheckpointError(ValueError):
     """A checkpoint path is missing, is not a checkpoint, or lacks a batch."""
-
-
-def open_location(location: str, storage_options: StorageOptions | None = None
-                  ) -> tuple[AbstractFileSystem, str]:
-    """The fsspec file system and path of a local path, fsspec URL or Hadoop URL."""
-    url = fs_path(str(location))
-    protocol = fsspec.utils.get_protocol(url)
-    options = dict((storage_options or {}).get(protocol, {}))
-    fs, path = fsspec.core.url_to_fs(url, **options)
-    return fs, path.rstrip("/") or "/"
 
 
 def require_directory(location: str, storage_options: StorageOptions | None = None
