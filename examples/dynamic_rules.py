@@ -42,6 +42,7 @@ def judge(batch: pa.RecordBatch, state) -> pa.RecordBatch:
     """The payments of one batch against the rules in force (``state``: rule id -> rule)."""
     lines = io.BytesIO(b"\n".join(batch.column("value").to_pylist()))
     payments = pa_json.read_json(lines, parse_options=pa_json.ParseOptions(explicit_schema=PAYMENT))
+    payments = payments.combine_chunks().to_batches()[0]  # one batch in, one out
     broken = pa.nulls(payments.num_rows, pa.string())
     for rule_id in sorted(state, reverse=True):  # the lowest rule id wins: same answer every run
         rule = state[rule_id]
@@ -50,8 +51,7 @@ def judge(batch: pa.RecordBatch, state) -> pa.RecordBatch:
         broken = pc.if_else(pc.fill_null(hit, False), pa.scalar(rule_id), broken)
     version = pa.repeat(pa.scalar(state.version, pa.int64()), payments.num_rows)
     return pa.RecordBatch.from_arrays(
-        [payments["id"].combine_chunks(), payments["account"].combine_chunks(),
-         payments["amount"].combine_chunks(), broken, version], schema=OUT)
+        [payments["id"], payments["account"], payments["amount"], broken, version], schema=OUT)
 
 
 pipeline = Pipeline(
