@@ -16,6 +16,9 @@ integration_tests/test_keyed_state_examples.py runs every one.
 5. ``idle_alerts``: a processing-time timer, fired when a key has been quiet.
 6. ``closed_after_event_time``: an event-time timer, fired when the
    watermark passes the key's last event plus a timeout.
+7. ``per_minute_counts``: the classic count per key and minute, a tumbling
+   event-time window whose state Spark keeps per (key, window) and drops
+   once the watermark passes the window's end (no processor needed).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from pyspark.sql import DataFrame, Row
+from pyspark.sql import functions as F
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from eoskit.runtime.state.keyed import replace_timer, ttl
@@ -203,3 +207,15 @@ def closed_after_event_time(events: DataFrame, timeout: str = "1 minute",
     """``events(key, ts timestamp)`` -> ``(key, events, last_ms)`` once the key is closed."""
     return (events.withWatermark("ts", lateness).groupBy("key").transformWithState(
         ClosedAfterEventTime(timeout), "key string, events long, last_ms long", "Update", "EventTime"))
+
+
+# 7. Keyed tumbling window (Flink: keyBy(...).window(TumblingEventTimeWindows.of(1 min)).count)
+
+def per_minute_counts(events: DataFrame, lateness: str = "0 seconds") -> DataFrame:
+    """``events(key, ts timestamp)`` -> ``(key, minute, events)``, one row per
+    key and minute once the watermark has passed the minute (append mode);
+    events later than ``lateness`` behind the newest are dropped."""
+    return (events.withWatermark("ts", lateness)
+            .groupBy("key", F.window("ts", "1 minute").alias("w"))
+            .agg(F.count("*").alias("events"))
+            .select("key", F.col("w.start").alias("minute"), "events"))

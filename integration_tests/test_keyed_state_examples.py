@@ -159,3 +159,16 @@ def test_an_event_time_timer_fires_when_the_watermark_passes(spark, examples, js
     # The watermark reaches 100 s: a (last event 30 s) and b (10 s) close, c (100 s) stays open.
     assert closed == [("a", 2, 30), ("b", 1, 10)]
     assert all(not rows for b, rows in sink.batches.items() if b < 2)  # nothing before the watermark moved
+
+
+def test_a_count_per_key_and_minute_is_emitted_once_the_watermark_passes_the_minute(
+        spark, examples, json_files, gathered, tmp_path):
+    events, sink = json_files("key string, ts timestamp"), gathered("append")
+    at = lambda seconds: datetime.fromtimestamp(1_700_000_040 + seconds, timezone.utc).isoformat()  # noqa: E731
+    # 1_700_000_040 is the start of a minute.
+    events.add({"key": "a", "ts": at(1)}, {"key": "a", "ts": at(59)}, {"key": "b", "ts": at(30)})
+    events.add({"key": "a", "ts": at(61)}, {"key": "b", "ts": at(150)})
+    run("per_minute", events, sink, examples.per_minute_counts, tmp_path / "ck", spark)
+    counts = sorted((r["key"], int(r["minute"].timestamp()) - 1_700_000_040, r["events"]) for r in sink.rows())
+    # The watermark reaches 150 s: minutes 0 and 1 are final, minute 2 (b at 150 s) is not.
+    assert counts == [("a", 0, 2), ("a", 60, 1), ("b", 0, 1)]

@@ -171,3 +171,115 @@ def test_the_protocol_reads_its_options_through_their_declarations_in_any_case()
     given = {"COMMITMODE": "Idempotent", "sinkid": "orders", "checkpointLocation": "/ck"}
     assert (COMMIT_MODE.get(given), SINK_ID.get(given), CHECKPOINT.get(given)) == ("idempotent", "orders", "/ck")
     assert COMMIT_MODE.get({}) == "exactly_once"
+
+
+# -- TTL cleanup (issue 36, design section 3) --------------------------------------
+
+
+class _RecordingConf:
+    """The one part of a SparkSession ``backend.apply`` touches."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, str] = {}
+
+    def set(self, key: str, value: str) -> None:
+        self.values[key] = value
+
+
+class _Session:
+    def __init__(self) -> None:
+        self.conf = _RecordingConf()
+
+
+SNAPSHOT = "spark.sql.streaming.stateStore.minDeltasForSnapshot"
+COMPACT = "spark.sql.streaming.stateStore.rocksdb.compactOnCommit"
+
+
+def test_the_ttl_cleanup_settings_become_spark_confs():
+    from eoskit.runtime.state import backend
+
+    session = _Session()
+    backend.apply(session, JobSettings.of(state_backend="rocksdb", state_snapshot_interval="2",
+                                          state_compact_on_commit="on"))
+    assert session.conf.values[SNAPSHOT] == "2" and session.conf.values[COMPACT] == "true"
+    defaults = _Session()
+    backend.apply(defaults, JobSettings())
+    # Spark's own default snapshot interval is 10 too; compaction is off.
+    assert defaults.conf.values[SNAPSHOT] == "10" and defaults.conf.values[COMPACT] == "false"
+    assert defaults.conf.values[backend.PROVIDER_KEY].endswith("HDFSBackedStateStoreProvider")
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"state_compact_on_commit": True},
+     "setting state_compact_on_commit (--state-compact-on-commit) = True needs state_backend = "
+     "'rocksdb' (it is 'hashmap')"),
+    ({"state_backend": "hashmap", "state_compact_on_commit": "yes"}, "state_compact_on_commit"),
+    ({"state_snapshot_interval": 0},
+     "state_snapshot_interval (--state-snapshot-interval) = 0: expected a whole number, 1 or more"),
+    ({"state_snapshot_interval": "2.5"}, "expected a whole number"),
+    ({"state_backend": "rocksdb", "state_compact_on_commit": "sometimes"}, "expected true or false"),
+])
+def test_bad_ttl_cleanup_settings_are_refused_naming_the_setting(values, message):
+    with pytest.raises(SettingError) as err:
+        JobSettings.of(**values)
+    assert message in str(err.value)
+
+
+def test_compaction_on_a_job_file_is_checked_against_a_hashmap_flag():
+    settings = JobSettings.of(state_backend="rocksdb", state_compact_on_commit=True)
+    with pytest.raises(SettingError, match="state_compact_on_commit .* needs state_backend = 'rocksdb'"):
+        settings.override({"state_backend": "hashmap"})
+    # The snapshot interval applies to both backends.
+    assert JobSettings.of(state_snapshot_interval=3).override(
+        {"state_backend": "rocksdb"}).state_snapshot_interval == 3
+
+
+def test_the_ttl_cleanup_flags_are_derived_from_the_declarations():
+    parser = argparse.ArgumentParser()
+    add_flags(parser)
+    args = parser.parse_args(["--state-snapshot-interval", "4", "--state-compact-on-commit", "true"])
+    merged = JobSettings.of(state_backend="rocksdb").override(from_flags(args))
+    assert merged.state_snapshot_interval == 4 and merged.state_compact_on_commit is True
+
+
+def test_a_job_whose_spark_conf_sets_the_cleanup_keys_keeps_them():
+    from eoskit.runtime.state.backend import settings_with_spark_conf, spark_confs
+
+    conf = {"spark.sql.streaming.stateStore.providerClass": "RocksDBStateStoreProvider",
+            SNAPSHOT: "5", COMPACT: "true"}
+    derived = JobSettings.of(**settings_with_spark_conf(conf, {}))
+    assert (derived.state_snapshot_interval, derived.state_compact_on_commit) == (5, True)
+    # apply would have put the defaults (10, false) over the job's own keys.
+    assert spark_confs(derived)[SNAPSHOT] == "5" and spark_confs(derived)[COMPACT] == "true"
+    # A setting given wins over the key, as for incremental_checkpoints.
+    given = settings_with_spark_conf(conf, {"state_snapshot_interval": 7})
+    assert JobSettings.of(**given).state_snapshot_interval == 7
+    with pytest.raises(SettingError, match="state_snapshot_interval .* = '0'"):
+        JobSettings.of(**settings_with_spark_conf({SNAPSHOT: "0"}, {}))
+
+
+def _spark_class_strings(jar_prefix: str, member: str) -> bytes:
+    import zipfile
+    from pathlib import Path
+
+    import pyspark
+
+    jars = sorted((Path(pyspark.__file__).parent / "jars").glob(f"{jar_prefix}_*.jar"))
+    if not jars:
+        pytest.skip(f"no {jar_prefix} jar in this pyspark")
+    with zipfile.ZipFile(jars[0]) as jar:
+        return jar.read(member)
+
+
+def test_the_cleanup_keys_are_the_ones_the_installed_spark_declares():
+    """Read from the jars' class files, without starting Spark: a renamed
+    key would be set and silently ignored."""
+    from eoskit.runtime.state.backend import COMPACT_KEY, SNAPSHOT_KEY
+
+    sql_conf = _spark_class_strings("spark-catalyst", "org/apache/spark/sql/internal/SQLConf$.class")
+    assert SNAPSHOT_KEY.encode() in sql_conf
+    rocksdb_conf = _spark_class_strings(
+        "spark-sql", "org/apache/spark/sql/execution/streaming/state/RocksDBConf$.class")
+    # RocksDBConf declares its keys as a prefix and a name.
+    prefix, _, name = COMPACT_KEY.rpartition(".")
+    assert prefix.encode() in rocksdb_conf and name.encode() in rocksdb_conf

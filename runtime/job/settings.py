@@ -67,6 +67,13 @@ def _retained(text: Any) -> int:
 MIN_RETAINED = 2
 
 
+def _positive_int(text: Any) -> int:
+    value = _whole(text)
+    if value < 1:
+        raise ValueError("expected a whole number, 1 or more")
+    return value
+
+
 def _mode(text: Any) -> str:
     value = str(text).strip().lower().replace("-", "_")
     if value not in ("exactly_once", "at_least_once"):
@@ -162,15 +169,35 @@ class JobSettings:
                 "RocksDB snapshots are uploaded in the background (Spark's RocksDB changelog "
                 "checkpointing). May be switched on or off between runs.",
                 flink="execution.checkpointing.incremental"))
+    state_snapshot_interval: int = setting(
+        Setting("state_snapshot_interval", _positive_int, 10,
+                "Batches between full snapshots of the state (Spark's minDeltasForSnapshot): "
+                "hashmap, and rocksdb with incremental_checkpoints, write a delta or changelog per "
+                "batch and consolidate them into a snapshot every this many; expired and deleted "
+                "entries' bytes leave the checkpoint with the next snapshot, once the versions "
+                "before it leave retention (Flink's full-snapshot TTL cleanup). rocksdb without "
+                "incremental_checkpoints snapshots every batch. May change between runs.",
+                flink="StateTtlConfig.cleanupFullSnapshot"))
+    state_compact_on_commit: bool = setting(
+        Setting("state_compact_on_commit", parse_bool, False,
+                "rocksdb only: compact RocksDB at every batch's commit, so that the deletes of "
+                "expired and removed entries drop their keys from the files at once (Flink's "
+                "RocksDB compaction-filter TTL cleanup), at the cost of a longer commit. May "
+                "change between runs.",
+                flink="StateTtlConfig.cleanupInRocksdbCompactFilter"))
 
     def __post_init__(self) -> None:
-        # The one check that spans two settings, here so that flags merged
-        # over a job file's settings are checked too.
-        if self.incremental_checkpoints and self.state_backend != "rocksdb":
-            raise SettingError(
-                f"setting incremental_checkpoints (--incremental-checkpoints) = True needs "
-                f"state_backend = 'rocksdb' (it is {self.state_backend!r}): the hashmap backend "
-                "writes each batch's changes as a delta file already")
+        # The checks that span two settings, here so that flags merged over
+        # a job file's settings are checked too.
+        for name, value, why in (
+                ("incremental_checkpoints", self.incremental_checkpoints,
+                 "the hashmap backend writes each batch's changes as a delta file already"),
+                ("state_compact_on_commit", self.state_compact_on_commit,
+                 "the hashmap backend keeps its state in memory, with nothing to compact")):
+            if value and self.state_backend != "rocksdb":
+                raise SettingError(
+                    f"setting {name} ({BY_NAME[name].flag}) = True needs state_backend = "
+                    f"'rocksdb' (it is {self.state_backend!r}): {why}")
 
     @classmethod
     def of(cls, **values: Any) -> "JobSettings":

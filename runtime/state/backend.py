@@ -17,8 +17,10 @@ So, before a query starts:
    another provider is refused, naming the setting and both values;
 3. ``check_plan``: a query with ``transformWithState`` on the hash map
    backend is refused, naming the setting;
-4. ``apply``: the provider and RocksDB changelog checkpointing are set on
-   the session.
+4. ``apply``: the provider, RocksDB changelog checkpointing and the two
+   TTL cleanup settings (``state_snapshot_interval``,
+   ``state_compact_on_commit``) are set on the session. Spark records none
+   of the last three in the offset log, so they may change between runs.
 """
 
 from __future__ import annotations
@@ -33,6 +35,16 @@ from eoskit.runtime.state.checkpoints import Checkpoint, CheckpointError
 
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
 CHANGELOG_KEY = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
+#: Deltas (hashmap) or changelogs (rocksdb, incremental) between snapshots.
+SNAPSHOT_KEY = "spark.sql.streaming.stateStore.minDeltasForSnapshot"
+#: RocksDB compacts at every commit, dropping deleted (expired) entries' keys.
+COMPACT_KEY = "spark.sql.streaming.stateStore.rocksdb.compactOnCommit"
+#: Spark's own keys in a job's ``spark_conf`` -> the setting each becomes.
+_CONF_SETTINGS = {
+    CHANGELOG_KEY: "incremental_checkpoints",
+    SNAPSHOT_KEY: "state_snapshot_interval",
+    COMPACT_KEY: "state_compact_on_commit",
+}
 _STATE = "org.apache.spark.sql.execution.streaming.state."
 PROVIDERS = {
     "hashmap": _STATE + "HDFSBackedStateStoreProvider",
@@ -55,9 +67,12 @@ def backend_of(provider: str) -> str | None:
 
 
 def settings_with_spark_conf(spark_conf: Mapping[str, str], settings: dict[str, Any]) -> dict[str, Any]:
-    """``settings`` with ``state_backend`` and ``incremental_checkpoints``
-    taken from Spark's own keys in a job's ``spark_conf`` where the job set
-    them there; a key that disagrees with the setting given is refused."""
+    """``settings`` with ``state_backend``, ``incremental_checkpoints``,
+    ``state_snapshot_interval`` and ``state_compact_on_commit`` taken from
+    Spark's own keys in a job's ``spark_conf`` where the job set them there
+    (``apply`` would otherwise put the settings' defaults over them); a
+    provider that disagrees with the ``state_backend`` given is refused, and
+    for the others the setting given wins."""
     out = dict(settings)
     provider = spark_conf.get(PROVIDER_KEY)
     if provider is not None:
@@ -72,9 +87,9 @@ def settings_with_spark_conf(spark_conf: Mapping[str, str], settings: dict[str, 
                 f"setting state_backend = {given!r} contradicts spark_conf's {PROVIDER_KEY} = "
                 f"{provider!r} ({backend}); set only state_backend")
         out["state_backend"] = backend
-    changelog = spark_conf.get(CHANGELOG_KEY)
-    if changelog is not None and out.get("incremental_checkpoints") is None:
-        out["incremental_checkpoints"] = changelog
+    for key, name in _CONF_SETTINGS.items():
+        if spark_conf.get(key) is not None and out.get(name) is None:
+            out[name] = spark_conf[key]
     return out
 
 
@@ -131,7 +146,18 @@ def check_plan(df: DataFrame, settings: JobSettings, job: str) -> None:
             f"{settings.state_backend!r}")
 
 
+def spark_confs(settings: JobSettings) -> dict[str, str]:
+    """The Spark settings that carry the state backend's job settings."""
+    return {
+        PROVIDER_KEY: PROVIDERS[settings.state_backend],
+        CHANGELOG_KEY: "true" if settings.incremental_checkpoints else "false",
+        SNAPSHOT_KEY: str(settings.state_snapshot_interval),
+        COMPACT_KEY: "true" if settings.state_compact_on_commit else "false",
+    }
+
+
 def apply(spark: SparkSession, settings: JobSettings) -> None:
-    """Set the session's state store provider and changelog checkpointing."""
-    spark.conf.set(PROVIDER_KEY, PROVIDERS[settings.state_backend])
-    spark.conf.set(CHANGELOG_KEY, "true" if settings.incremental_checkpoints else "false")
+    """Set the session's state store provider, changelog checkpointing and
+    TTL cleanup (``spark_confs``)."""
+    for key, value in spark_confs(settings).items():
+        spark.conf.set(key, value)
