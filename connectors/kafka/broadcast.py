@@ -71,7 +71,6 @@ import pyarrow.compute as pc
 
 from eoskit.connectors.kafka.broadcast_fold import (
     BroadcastRecord,
-    check_size,
     fold,
     normalise_spec,
     resolve_fold,
