@@ -16,9 +16,11 @@ if TYPE_CHECKING:
     from eoskit.twophase.contract import (
         CommitMode,
         DirectCommitting,
+        KeepsOperatorState,
         MarkedCommitting,
         Sink,
         SinkError,
+        StateSpec,
         TwoPhaseCommitting,
     )
     from eoskit.twophase.coordinator import Coordinator, CoordinatorError, OrphanedTransactionsError
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
 _MODULES = {
     "CommitMode": "contract", "DirectCommitting": "contract", "MarkedCommitting": "contract",
     "Sink": "contract", "SinkError": "contract", "TwoPhaseCommitting": "contract",
+    "KeepsOperatorState": "contract", "StateSpec": "contract",
     "Coordinator": "coordinator", "CoordinatorError": "coordinator", "OrphanedTransactionsError": "coordinator",
     "Decision": "decision_log", "DecisionLog": "decision_log",
     "CommittedByTask": "messages", "NothingToCommit": "messages", "PreparedTransaction": "messages",
@@ -37,8 +40,8 @@ _MODULES = {
 
 __all__ = [
     "CommitMode", "CommittedByTask", "Coordinator", "CoordinatorError", "Decision", "DecisionLog",
-    "DirectCommitting", "MarkedCommitting", "NothingToCommit", "OrphanedTransactionsError",
-    "PreparedTransaction", "Sink", "SinkError", "TaskAck", "TwoPhaseCommitting", "TxnId",
+    "DirectCommitting", "KeepsOperatorState", "MarkedCommitting", "NothingToCommit", "OrphanedTransactionsError",
+    "PreparedTransaction", "Sink", "SinkError", "StateSpec", "TaskAck", "TwoPhaseCommitting", "TxnId",
 ]
 
 

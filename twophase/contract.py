@@ -32,6 +32,11 @@ on the wire) may have committed, and its retry hears "no such transaction";
 with this capability the coordinator settles that from evidence, never a
 guess.
 
+A two-phase sink's writer may also keep operator state
+(``KeepsOperatorState``): per-instance state across batches (part counters,
+sequence numbers, dedup windows), checkpointed in the batch's decision and
+handed to the next batch's writers, as Flink's list and union state.
+
 A sink implements the capabilities of the modes it supports and nothing
 else; ``commit_modes`` derives the allowed ``commitMode`` values from them.
 There is no method that raises NotImplementedError. No two capabilities
@@ -52,14 +57,15 @@ at most 64 bytes of ASCII, unique per task attempt.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 import pyarrow as pa
 from pyspark.sql.types import StructType
 
+from eoskit.core.state_split import KINDS
 from eoskit.twophase.verdicts import Verdict
 
 if TYPE_CHECKING:
@@ -168,6 +174,68 @@ class PreparingWriter(TaskWriter):
         process, while still invisible (PREPARE TRANSACTION, XA PREPARE, a
         closed staging file). After it returns, only its sink's committer
         (``Committer.commit`` or ``roll_back``) may end it."""
+
+
+@dataclass(frozen=True)
+class StateSpec:
+    """One operator state a writer keeps: its name (the key of ``restore``'s
+    and ``snapshot``'s mappings) and how the next batch's writers share it:
+
+    - ``list``: redistributed. With the same parallelism, instance p gets
+      what instance p left; otherwise the parts are concatenated in instance
+      order and split evenly (contiguous runs whose sizes differ by at most
+      one);
+    - ``union``: every instance gets the whole concatenation.
+    """
+
+    name: str
+    kind: Literal["list", "union"]
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise ValueError("an operator state needs a name")
+        if self.kind not in KINDS:
+            raise ValueError(f"operator state {self.name!r}: kind {self.kind!r}, expected one of "
+                             f"{', '.join(KINDS)}")
+
+
+class KeepsOperatorState(ABC):
+    """A capability a ``PreparingWriter`` may add: state of one writer
+    instance (task partition p of ``operatorStateParallelism`` k) that
+    outlives its task, checkpointed with the batch's decision
+    (``twophase/task.py``, ``twophase/coordinator.py``).
+
+    Both methods run on the executor, in the task attempt's process, on the
+    writer ``begin_prepared`` returned:
+
+    - ``restore`` once, before the first ``write`` (also when the task has
+      no rows), with this instance's share of what the newest decided batch
+      with operator state left: every declared name, an empty list where
+      nothing was left (the first batch);
+    - ``snapshot`` once, after the last ``write`` and before ``prepare``
+      (also with no rows): what this instance leaves for the next batch.
+      Names it leaves out are empty; a name it does not declare is refused.
+
+    A task of a batch already decided (a replay) opens no writer: neither is
+    called, since the decision holds that batch's state. Elements are bytes
+    the author serialises; keep them small: every instance reads every part
+    when it restores, and the state is checkpointed once per batch.
+
+    Raising from either fails the task, as raising from ``write`` does:
+    eoskit calls ``abort``, Spark retries the task, and nothing of the
+    attempt's state is decided.
+    """
+
+    #: The states this writer keeps, declared once on the class.
+    operator_state: ClassVar[tuple[StateSpec, ...]]
+
+    @abstractmethod
+    def restore(self, state: Mapping[str, Sequence[bytes]]) -> None:
+        """Take this instance's share of the state (see the class doc)."""
+
+    @abstractmethod
+    def snapshot(self) -> Mapping[str, Sequence[bytes]]:
+        """What this instance leaves for the next batch, by state name."""
 
 
 class CommittingWriter(TaskWriter):
@@ -367,9 +435,10 @@ def resolve_commit_mode(sink_type: type[Sink], requested: str | None) -> CommitM
 
 
 __all__ = [
-    "CommitMode", "Committer", "CommittingWriter", "DirectCommitting", "EXACTLY_ONCE", "MarkedCommitting",
+    "CommitMode", "Committer", "CommittingWriter", "DirectCommitting", "EXACTLY_ONCE", "KeepsOperatorState",
+    "MarkedCommitting",
     "MarkedWriter", "Marker", "Outcome", "PreparingWriter", "ProvesOutcomes", "ServiceUnavailableError",
     "Sink", "SinkContext",
-    "SinkError",
+    "SinkError", "StateSpec",
     "TaskWriter", "TwoPhaseCommitting", "commit_modes", "resolve_commit_mode",
 ]

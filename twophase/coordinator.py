@@ -3,11 +3,17 @@
 The commit of batch n, on the driver (``commit``):
 
 1. If batch n has no decision yet, check that every acked transaction is
-   still prepared, then write "batch n commits ids [...]" to the decision
-   log, with the evidence each task's prepare left (sinks that prove
-   outcomes). Safe here: nothing is committed yet, so a crash before this
-   step leaves only prepared transactions that the next start rolls back,
-   and Spark replays the batch.
+   still prepared, and, for writers that keep operator state with
+   parallelism k, that there is exactly one ack per partition 0..k-1 (else
+   some instance's state would be lost or doubled: the batch fails,
+   PERMANENT). Then write "batch n commits ids [...]" to the decision log,
+   with the evidence each task's prepare left (sinks that prove outcomes)
+   and the operator state (``{"parallelism": k, "files": {p: file}}``,
+   the acked attempts' snapshots only), in one atomic write. Safe here:
+   nothing is committed yet, so a crash before this step leaves only
+   prepared transactions that the next start rolls back and snapshot files
+   no decision names, and Spark replays the batch, whose tasks restore the
+   same state again; after it, rows and state are decided together.
 2. Commit each decided id. An id that is gone was committed by an earlier
    try (a commit whose reply was lost, a crash or a repeated commit call
    between steps 2 and 4), or rolled back by someone else: a sink that
@@ -23,7 +29,8 @@ The commit of batch n, on the driver (``commit``):
 4. Mark the decision done. Every ``PRUNE_EVERY`` batches, forget the done
    decisions of batches Spark can no longer replay (older than its offset
    log's first entry), and their evidence: no commit, abort or sweep will
-   ever ask for them.
+   ever ask for them. The newest decision with operator state stays, since
+   the next batch restores from it; snapshot files no decision names go.
 
 ``abort`` rolls back every prepared id of an undecided batch; a decided batch
 is rolled forward instead, since its decision may already be half applied.
@@ -46,7 +53,7 @@ from typing import ClassVar
 from eoskit.core import crash
 from eoskit.core import timings
 from eoskit.twophase.contract import Committer, Outcome, ProvesOutcomes
-from eoskit.twophase.decision_log import Decision, DecisionLog, prune_due
+from eoskit.twophase.decision_log import DecidedState, Decision, DecisionLog, prune_due
 from eoskit.twophase.messages import TaskAck, evidence_of, prepared_ids
 from eoskit.twophase.txn_id import TxnId, batch_prefix, sink_prefix
 from eoskit.twophase.verdicts import Verdict
@@ -84,12 +91,15 @@ class OrphanedTransactionsError(CoordinatorError):
 
 
 class Coordinator:
-    """Drives one sink's two-phase commit from the driver, through its committer."""
+    """Drives one sink's two-phase commit from the driver, through its
+    committer. ``parallelism``: the sink option ``operatorStateParallelism``,
+    for writers that keep operator state (None: they keep none)."""
 
-    def __init__(self, committer: Committer, decisions: DecisionLog) -> None:
+    def __init__(self, committer: Committer, decisions: DecisionLog, parallelism: int | None = None) -> None:
         self.committer = committer
         self.decisions = decisions
         self.sink_id = decisions.sink_id
+        self.parallelism = parallelism
 
     def commit(self, messages: Sequence[TaskAck | None], batch: int) -> Decision:
         with timings.span("commit.read_decision", batch):
@@ -98,7 +108,8 @@ class Coordinator:
             return decision  # Spark repeated the commit of a finished batch.
         wrote_decision = decision is None
         if decision is None:
-            # Step 1: the decision, durable before any commit.
+            # Step 1: the decision, with the operator state, durable before any commit.
+            state = self._operator_state(messages, batch)
             acked = prepared_ids(messages)
             with timings.span("commit.list_prepared", batch):
                 prepared = set(self.committer.in_doubt(batch_prefix(self.sink_id, batch)))
@@ -111,10 +122,29 @@ class Coordinator:
                 )
             rows = sum(m.rows for m in messages if m is not None)
             with timings.span("commit.decide", batch):
-                decision = self.decisions.decide(batch, acked, rows, evidence_of(messages))
+                decision = self.decisions.decide(batch, acked, rows, evidence_of(messages), state)
             crash.crash_point(crash.DRIVER_AFTER_DECISION, batch)
         self._apply(decision, first_time=wrote_decision)
         return decision
+
+    def _operator_state(self, messages: Sequence[TaskAck | None], batch: int) -> DecidedState | None:
+        """Step 1's check of the acks of writers that keep operator state:
+        one per partition 0..k-1, each naming its snapshot."""
+        if self.parallelism is None:
+            return None
+        k = self.parallelism
+        acks = [m for m in messages if m is not None]
+        partitions = sorted(m.partition for m in acks)
+        if partitions != list(range(k)):
+            raise CoordinatorError(
+                f"sink {self.sink_id} keeps operator state with parallelism {k}, batch {batch} ran "
+                f"{len(acks)} tasks: repartition({k}) before the sink")
+        unnamed = [m.partition for m in acks if not m.state_file]
+        if unnamed:
+            raise CoordinatorError(
+                f"sink {self.sink_id} keeps operator state with parallelism {k}, but the acks of batch "
+                f"{batch}'s task(s) {', '.join(map(str, unnamed))} name no snapshot file")
+        return DecidedState(batch, k, {m.partition: m.state_file for m in acks})
 
     def _apply(self, decision: Decision, first_time: bool) -> None:
         batch = decision.batch

@@ -11,7 +11,16 @@ through fsspec, so it lives and dies with the checkpoint it belongs to:
   single PUT on object stores) before any transaction of the batch is
   committed; ``status`` becomes ``done`` once every id is committed and
   every other id rolled back. ``evidence`` (sinks that prove outcomes):
-  what tells, once an id is gone, whether it committed.
+  what tells, once an id is gone, whether it committed. ``operatorState``
+  (writers that keep operator state): ``{"parallelism": k, "files": {p:
+  file}}``, the snapshot of each instance's acked attempt, decided with the
+  rows (``KeepsOperatorState``).
+- ``opstate/<batch>/<p>-<attempt>.arrow``: a task attempt's operator state
+  snapshot (``twophase/operator_state.py``), written before it prepares.
+  Only the files a decision names are state; the others (losing attempts,
+  batches never decided) are removed by ``prune``, which also keeps the
+  newest decision with operator state, and its files, past retention: the
+  next batch restores from it.
 - ``aborted/<batch>.json``: written by ``abort`` before it lists what to roll
   back, and read by each task right after it prepares. Spark does not wait
   for a cancelled task before it calls ``abort``, so a task may prepare after
@@ -60,6 +69,7 @@ META = "meta"
 DECISIONS = "decisions"
 ABORTED = "aborted"
 SETTLED = "settled"
+OPSTATE = "opstate"
 
 
 def sink_folder(sink_id: str) -> str:
@@ -70,6 +80,11 @@ def sink_folder(sink_id: str) -> str:
 def batch_file(kind: str, batch: int) -> str:
     """A batch's file of ``kind`` (``DECISIONS``, ``ABORTED``), relative to the sink's folder."""
     return f"{kind}/{batch}.json"
+
+
+def opstate_file(batch: int, partition: int, attempt: int) -> str:
+    """A task attempt's operator state snapshot, relative to the sink's folder."""
+    return f"{OPSTATE}/{batch}/{partition}-{attempt}.arrow"
 
 
 def batch_of(name: str) -> int | None:
@@ -83,12 +98,44 @@ class DecisionLogError(RuntimeError):
 
 
 @dataclass(frozen=True)
+class DecidedState:
+    """The operator state a batch's decision checkpointed: the parallelism
+    its writers ran with, and each instance's snapshot file (relative to the
+    sink's folder)."""
+
+    batch: int
+    parallelism: int
+    files: Mapping[int, str]
+
+    def to_json(self) -> dict:
+        return {"parallelism": self.parallelism, "files": {str(p): f for p, f in sorted(self.files.items())}}
+
+    @classmethod
+    def from_json(cls, batch: int, data: Mapping) -> "DecidedState":
+        try:
+            return cls(batch, int(data["parallelism"]),
+                       {int(p): str(f) for p, f in dict(data["files"]).items()})
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DecisionLogError(f"decision of batch {batch}: bad operatorState {data!r}: {exc}") from None
+
+
+@dataclass(frozen=True)
 class Decision:
     batch: int
     commit: tuple[str, ...]
     done: bool
     #: id -> what its task's prepare left to prove its outcome (``ProvesOutcomes``).
     evidence: Mapping[str, str] = field(default_factory=dict)
+    #: The writers' operator state, decided with the rows (``KeepsOperatorState``).
+    operator_state: DecidedState | None = None
+
+
+#: ``DecisionLog.state_before``'s answers in this process, by (log, its
+#: sink.json's creation, batch): a batch's tasks in one Python worker ask once.
+#: Decisions below a batch never change once it runs, so an answer never goes
+#: stale; the creation time tells a checkpoint deleted and made anew apart.
+_STATE_BEFORE: dict[tuple[str, object, int], DecidedState | None] = {}
+_STATE_BEFORE_KEPT = 64
 
 
 class DecisionLog:
@@ -110,6 +157,15 @@ class DecisionLog:
 
     def _write_atomic(self, name: str, payload: dict) -> None:
         write_atomic(self.fs, self._path(name), json.dumps(payload, sort_keys=True).encode())
+
+    def write_bytes(self, name: str, data: bytes) -> None:
+        """Write a file of the sink's folder (``name`` relative to it) whole or not at all."""
+        write_atomic(self.fs, self._path(name), data)
+
+    def read_bytes(self, name: str) -> bytes:
+        """A file of the sink's folder; FileNotFoundError if it is missing."""
+        with self.fs.open(self._path(name), "rb") as handle:
+            return handle.read()
 
     def _read(self, name: str) -> dict | None:
         fs, path = self.fs, self._path(name)
@@ -152,19 +208,46 @@ class DecisionLog:
             return None
         if data.get("batch") != batch:
             raise DecisionLogError(f"decision file of batch {batch} names batch {data.get('batch')}")
+        state = data.get("operatorState")
         return Decision(batch, tuple(data["commit"]), data.get("status") == "done",
-                        dict(data.get("evidence") or {}))
+                        dict(data.get("evidence") or {}),
+                        None if state is None else DecidedState.from_json(batch, state))
 
     def decide(self, batch: int, commit_ids: list[str], rows: int,
-               evidence: Mapping[str, str] | None = None) -> Decision:
+               evidence: Mapping[str, str] | None = None,
+               operator_state: DecidedState | None = None) -> Decision:
         """Write "batch commits these ids" (with what proves each one's
-        outcome, where the sink left anything), durably, before any commit."""
+        outcome, where the sink left anything, and the writers' operator
+        state), durably, before any commit."""
         proof = {txn: token for txn, token in (evidence or {}).items() if txn in commit_ids}
         self._write_atomic(batch_file(DECISIONS, batch), {
             "batch": batch, "commit": sorted(commit_ids), "rows": rows,
             "status": "decided", "decidedAt": time.time(), **({"evidence": proof} if proof else {}),
+            **({"operatorState": operator_state.to_json()} if operator_state is not None else {}),
         })
-        return Decision(batch, tuple(sorted(commit_ids)), False, proof)
+        return Decision(batch, tuple(sorted(commit_ids)), False, proof, operator_state)
+
+    def state_before(self, batch: int) -> DecidedState | None:
+        """The operator state batch ``batch``'s writers restore: that of the
+        newest decision below ``batch`` that has any; None before the first.
+        Cached in this process (``_STATE_BEFORE``)."""
+        marker = self._read(SINK_MARKER)
+        if marker is None:
+            return None  # no decision log yet: nothing was ever decided
+        key = (self.root, marker.get("createdAt"), batch)
+        if key in _STATE_BEFORE:
+            return _STATE_BEFORE[key]
+        found = None
+        for earlier in reversed(self.batches()):
+            if earlier < batch:
+                decision = self.get(earlier)
+                if decision is not None and decision.operator_state is not None:
+                    found = decision.operator_state
+                    break
+        if len(_STATE_BEFORE) >= _STATE_BEFORE_KEPT:
+            _STATE_BEFORE.pop(next(iter(_STATE_BEFORE)))
+        _STATE_BEFORE[key] = found
+        return found
 
     def mark_done(self, decision: Decision) -> None:
         data = self._read(batch_file(DECISIONS, decision.batch)) or {}
@@ -213,17 +296,60 @@ class DecisionLog:
     def prune(self, newest: int) -> int:
         """Forget done decisions of batches Spark no longer keeps in its
         offset log: it can never replay them, list them or restore them.
-        The oldest batch whose decision is kept."""
+        The newest decision with operator state stays, whatever its age:
+        the next batch restores from it. Then the operator state files no
+        decision names go (``_prune_operator_state``). The oldest batch whose
+        decision is kept for its transactions (the decision kept only for
+        its state is done: no commit asks for it)."""
         fs = self.fs
         keep_from = kept = oldest_replayable(self.checkpoint_location, newest)
-        for batch in self.batches():
-            if batch < keep_from:
+        batches = self.batches()
+        state_batch = self._newest_with_state(batches)
+        for batch in batches:
+            if batch < keep_from and batch != state_batch:
                 decision = self.get(batch)
                 if decision is not None and decision.done:
                     fs.rm(self._path(batch_file(DECISIONS, batch)))
                 else:
                     kept = min(kept, batch)
+        self._prune_operator_state(keep_from, newest)
         return kept
+
+    def _newest_with_state(self, batches: list[int]) -> int | None:
+        if not self.fs.exists(self._path(OPSTATE)):
+            return None  # this sink's writers keep no operator state: read no decision
+        for batch in reversed(batches):
+            decision = self.get(batch)
+            if decision is not None and decision.operator_state is not None:
+                return batch
+        return None
+
+    def _prune_operator_state(self, keep_from: int, newest: int) -> None:
+        """Remove the snapshot files no decision names, up to ``newest``:
+        a batch's whole folder once its decision is forgotten, or when it
+        was never decided and Spark can no longer replay it (below
+        ``keep_from``); in a decided batch, the files of attempts it did not
+        decide (losing, speculative, crashed ones). An undecided batch that
+        may still be replayed keeps its files."""
+        fs = self.fs
+        try:
+            folders = fs.ls(self._path(OPSTATE), detail=False)
+        except FileNotFoundError:
+            return
+        for folder in folders:
+            name = folder.rstrip("/").rsplit("/", 1)[-1]
+            if not name.isdigit() or int(name) > newest:
+                continue
+            batch = int(name)
+            decision = self.get(batch)
+            if decision is None:
+                if batch < keep_from:
+                    fs.rm(folder, recursive=True)
+                continue
+            named = set(decision.operator_state.files.values()) if decision.operator_state else set()
+            for path in fs.ls(folder, detail=False):
+                if f"{OPSTATE}/{batch}/{path.rstrip('/').rsplit('/', 1)[-1]}" not in named:
+                    fs.rm(path, recursive=True)
 
 
 def prune_due(batch: int) -> bool:

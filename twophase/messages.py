@@ -16,7 +16,10 @@ from pyspark.sql.datasource import WriterCommitMessage
 class TaskAck(WriterCommitMessage):
     """A task attempt's ack: which task, and what it wrote. ``rows`` counts
     every row the task was given; ``dead_letters`` those of them it sent to
-    the sink's dead-letter destination, in the same transaction."""
+    the sink's dead-letter destination, in the same transaction.
+    ``state_file``: where the attempt's operator state snapshot was written
+    (``KeepsOperatorState``; relative to the sink's folder, empty if the
+    writer keeps none), for the coordinator to name in the decision."""
 
     batch: int
     partition: int
@@ -24,6 +27,7 @@ class TaskAck(WriterCommitMessage):
     rows: int = 0
     bytes: int = 0
     dead_letters: int = field(default=0, kw_only=True)
+    state_file: str = field(default="", kw_only=True)
 
 
 @dataclass(frozen=True)

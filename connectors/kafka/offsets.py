@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from eoskit.connectors.source_state import RESERVED_PREFIX, split_reserved
 from eoskit.core.options import OptionError
 
 #: Sentinels of Spark's ``startingOffsets`` / ``endingOffsets`` JSON.
@@ -52,19 +53,13 @@ class DataLoss:
     message: str
 
 
-#: Keys of the offset JSON that are not topics. Kafka topic names are
+#: Keys of the offset JSON that are not topics (``RESERVED_PREFIX``,
+#: ``split_reserved``: declared once for every source plug-in in
+#: ``eoskit.connectors.source_state``). Kafka topic names are
 #: ``[a-zA-Z0-9._-]``, so none starts with ``@``; an entry under such a key
 #: is the source's own state for the batch (the broadcast pin), written
 #: after the topics and never read as one.
-RESERVED_PREFIX = "@"
 BROADCAST_KEY = "@broadcast"
-
-
-def split_reserved(data: Mapping[str, object]) -> tuple[dict[str, object], dict[str, object]]:
-    """``(topics, reserved)``: the offset JSON's topics, and its ``@`` entries."""
-    topics = {k: v for k, v in data.items() if not str(k).startswith(RESERVED_PREFIX)}
-    reserved = {k: v for k, v in data.items() if str(k).startswith(RESERVED_PREFIX)}
-    return topics, reserved
 
 
 def to_json_dict(offsets: Mapping[TopicPartition, int],

@@ -61,7 +61,7 @@ from eoskit.twophase.identity import (
     qualified_location,
     record_identity,
 )
-from eoskit.twophase.sink_options import CHECKPOINT, COMMIT_MODE, SINK_ID
+from eoskit.twophase.sink_options import CHECKPOINT, COMMIT_MODE, OPERATOR_STATE_PARALLELISM, SINK_ID
 from eoskit.twophase.txn_id import validate_sink_id
 
 log = logging.getLogger(__name__)
@@ -78,20 +78,23 @@ _checked: dict[str, Sink] = {}
 
 class TransactionalStreamWriter(DataSourceStreamArrowWriter):
     """Executors write (and prepare, or commit with a marker); the driver
-    decides and commits two-phase batches."""
+    decides and commits two-phase batches. ``parallelism``: the option
+    ``operatorStateParallelism`` (writers that keep operator state)."""
 
-    def __init__(self, sink: Sink, decisions: DecisionLog, commit_mode: CommitMode) -> None:
+    def __init__(self, sink: Sink, decisions: DecisionLog, commit_mode: CommitMode,
+                 parallelism: int | None = None) -> None:
         self.sink = sink
         self.decisions = decisions
         self.commit_mode = commit_mode
+        self.parallelism = parallelism
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskAck:
-        return write_task(self.sink, self.decisions, self.commit_mode, iterator)
+        return write_task(self.sink, self.decisions, self.commit_mode, iterator, parallelism=self.parallelism)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         with timings.span("driver.commit", batchId):
             if isinstance(self.sink, TwoPhaseCommitting) and self.commit_mode is CommitMode.TWOPHASE:
-                Coordinator(self.sink.committer(), self.decisions).commit(messages, batchId)
+                Coordinator(self.sink.committer(), self.decisions, self.parallelism).commit(messages, batchId)
             elif isinstance(self.sink, MarkedCommitting) and self.commit_mode is CommitMode.IDEMPOTENT:
                 marked.commit(self.sink, self.decisions, batchId,
                               [m for m in messages if m is not None])
@@ -145,6 +148,18 @@ class TransactionalDataSource(DataSource):
     def commit_mode(self) -> CommitMode:
         return resolve_commit_mode(self.sink_type, COMMIT_MODE.get(self.options))
 
+    def operator_state_parallelism(self) -> int | None:
+        """``operatorStateParallelism``; refused unless the commit mode is
+        ``twophase``: operator state is checkpointed in a batch's decision,
+        and the other modes have none."""
+        parallelism = OPERATOR_STATE_PARALLELISM.get(self.options)
+        if parallelism is not None and self.commit_mode() is not CommitMode.TWOPHASE:
+            raise SinkError(
+                f"{self.name()}: option '{OPERATOR_STATE_PARALLELISM.name}' needs commitMode "
+                f"twophase (given: {self.commit_mode().value}): operator state is checkpointed with "
+                "a two-phase batch's decision, and marked or at-least-once commits have no decision")
+        return parallelism
+
     def sink_id(self) -> str:
         """``sinkId``, or the checkpoint's default sink id; resolved once."""
         if self._sink_id is None:
@@ -169,8 +184,10 @@ class TransactionalDataSource(DataSource):
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> TransactionalStreamWriter:
         decisions = DecisionLog(self.checkpoint_location(), self.sink_id())
+        parallelism = self.operator_state_parallelism()  # refused here, at start, outside twophase
         if not self._planning:
-            return TransactionalStreamWriter(self.transactional_sink(schema), decisions, self.commit_mode())
+            return TransactionalStreamWriter(self.transactional_sink(schema), decisions, self.commit_mode(),
+                                             parallelism)
         twophase = self.commit_mode() is CommitMode.TWOPHASE
         planned = (latest_planned_batch(self.checkpoint_location())
                    if twophase or timings.enabled() else None)
@@ -194,7 +211,7 @@ class TransactionalDataSource(DataSource):
                     decisions.create()
                     record_identity(self.checkpoint_location(),
                                     default_sink_id(self.checkpoint_location()))
-        return TransactionalStreamWriter(sink, decisions, self.commit_mode())
+        return TransactionalStreamWriter(sink, decisions, self.commit_mode(), parallelism)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         raise SinkError(

@@ -85,7 +85,8 @@ def _task_writer(writer: TransactionalStreamWriter, batch: int) -> Callable[[Ite
 
         context = TaskContext.get()
         identity = (batch, context.partitionId(), context.attemptNumber())
-        ack = write_task(writer.sink, writer.decisions, writer.commit_mode, batches, identity)
+        ack = write_task(writer.sink, writer.decisions, writer.commit_mode, batches, identity,
+                         parallelism=writer.parallelism)
         for _ in batches:
             pass  # a replay wrote nothing: the partition is read to its end all the same
         yield pa.RecordBatch.from_pylist([{"ack": pickle.dumps(ack)}], schema=_ACKS)

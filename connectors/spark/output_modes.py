@@ -20,6 +20,7 @@ from eoskit.core.options import OptionError
 from eoskit.connectors.plugins import register_data_source
 from eoskit.connectors.spark.datasource import TransactionalDataSource
 from eoskit.connectors.spark.foreach_batch import BatchWriter
+from eoskit.twophase.sink_options import OPERATOR_STATE_PARALLELISM
 
 #: Spark's output modes.
 OUTPUT_MODES = ("append", "update", "complete")
@@ -33,7 +34,13 @@ def check_output_mode(output_mode: str, sink: str) -> None:
 
 def write_stream(df: DataFrame, data_source: type[TransactionalDataSource], options: Mapping[str, str],
                  output_mode: str) -> DataStreamWriter:
-    """``df.writeStream`` into the sink, in ``output_mode``."""
+    """``df.writeStream`` into the sink, in ``output_mode``; repartitioned
+    to ``operatorStateParallelism`` where it is set (writers that keep
+    operator state are one per task partition, and Spark does not tell a
+    Python writer the task count)."""
+    parallelism = OPERATOR_STATE_PARALLELISM.get(options)
+    if parallelism is not None:
+        df = df.repartition(parallelism)
     if output_mode != "append":
         return df.writeStream.outputMode(output_mode).foreachBatch(BatchWriter(data_source, options))
     register_data_source(df.sparkSession, data_source)

@@ -56,15 +56,23 @@ def summary_rows(summary: Any) -> list[tuple[Any, ...]]:
             for r in summary.rows]
 
 
+OPERATOR_STATE_HEADERS = ("sink id", "operator state", "kind", "parallelism", "elements", "decided by batch")
+
+
 def print_summary(summary: Any, indent: str = "") -> None:
     if not summary.rows:
         print(f"{indent}no keyed state (the query has no stateful operator)")
-        return
-    print(render_table(SUMMARY_HEADERS, summary_rows(summary), indent))
-    sizes = ", ".join(f"operator {op}: {summary.bytes[op]} bytes in {summary.files.get(op, 0)} files"
-                      for op in sorted(summary.bytes))
-    if sizes:
-        print(f"{indent}on disk (every retained version): {sizes}")
+    else:
+        print(render_table(SUMMARY_HEADERS, summary_rows(summary), indent))
+        sizes = ", ".join(f"operator {op}: {summary.bytes[op]} bytes in {summary.files.get(op, 0)} files"
+                          for op in sorted(summary.bytes))
+        if sizes:
+            print(f"{indent}on disk (every retained version): {sizes}")
+    if summary.operator_state:
+        print(f"\n{indent}sinks' operator state (what the next batch's writers restore):")
+        print(render_table(OPERATOR_STATE_HEADERS, [
+            (r.sink_id, r.name, r.kind, r.parallelism, r.elements, r.batch) for r in summary.operator_state],
+            indent))
 
 
 def _inspect(args: argparse.Namespace) -> int:

@@ -13,6 +13,10 @@ inspect`` and ``eoskit state read`` print them; ``eoskit savepoint inspect
 restore of it (a savepoint's ``transformWithState`` metadata names schema
 files by the absolute path of the checkpoint it was taken from, which
 ``restore_savepoint`` repoints).
+
+The summary also lists the operator state of each two-phase sink whose
+writers keep some (``KeepsOperatorState``): not in Spark's state store but
+in the sink's decisions, read here with pyarrow (``operator_states``).
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from eoskit.runtime.spark.errors import root_cause
 from eoskit.runtime.state.checkpoints import Checkpoint, CheckpointError, StorageOptions
 from eoskit.runtime.state.backend import PROVIDER_KEY, backend_of
 from eoskit.runtime.state.savepoints import restore_savepoint
+from eoskit.twophase.decision_log import DECISIONS, DecidedState, batch_file, sink_folder
+from eoskit.twophase.operator_state import decode
 
 #: Spark's name for the operator of ``transformWithState`` starts so.
 _TWS = "transformWithState"
@@ -71,6 +77,23 @@ class StateRow:
 
 
 @dataclass(frozen=True)
+class OperatorStateRow:
+    """One operator state of a sink's writers, as the batch ``batch``
+    decided it (what the next batch's writers restore)."""
+
+    sink_id: str
+    name: str
+    kind: str
+    parallelism: int
+    #: Elements over every instance's part (a union state gives each instance all of them).
+    elements: int
+    batch: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {_camel(k): v for k, v in asdict(self).items()}
+
+
+@dataclass(frozen=True)
 class StateSummary:
     checkpoint: str
     #: The committed batch whose state was read (the state the next batch loads).
@@ -80,10 +103,13 @@ class StateSummary:
     #: Bytes and files on disk per operator id (every retained version).
     bytes: dict[int, int]
     files: dict[int, int]
+    #: The sinks' operator state (``operator_states``).
+    operator_state: tuple[OperatorStateRow, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {"checkpoint": self.checkpoint, "batch": self.batch, "backend": self.backend,
                 "stores": [row.to_json() for row in self.rows],
+                "operatorState": [row.to_json() for row in self.operator_state],
                 "operators": [{"operatorId": op, "bytes": self.bytes[op], "files": self.files.get(op, 0)}
                               for op in sorted(self.bytes)]}
 
@@ -160,6 +186,37 @@ def _counts_or_unknown(reader: Any, url: str) -> tuple[int | None, int | None]:
         return None, None
 
 
+def operator_states(checkpoint: str | Checkpoint, batch: int | None = None) -> list[OperatorStateRow]:
+    """Each sink's operator state as the newest decision up to ``batch``
+    (default: any) that has some decided it; no Spark."""
+    ck = checkpoint if isinstance(checkpoint, Checkpoint) else Checkpoint(checkpoint)
+    rows: list[OperatorStateRow] = []
+    for sink in ck.sinks():
+        folder = sink_folder(sink.sink_id)
+        for decided in sorted(sink.decided_batches, reverse=True):
+            if batch is not None and decided > batch:
+                continue
+            data = ck.read_json(f"{folder}/{batch_file(DECISIONS, decided)}") or {}
+            if "operatorState" not in data:
+                continue
+            state = DecidedState.from_json(decided, data["operatorState"])
+            counts: dict[str, list[Any]] = {}
+            for partition in range(state.parallelism):
+                path = ck.path(f"{folder}/{state.files[partition]}")
+                try:
+                    with ck.fs.open(path, "rb") as handle:
+                        elements, kinds = decode(handle.read(), path)
+                except FileNotFoundError:
+                    raise CheckpointError(f"{path}, the operator state batch {decided} of sink "
+                                          f"{sink.sink_id} decided, is missing") from None
+                for name, kind in kinds.items():
+                    counts.setdefault(name, [kind, 0])[1] += len(elements.get(name, ()))
+            rows += [OperatorStateRow(sink.sink_id, name, kind, state.parallelism, count, decided)
+                     for name, (kind, count) in counts.items()]
+            break
+    return rows
+
+
 def summarize(spark: SparkSession, checkpoint: str, batch: int | None = None) -> StateSummary:
     """Operators, stores, state variables, partitions, keys and bytes of
     ``checkpoint`` at committed ``batch`` (default: the latest)."""
@@ -196,7 +253,8 @@ def summarize(spark: SparkSession, checkpoint: str, batch: int | None = None) ->
     on_disk = ck.state_operators(count_rows=False)
     return StateSummary(ck.url, batch, backend, tuple(rows),
                         {op.operator_id: op.bytes for op in on_disk},
-                        {op.operator_id: op.files for op in on_disk})
+                        {op.operator_id: op.files for op in on_disk},
+                        tuple(operator_states(ck, batch)) if batch is not None else ())
 
 
 def summarize_savepoint(spark: SparkSession, savepoint: str,
@@ -206,7 +264,7 @@ def summarize_savepoint(spark: SparkSession, savepoint: str,
         manifest = restore_savepoint(savepoint, f"{tmp}/checkpoint", storage_options=storage_options)
         summary = summarize(spark, f"{tmp}/checkpoint", manifest.batch)
         return StateSummary(manifest.location, summary.batch, summary.backend, summary.rows,
-                            summary.bytes, summary.files)
+                            summary.bytes, summary.files, summary.operator_state)
 
 
 def _pick(ops: Sequence[_Operator], checkpoint: str, operator: int, store: str | None) -> _Operator:
@@ -285,5 +343,6 @@ def read_state(spark: SparkSession, checkpoint: str, operator: int, *, store: st
                                 f"{root_cause(exc)}{hint}") from None
 
 
-__all__ = ["StateInspectError", "StateRow", "StateSummary", "operators", "read_state",
+__all__ = ["OperatorStateRow", "StateInspectError", "StateRow", "StateSummary", "operator_states",
+           "operators", "read_state",
            "summarize", "summarize_savepoint", "CheckpointError"]

@@ -29,8 +29,10 @@ What a savepoint of batch b holds (the copy rule), paths as in the checkpoint:
   batches <= b, and of b+1 when ``offsets/b+1`` is copied (a decision of
   b+1 without its offsets would make the restored job skip a b+1 planned
   anew, with other offsets; without the decision, a b+1 a sink had
-  committed would be written twice); ``aborted/`` belongs to a failed run
-  and is left out;
+  committed would be written twice), and the operator state files
+  (``opstate/<n>/<p>-<a>.arrow``) those copied decisions name, none other
+  (a losing attempt's file is not state); ``aborted/`` belongs to a failed
+  run and is left out;
 - Hadoop's ``.crc`` file beside each copied file;
 - ``_savepoint.json``, the manifest, written last: a copy without it is not
   a savepoint. Besides what ``eoskit savepoint inspect`` shows, it holds the
@@ -66,7 +68,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from eoskit.runtime.job import fingerprint as fingerprints
 from eoskit.core.fs import write_atomic
-from eoskit.twophase.decision_log import DECISIONS, META, SINK_MARKER, SINKS, batch_of
+from eoskit.twophase.decision_log import DECISIONS, META, SINK_MARKER, SINKS, batch_of, sink_folder
 from eoskit.twophase.identity import IDENTITY, RESTORED
 from eoskit.runtime.state.checkpoints import (
     STATE_FILE,
@@ -207,11 +209,28 @@ def savepoint_files(checkpoint: Checkpoint, batch: int) -> list[tuple[str, int]]
     if batch + 1 in offsets and batch + 1 not in commits:
         wanted_logs.add(f"offsets/{batch + 1}")  # planned, maybe committed by a sink
         last = batch + 1
-    out = []
-    for rel, info in sorted(checkpoint.files().items()):
-        if _keep(rel, batch, last, wanted_logs):
-            out.append((rel, int(info.get("size") or 0)))
-    return out
+    files = checkpoint.files()
+    kept = [rel for rel in sorted(files) if _keep(rel, batch, last, wanted_logs)]
+    kept += _operator_state_files(checkpoint, kept, files)
+    return [(rel, int(files[rel].get("size") or 0)) for rel in sorted(kept)]
+
+
+def _operator_state_files(checkpoint: Checkpoint, kept: list[str], files: Mapping[str, Any]) -> list[str]:
+    """The operator state files that the copied decisions name (a decided
+    batch's snapshots; the next batch restores from the newest of them)."""
+    named = []
+    for rel in kept:
+        parts = rel.split("/")
+        if parts[:2] != SINKS.split("/") or len(parts) != 5 or parts[3] != DECISIONS:
+            continue
+        state = (checkpoint.read_json(rel) or {}).get("operatorState") or {}
+        for name in sorted((state.get("files") or {}).values()):
+            path = f"{sink_folder(parts[2])}/{name}"
+            if path not in files:
+                raise SavepointError(f"{checkpoint.location}/{rel} names the operator state file "
+                                     f"{path}, which is missing: the savepoint would not restore it")
+            named.append(path)
+    return named
 
 
 def _keep(rel: str, batch: int, last: int, wanted_logs: set[str]) -> bool:
