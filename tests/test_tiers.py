@@ -71,6 +71,17 @@ def test_every_sink_and_mode_keeps_a_driver_kill_and_a_worker_kill():
     assert {what: missing for what, missing in lacking.items() if missing} == {}
 
 
+#: Points outside the sinks' protocol (the Kafka source's broadcast state),
+#: and the submission-tier test that fires each.
+ELSEWHERE = {crash.BROADCAST_BEFORE_PIN: "test_broadcast_rules.py",
+             crash.DRIVER_AFTER_BROADCAST_SNAPSHOT: "test_broadcast_rules.py",
+             crash.DRIVER_AFTER_BROADCAST_PUBLISH: "test_broadcast_rules.py"}
+
+
 def test_every_crash_point_fires_in_the_submission_tier():
     fired = {_kills(name)[1] for suite in tiers.SUBMISSION_CRASH_MATRIX for name in suite.kept}
+    for point, test in ELSEWHERE.items():
+        text = (ROOT / "integration_tests" / test).read_text()
+        assert f"crash.{point.upper()}" in text and "mark.full" not in text, f"{test} does not fire {point}"
+        fired.add(point)
     assert set(crash.POINTS) - fired == set()
