@@ -49,7 +49,7 @@ K = os.environ["EOSKIT_TEST_K"]
 FAULTS = ("EOSKIT_CRASH_AT", "EOSKIT_CRASH_ONCE")
 
 pipeline = Pipeline(
-    name="operator-state",
+    name="operator_state",
     source=KafkaSource(os.environ["EOSKIT_TEST_KAFKA"], {
         "subscribe": os.environ["EOSKIT_TEST_TOPIC"],
         "startingOffsets": "earliest",

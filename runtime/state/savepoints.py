@@ -33,6 +33,9 @@ What a savepoint of batch b holds (the copy rule), paths as in the checkpoint:
   (``opstate/<n>/<p>-<a>.arrow``) those copied decisions name, none other
   (a losing attempt's file is not state); ``aborted/`` belongs to a failed
   run and is left out;
+- ``eoskit/broadcast/<name>/``: ``broadcast.json`` and the versions of the
+  broadcast state that the copied offset entries pin (their snapshots, and
+  pointers where published), none other;
 - Hadoop's ``.crc`` file beside each copied file;
 - ``_savepoint.json``, the manifest, written last: a copy without it is not
   a savepoint. Besides what ``eoskit savepoint inspect`` shows, it holds the
@@ -66,6 +69,11 @@ from typing import Any
 from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
+from eoskit.connectors.kafka.broadcast_snapshot import snapshot_file
+from eoskit.connectors.kafka.broadcast_store import FOLDER as BROADCAST_FOLDER
+from eoskit.connectors.kafka.broadcast_store import META as BROADCAST_META
+from eoskit.connectors.kafka.broadcast_store import VERSIONS as BROADCAST_VERSIONS
+from eoskit.connectors.kafka.offsets import BROADCAST_KEY, split_reserved
 from eoskit.runtime.job import fingerprint as fingerprints
 from eoskit.core.fs import write_atomic
 from eoskit.twophase.decision_log import DECISIONS, META, SINK_MARKER, SINKS, batch_of, sink_folder
@@ -212,7 +220,31 @@ def savepoint_files(checkpoint: Checkpoint, batch: int) -> list[tuple[str, int]]
     files = checkpoint.files()
     kept = [rel for rel in sorted(files) if _keep(rel, batch, last, wanted_logs)]
     kept += _operator_state_files(checkpoint, kept, files)
-    return [(rel, int(files[rel].get("size") or 0)) for rel in sorted(kept)]
+    kept += _broadcast_files(checkpoint, sorted(int(w.split("/")[1]) for w in wanted_logs
+                                                if w.startswith("offsets/") and int(w.split("/")[1]) >= 0), files)
+    return [(rel, int(files[rel].get("size") or 0)) for rel in sorted(set(kept))]
+
+
+def _broadcast_files(checkpoint: Checkpoint, batches: list[int], files: Mapping[str, Any]) -> list[str]:
+    """The broadcast state (eoskit-kafka's ``broadcastTopic``) that the copied
+    offset entries pin: each version's snapshot, its pointer where published
+    (a planned b+1's is published by the restored job), and broadcast.json."""
+    named: list[str] = []
+    for batch in batches:
+        for source in checkpoint.batch(batch).offsets:
+            pin = split_reserved(source)[1].get(BROADCAST_KEY) if isinstance(source, dict) else None
+            if not isinstance(pin, dict) or not pin.get("version"):
+                continue
+            folder = f"{BROADCAST_FOLDER}/{pin['name']}"
+            snapshot = f"{folder}/{snapshot_file(int(pin['version']), str(pin['digest']))}"
+            if snapshot not in files:
+                raise SavepointError(f"{checkpoint.location}/offsets/{batch} pins the broadcast state "
+                                     f"{snapshot}, which is missing: the savepoint would not restore it")
+            named += [snapshot, f"{folder}/{BROADCAST_META}"]
+            pointer = f"{folder}/{BROADCAST_VERSIONS}/{pin['version']}.json"
+            if pointer in files:
+                named.append(pointer)
+    return named
 
 
 def _operator_state_files(checkpoint: Checkpoint, kept: list[str], files: Mapping[str, Any]) -> list[str]:

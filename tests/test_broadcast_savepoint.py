@@ -1,0 +1,78 @@
+"""A savepoint carries the broadcast state its copied offset entries pin
+(eoskit-kafka's ``broadcastTopic``): those versions' snapshots and
+pointers, and no other version; a pinned snapshot that is missing is an
+error naming it. Synthetic checkpoint trees, the real broadcast store."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from eoskit.connectors.kafka.broadcast import BroadcastPin
+from eoskit.connectors.kafka.broadcast_fold import LATEST, BroadcastRecord, fold
+from eoskit.connectors.kafka.broadcast_store import BroadcastStore
+from eoskit.connectors.kafka.offsets import to_json_dict
+from eoskit.runtime.state.checkpoints import Checkpoint
+from eoskit.runtime.state.savepoints import SavepointError, create_savepoint, restore_savepoint, savepoint_files
+
+_spec = importlib.util.spec_from_file_location("checkpoint_trees", Path(__file__).with_name("test_checkpoints.py"))
+trees = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(trees)  # type: ignore[union-attr]
+
+
+def broadcast_checkpoint(location: str) -> dict[int, BroadcastPin]:
+    """Batches 0..4 planned, 0..3 committed; batch n pins rules version n + 1
+    (batch 4's pointer not yet published, as when the query stopped after planning it)."""
+    trees.make_checkpoint(location, sinks=False, state=False)
+    store = BroadcastStore(location, "rules")
+    store.claim("rules-topic", "latest", "query-1")
+    state, pins = LATEST.initial(), {}
+    for n in range(5):
+        record = BroadcastRecord(f"r{n}".encode(), b"{}", 0, n, None, (), "rules-topic")
+        state = fold(state, [record], LATEST)
+        offsets = {("rules-topic", 0): n + 1}
+        digest = store.write_snapshot(n + 1, offsets, state, "latest")
+        pins[n] = BroadcastPin("rules", n + 1, offsets, digest)
+        if n < 4:
+            store.publish(n + 1, digest, offsets)
+        entry = {**to_json_dict({("orders", 0): 10 * n}), "@broadcast": pins[n].to_json()}
+        meta = {"batchWatermarkMs": 0, "batchTimestampMs": 1_700_000_000_000 + n * 1000, "conf": {}}
+        Path(location, "offsets", str(n)).write_text(f"v1\n{json.dumps(meta)}\n{json.dumps(entry)}")
+    return pins
+
+
+def test_a_savepoint_copies_the_pinned_versions_only(tmp_path):
+    location = str(tmp_path / "ck")
+    pins = broadcast_checkpoint(location)
+    held = {rel for rel, _ in savepoint_files(Checkpoint(location), 3)}
+    broadcast = {rel for rel in held if rel.startswith("eoskit/broadcast/")}
+    # offsets/2, 3 and the planned 4 are copied: versions 3, 4 and 5.
+    snapshots = {f"eoskit/broadcast/rules/snapshots/{p.version}-{p.digest[7:23]}.arrow"
+                 for n, p in pins.items() if n >= 2}
+    pointers = {f"eoskit/broadcast/rules/versions/{v}.json" for v in (3, 4)}  # 5 is not published yet
+    assert broadcast == snapshots | pointers | {"eoskit/broadcast/rules/broadcast.json"}
+
+
+def test_a_restored_savepoint_loads_the_pinned_state(tmp_path):
+    location = str(tmp_path / "ck")
+    pins = broadcast_checkpoint(location)
+    create_savepoint(location, str(tmp_path / "sp"), 3, job_name="rules_job")
+    restore_savepoint(str(tmp_path / "sp"), str(tmp_path / "restored"))
+    restored = BroadcastStore(str(tmp_path / "restored"), "rules")
+    restored.publish(5, pins[4].digest, pins[4].offsets)  # what the restored job's replay of batch 4 does
+    assert sorted(restored.state(5)) == ["r0", "r1", "r2", "r3", "r4"]
+    assert sorted(restored.state(4)) == ["r0", "r1", "r2", "r3"]
+    with pytest.raises(Exception, match="missing"):
+        restored.state(2)
+
+
+def test_a_missing_pinned_snapshot_is_refused_by_name(tmp_path):
+    location = str(tmp_path / "ck")
+    pins = broadcast_checkpoint(location)
+    missing = Path(location, "eoskit/broadcast/rules/snapshots", f"4-{pins[3].digest[7:23]}.arrow")
+    missing.unlink()
+    with pytest.raises(SavepointError, match="offsets/3 pins the broadcast state .*4-.*missing"):
+        savepoint_files(Checkpoint(location), 3)
