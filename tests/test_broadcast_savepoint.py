@@ -1,4 +1,4 @@
-"""A savepoint carries the broadcast state its copied offset entries pin
+"""A savepoint carries, and `eoskit state inspect` shows, the broadcast state its offset entries pin
 (eoskit-kafka's ``broadcastTopic``): those versions' snapshots and
 pointers, and no other version; a pinned snapshot that is missing is an
 error naming it. Synthetic checkpoint trees, the real broadcast store."""
@@ -76,3 +76,18 @@ def test_a_missing_pinned_snapshot_is_refused_by_name(tmp_path):
     missing.unlink()
     with pytest.raises(SavepointError, match="offsets/3 pins the broadcast state .*4-.*missing"):
         savepoint_files(Checkpoint(location), 3)
+
+
+def test_inspection_shows_the_version_a_batch_pinned(tmp_path):
+    from eoskit.runtime.cli.state import broadcast_rows
+    from eoskit.runtime.state.inspection import broadcast_states
+
+    location = str(tmp_path / "ck")
+    pins = broadcast_checkpoint(location)
+    [row] = broadcast_states(location)  # the newest committed batch: 3
+    assert (row.name, row.topic, row.fold, row.version, row.keys, row.batch, row.versions_kept) == (
+        "rules", "rules-topic", "latest", pins[3].version, 4, 3, 4)
+    snapshot = Path(location, "eoskit/broadcast/rules/snapshots", f"4-{pins[3].digest[7:23]}.arrow")
+    assert row.bytes == snapshot.stat().st_size
+    assert broadcast_rows([row])[0][:5] == ("rules", "rules-topic", "latest", "v4", "0:4")
+    assert broadcast_states(location, 1)[0].version == 2

@@ -57,6 +57,14 @@ def summary_rows(summary: Any) -> list[tuple[Any, ...]]:
 
 
 OPERATOR_STATE_HEADERS = ("sink id", "operator state", "kind", "parallelism", "elements", "decided by batch")
+BROADCAST_HEADERS = ("broadcast", "topic", "fold", "version", "offsets", "keys", "bytes", "versions kept")
+
+
+def broadcast_rows(rows: Any) -> list[tuple[Any, ...]]:
+    return [(r.name, r.topic, r.fold, f"v{r.version}",
+             " ".join(f"{p}:{o}" for parts in r.offsets.values() for p, o in sorted(parts.items())) or "-",
+             "?" if r.keys is None else r.keys, "?" if r.bytes is None else r.bytes, r.versions_kept)
+            for r in rows]
 
 
 def print_summary(summary: Any, indent: str = "") -> None:
@@ -68,6 +76,9 @@ def print_summary(summary: Any, indent: str = "") -> None:
                           for op in sorted(summary.bytes))
         if sizes:
             print(f"{indent}on disk (every retained version): {sizes}")
+    if summary.broadcast:
+        print(f"\n{indent}broadcast state (what batch {summary.batch}'s tasks judged rows by):")
+        print(render_table(BROADCAST_HEADERS, broadcast_rows(summary.broadcast), indent))
     if summary.operator_state:
         print(f"\n{indent}sinks' operator state (what the next batch's writers restore):")
         print(render_table(OPERATOR_STATE_HEADERS, [

@@ -22,6 +22,7 @@ in the sink's decisions, read here with pyarrow (``operator_states``).
 from __future__ import annotations
 
 import json
+import logging
 import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
@@ -36,7 +37,12 @@ from eoskit.runtime.state.checkpoints import Checkpoint, CheckpointError, Storag
 from eoskit.runtime.state.backend import PROVIDER_KEY, backend_of
 from eoskit.runtime.state.savepoints import restore_savepoint
 from eoskit.twophase.decision_log import DECISIONS, DecidedState, batch_file, sink_folder
+from eoskit.connectors.kafka.broadcast_snapshot import snapshot_file
+from eoskit.connectors.kafka.broadcast_store import BroadcastStore
+from eoskit.connectors.kafka.offsets import BROADCAST_KEY, split_reserved
 from eoskit.twophase.operator_state import decode
+
+log = logging.getLogger(__name__)
 
 #: Spark's name for the operator of ``transformWithState`` starts so.
 _TWS = "transformWithState"
@@ -94,6 +100,27 @@ class OperatorStateRow:
 
 
 @dataclass(frozen=True)
+class BroadcastRow:
+    """The broadcast state (eoskit-kafka's ``broadcastTopic``) that batch
+    ``batch``'s offset entry pins: what its tasks judged rows by."""
+
+    name: str
+    topic: str
+    fold: str
+    version: int
+    #: the rules topic's offsets folded into it, ``{topic: {partition: offset}}``
+    offsets: dict[str, Any]
+    keys: int | None
+    bytes: int | None
+    #: versions with a published pointer beside the checkpoint
+    versions_kept: int
+    batch: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {_camel(k): v for k, v in asdict(self).items()}
+
+
+@dataclass(frozen=True)
 class StateSummary:
     checkpoint: str
     #: The committed batch whose state was read (the state the next batch loads).
@@ -105,11 +132,14 @@ class StateSummary:
     files: dict[int, int]
     #: The sinks' operator state (``operator_states``).
     operator_state: tuple[OperatorStateRow, ...] = ()
+    #: The broadcast state the batch pins (``broadcast_states``).
+    broadcast: tuple[BroadcastRow, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {"checkpoint": self.checkpoint, "batch": self.batch, "backend": self.backend,
                 "stores": [row.to_json() for row in self.rows],
                 "operatorState": [row.to_json() for row in self.operator_state],
+                "broadcastState": [row.to_json() for row in self.broadcast],
                 "operators": [{"operatorId": op, "bytes": self.bytes[op], "files": self.files.get(op, 0)}
                               for op in sorted(self.bytes)]}
 
@@ -186,6 +216,39 @@ def _counts_or_unknown(reader: Any, url: str) -> tuple[int | None, int | None]:
         return None, None
 
 
+def broadcast_states(checkpoint: str | Checkpoint, batch: int | None = None) -> list[BroadcastRow]:
+    """The broadcast state batch ``batch`` (default: the newest committed)
+    pins, read with pyarrow beside the checkpoint; no Spark."""
+    ck = checkpoint if isinstance(checkpoint, Checkpoint) else Checkpoint(checkpoint)
+    if batch is None:
+        committed = ck.committed_ids()
+        if not committed:
+            return []
+        batch = max(committed)
+    rows = []
+    for source in ck.batch(batch).offsets:
+        pin = split_reserved(source)[1].get(BROADCAST_KEY) if isinstance(source, dict) else None
+        if not isinstance(pin, dict):
+            continue
+        store = BroadcastStore(ck.location, str(pin["name"]), ck.storage_options)
+        described = store.describe()
+        keys = size = None
+        if pin.get("version"):
+            try:
+                state, _ = store.load(int(pin["version"]), pin.get("digest"))
+                keys = len(state) if isinstance(state, dict) else None
+                size = store.fs.size(f"{store.folder}/{snapshot_file(int(pin['version']), pin['digest'])}")
+            except Exception as exc:  # noqa: BLE001 - shown, not fatal: the rest of the summary stands
+                log.warning("broadcast %s version %s: %s", pin["name"], pin["version"], exc)
+        else:
+            keys = 0
+        rows.append(BroadcastRow(str(pin["name"]), str(described.get("topic", "?")),
+                                 str(described.get("fold", "?")), int(pin.get("version") or 0),
+                                 dict(pin.get("offsets") or {}), keys, size,
+                                 len(described.get("versions") or ()), batch))
+    return rows
+
+
 def operator_states(checkpoint: str | Checkpoint, batch: int | None = None) -> list[OperatorStateRow]:
     """Each sink's operator state as the newest decision up to ``batch``
     (default: any) that has some decided it; no Spark."""
@@ -254,7 +317,8 @@ def summarize(spark: SparkSession, checkpoint: str, batch: int | None = None) ->
     return StateSummary(ck.url, batch, backend, tuple(rows),
                         {op.operator_id: op.bytes for op in on_disk},
                         {op.operator_id: op.files for op in on_disk},
-                        tuple(operator_states(ck, batch)) if batch is not None else ())
+                        tuple(operator_states(ck, batch)) if batch is not None else (),
+                        tuple(broadcast_states(ck, batch)) if batch is not None else ())
 
 
 def summarize_savepoint(spark: SparkSession, savepoint: str,
