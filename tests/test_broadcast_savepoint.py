@@ -91,3 +91,30 @@ def test_inspection_shows_the_version_a_batch_pinned(tmp_path):
     assert row.bytes == snapshot.stat().st_size
     assert broadcast_rows([row])[0][:5] == ("rules", "rules-topic", "latest", "v4", "0:4")
     assert broadcast_states(location, 1)[0].version == 2
+
+
+def test_the_source_prunes_versions_older_than_the_retained_log_every_period(tmp_path):
+    """Step 7 across three pruning periods: as Spark drops old offset
+    entries, the versions only they named go, at the next period's end."""
+    from types import SimpleNamespace
+
+    from eoskit.connectors.kafka.broadcast import PRUNE_EVERY, BroadcastPlanner
+
+    location = str(tmp_path / "ck")
+    broadcast_checkpoint(location)  # offsets/0..4 pin versions 1..5
+    settings = SimpleNamespace(broadcast_topic="rules-topic", broadcast_name="rules",
+                               checkpoint_location=location, broadcast_fold="latest")
+    planner = BroadcastPlanner(settings, metadata=lambda: None)
+    folder = Path(location, "eoskit/broadcast/rules")
+
+    def kept() -> set[int]:
+        return {int(p.name.split("-")[0]) for p in (folder / "snapshots").iterdir()}
+
+    for period, (drop, oldest) in enumerate([((0, 1), 3), ((2,), 4), ((3,), 5)]):
+        for n in drop:  # Spark's retention removes old entries
+            Path(location, "offsets", str(n)).unlink()
+        for _ in range(PRUNE_EVERY - 1):
+            planner.committed()
+        assert min(kept()) < oldest, f"period {period}: pruned before its end"
+        planner.committed()
+        assert min(kept()) == oldest and max(kept()) == 5, f"period {period}: kept {sorted(kept())}"
