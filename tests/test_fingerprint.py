@@ -76,6 +76,21 @@ def test_a_changed_subscription_is_named_both_ways():
     assert assigned == {"format": "eoskit-kafka", "assign": {"a": [0], "b": [0, 1]}}
 
 
+def test_a_changed_broadcast_is_named_and_an_unchanged_one_passes():
+    rules = {"subscribe": "payments", "broadcastTopic": "rules", "checkpointLocation": "/ck/a"}
+    saved = {"source": source_part("eoskit-kafka", rules)}
+    moved = {"source": source_part("eoskit-kafka", {**rules, "checkpointLocation": "/ck/b",
+                                                    "broadcastMaxBytes": "1m"})}
+    assert differences(saved, moved) == []  # where the checkpoint is and the size limit may change
+    other = {"source": source_part("eoskit-kafka", {**rules, "broadcastFold": "mod:fold"})}
+    assert differences(saved, other) == [
+        "the savepoint's source is eoskit-kafka subscribing to topics ['payments'] with the broadcast "
+        "state 'rules' folded (latest) from 'rules', this job's is eoskit-kafka subscribing to topics "
+        "['payments'] with the broadcast state 'rules' folded (mod:fold) from 'rules'"]
+    none = {"source": source_part("eoskit-kafka", {"subscribe": "payments"})}
+    assert len(differences(saved, none)) == 1
+
+
 def test_sinks_are_matched_by_sink_id_the_default_one_included():
     saved = {"defaultSinkId": "ck123", "sinks": [sink_part("eoskit-postgres", {"url": "x"})]}
     assert differences(saved, {"sinks": [sink_part("eoskit-postgres", {"dbtable": "t"})]}) == []

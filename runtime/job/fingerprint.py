@@ -14,7 +14,9 @@ copied, refusing with every difference named.
 The fingerprint, JSON in the savepoint's manifest:
 
 - ``source``: its format and what it reads (``subscribe`` as a sorted list
-  of topics, ``subscribePattern``, ``assign``, or a ``path``);
+  of topics, ``subscribePattern``, ``assign``, or a ``path``), and the
+  broadcast state it keeps (eoskit-kafka's ``broadcastTopic``: name, topic
+  and fold, since the checkpoint's pins and snapshots belong to them);
 - ``sinks``: each eoskit sink's format and ``sinkId`` (None: the
   checkpoint's default id, ``defaultSinkId``, which travels with the
   checkpoint); Spark's own sinks keep nothing a restore could lose;
@@ -85,6 +87,10 @@ def source_part(fmt: str, options: Mapping[str, str]) -> dict[str, Any]:
                 part[name] = value
         else:
             part[name] = value
+    topic = lowered.get("broadcasttopic")
+    if topic is not None:
+        part["broadcast"] = {"name": lowered.get("broadcastname") or topic, "topic": topic,
+                             "fold": (lowered.get("broadcastfold") or "latest").strip()}
     return part
 
 
@@ -177,6 +183,9 @@ def _reads(part: Mapping[str, Any]) -> str:
         words.append(f"assigned {json.dumps(part['assign'], sort_keys=True)}")
     if "path" in part:
         words.append(f"reading {part['path']!r}")
+    if "broadcast" in part:
+        b = part["broadcast"]
+        words.append(f"with the broadcast state {b['name']!r} folded ({b['fold']}) from {b['topic']!r}")
     return " ".join(words)
 
 
