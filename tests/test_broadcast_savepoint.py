@@ -118,3 +118,21 @@ def test_the_source_prunes_versions_older_than_the_retained_log_every_period(tmp
         assert min(kept()) < oldest, f"period {period}: pruned before its end"
         planner.committed()
         assert min(kept()) == oldest and max(kept()) == 5, f"period {period}: kept {sorted(kept())}"
+
+
+def test_state_read_prints_a_broadcast_state_s_entries_without_spark(tmp_path, capsys):
+    from eoskit.runtime.cli.main import main
+
+    location = str(tmp_path / "ck")
+    broadcast_checkpoint(location)
+    assert main(["state", "read", "--checkpoint-dir", location, "--broadcast", "rules", "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["key"], r["offset"], r["version"]) for r in rows] == [(f"r{n}", n, 4) for n in range(4)]
+    assert main(["state", "read", "--checkpoint-dir", location, "--broadcast", "rules", "--version", "2",
+                 "--key", "r1"]) == 0
+    out = capsys.readouterr().out
+    assert "r1" in out and "r0" not in out
+    assert main(["state", "read", "--checkpoint-dir", location, "--broadcast", "nope"]) != 0
+    assert "pins no broadcast state named 'nope'" in capsys.readouterr().err
+    assert main(["state", "read", "--checkpoint-dir", location]) == 2
+    assert "--operator ID" in capsys.readouterr().err

@@ -25,7 +25,7 @@ from eoskit.runtime.cli.checkpoint import (
     spark_conf,
     storage_options,
 )
-from eoskit.runtime.cli.errors import guarded
+from eoskit.runtime.cli.errors import UsageError, guarded
 from eoskit.runtime.state.checkpoints import Checkpoint
 
 SUMMARY_HEADERS = ("operator", "name", "store", "state variable", "type", "ttl", "partitions",
@@ -111,6 +111,13 @@ def _cell(value: Any) -> str:
 
 
 def _read(args: argparse.Namespace) -> int:
+    if (args.operator is None) == (args.broadcast is None):
+        raise UsageError("eoskit state read: give --operator ID (keyed state, through Spark) or "
+                         "--broadcast NAME (broadcast state), one of them")
+    if args.broadcast is not None:
+        return _read_broadcast(args)
+    if args.version is not None:
+        raise UsageError("eoskit state read: --version is for --broadcast (keyed state takes --batch)")
     from eoskit.runtime.state.inspection import read_state  # PySpark: not for the parser
 
     location = checkpoint_dir(args)
@@ -127,6 +134,29 @@ def _read(args: argparse.Namespace) -> int:
         return 0
     headers = list(rows[0])
     print(render_table(headers, [[_cell(row[h]) for h in headers] for row in rows]))
+    return 0
+
+
+def _read_broadcast(args: argparse.Namespace) -> int:
+    """``--broadcast NAME``: read with pyarrow beside the checkpoint, no Spark."""
+    from eoskit.runtime.state.inspection import broadcast_entries
+
+    if args.key and len(args.key) > 1:
+        raise UsageError("eoskit state read --broadcast: one --key (a broadcast state's key is one value)")
+    ck = Checkpoint(checkpoint_dir(args), storage_options(args.storage_option))
+    rows = broadcast_entries(ck, args.broadcast, batch=args.batch, version=args.version,
+                             key=args.key[0] if args.key else None,
+                             limit=None if args.limit == 0 else args.limit)
+    if args.json:
+        for row in rows:
+            print(json.dumps(row, sort_keys=True, default=str))
+        return 0
+    if not rows:
+        print("no entries")
+        return 0
+    headers = list(rows[0])
+    print(render_table(headers, [[row[h] if isinstance(row[h], str) else _cell(row[h]) for h in headers]
+                                 for row in rows]))
     return 0
 
 
@@ -174,8 +204,13 @@ def register_cli(commands: Any) -> None:
         add_conf(parser, "a Spark setting for the session that reads the state (Spark reads the "
                  "checkpoint through Hadoop: e.g. spark.hadoop.fs.s3a.endpoint=...; "
                  "--storage-option serves eoskit's own reads)")
-    read.add_argument("--operator", type=int, required=True, metavar="ID",
+    read.add_argument("--operator", type=int, metavar="ID",
                       help="the operator id (`eoskit state inspect` lists them)")
+    read.add_argument("--broadcast", metavar="NAME",
+                      help="the broadcast state NAME (eoskit-kafka's broadcastTopic) instead: its entries, "
+                      "read without Spark, of the version the batch pins")
+    read.add_argument("--version", type=int, metavar="V",
+                      help="with --broadcast: this version instead of the batch's")
     read.add_argument("--store", metavar="NAME", help="the store, for an operator with several (joins)")
     read.add_argument("--state-var", metavar="NAME",
                       help="the state variable of a transformWithState operator")

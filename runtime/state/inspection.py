@@ -37,6 +37,7 @@ from eoskit.runtime.state.checkpoints import Checkpoint, CheckpointError, Storag
 from eoskit.runtime.state.backend import PROVIDER_KEY, backend_of
 from eoskit.runtime.state.savepoints import restore_savepoint
 from eoskit.twophase.decision_log import DECISIONS, DecidedState, batch_file, sink_folder
+from eoskit.connectors.kafka.broadcast_fold import LatestEntry
 from eoskit.connectors.kafka.broadcast_snapshot import snapshot_file
 from eoskit.connectors.kafka.broadcast_store import BroadcastStore
 from eoskit.connectors.kafka.offsets import BROADCAST_KEY, split_reserved
@@ -246,6 +247,47 @@ def broadcast_states(checkpoint: str | Checkpoint, batch: int | None = None) -> 
                                  str(described.get("fold", "?")), int(pin.get("version") or 0),
                                  dict(pin.get("offsets") or {}), keys, size,
                                  len(described.get("versions") or ()), batch))
+    return rows
+
+
+def _text(value: bytes | None) -> str | None:
+    if value is None:
+        return None
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return "0x" + value.hex()
+
+
+def broadcast_entries(checkpoint: str | Checkpoint, name: str, batch: int | None = None,
+                      version: int | None = None, key: str | None = None,
+                      limit: int | None = 100) -> list[dict[str, Any]]:
+    """The entries of broadcast state ``name``: of ``version``, or of the
+    version batch ``batch`` (default: the newest committed) pins; no Spark.
+    ``latest``: one row per key (key and value as text, or ``0x`` hex, and
+    where it was read); a user fold: one row, its state."""
+    ck = checkpoint if isinstance(checkpoint, Checkpoint) else Checkpoint(checkpoint)
+    digest = None
+    if version is None:
+        pinned = [row for row in broadcast_states(ck, batch) if row.name == name]
+        if not pinned:
+            raise CheckpointError(f"batch {batch if batch is not None else 'last committed'} of "
+                                  f"{ck.location} pins no broadcast state named {name!r}")
+        version = pinned[0].version
+    store = BroadcastStore(ck.location, name, ck.storage_options)
+    state, _ = store.load(version, digest)
+    if not (isinstance(state, dict) and all(isinstance(e, LatestEntry) for e in state.values())):
+        return [{"version": version, "state": state}]
+    rows = []
+    for raw in sorted(state):
+        text = _text(raw)
+        if key is not None and text != key:
+            continue
+        entry = state[raw]
+        rows.append({"key": text, "value": _text(entry.value), "partition": entry.partition,
+                     "offset": entry.offset, "timestampMs": entry.timestamp_ms, "version": version})
+        if limit is not None and len(rows) >= limit:
+            break
     return rows
 
 
