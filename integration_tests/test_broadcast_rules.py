@@ -192,3 +192,76 @@ def test_dynamic_rules_are_exact_through_kills_and_match_a_run_without(
     assert (tmp_path / "once-task").exists(), "the worker was never killed during a write"
     rows = check_run(killed)
     assert rows == expected, "the killed run's rows differ from the reference run's"
+
+
+def test_a_plain_readstream_job_uses_its_broadcast_and_a_stale_pin_is_rebuilt_or_refused(
+        spark, kafka, postgres_target, new_topic, produce_to, tmp_path):
+    """Without a Pipeline: the job binds the checkpoint itself. A rules
+    change after a pin older than broadcastStaleAfter rebuilds `latest`
+    from the topic's earliest offsets, and fails a custom fold by name."""
+    import pyarrow as pa
+
+    from eoskit.connectors.kafka import KafkaBroadcast
+
+    postgres = postgres_target()
+    events = new_topic(1, "payments")
+    rules_topic = new_topic(1, "rules", {"cleanup.policy": "compact"})
+    produce_to(rules_topic, {0: [(k.encode(), json.dumps(v).encode()) for k, v in RULES.items()]})
+    table = f"alerts_{uuid.uuid4().hex[:8]}"
+    postgres.psql(f"CREATE TABLE {table} (id bigint NOT NULL, rule text, rules_version bigint)")
+    schema = pa.schema([("id", pa.int64()), ("rule", pa.string()), ("rules_version", pa.int64())])
+
+    def judge(batch: pa.RecordBatch, state) -> pa.RecordBatch:
+        rows = [payment(int(key)) for key in batch.column("key").to_pylist()]
+        in_force = {k: v for k, v in state.items() if isinstance(v, dict)}  # a count fold has none
+        return pa.RecordBatch.from_pylist(
+            [{"id": r["id"], "rule": expected_rule(r, in_force), "rules_version": state.version}
+             for r in rows], schema=schema)
+
+    def run(ck: Path, rules: KafkaBroadcast, **options: str) -> None:
+        df = (spark.readStream.format("eoskit-kafka").option("kafka.bootstrap.servers", kafka)
+              .option("subscribe", events).option("startingOffsets", "earliest")
+              .options(**rules.options()).options(**options).load())
+        assert "broadcastVersion" in df.columns
+        query = (df.mapInArrow(rules.map(judge), "id long, rule string, rules_version long")
+                 .writeStream.format("eoskit-postgres").option("url", postgres.url).option("dbtable", table)
+                 .option("checkpointLocation", str(ck)).trigger(availableNow=True).start())
+        query.awaitTermination()
+
+    def produce_payments(ids: range) -> None:
+        produce_to(events, {0: [(str(i).encode(), json.dumps(payment(i)).encode()) for i in ids]})
+
+    ck = tmp_path / "ck"
+    rules = KafkaBroadcast("rules", topic=rules_topic, decode=json.loads, checkpoint=str(ck))
+    produce_payments(range(0, 30))
+    run(ck, rules)
+    produce_to(rules_topic, {0: [(b"r2", None)]})  # a tombstone
+    produce_payments(range(30, 60))
+    time.sleep(1.5)
+    run(ck, rules, broadcastStaleAfter="1s")
+    out = postgres.psql(f"SELECT id, rule, rules_version FROM {table} ORDER BY id")
+    rows = [(int(i), r or None, int(v)) for i, r, v in (line.split("|") for line in out.splitlines() if line)]
+    assert [r[0] for r in rows] == list(range(60)), "each payment once"
+    after = {k: v for k, v in RULES.items() if k != "r2"}
+    assert rows == [(i, expected_rule(payment(i), RULES if i < 30 else after), 1 if i < 30 else 2)
+                    for i in range(60)]
+    # The rebuilt version is the topic read whole: r2 is gone, the others kept.
+    assert [r["key"] for r in _entries(ck)] == ["r1", "r3"]
+
+    # A custom fold cannot be rebuilt from a compacted topic: refused by name.
+    counted = KafkaBroadcast("counts", topic=rules_topic, fold="eoskit.testing.broadcast_folds:count_by_key",
+                             checkpoint=str(tmp_path / "ck2"))
+    produce_payments(range(60, 61))
+    run(tmp_path / "ck2", counted)
+    produce_to(rules_topic, {0: [(b"r5", json.dumps({"category": "tech", "max_amount": 1}).encode())]})
+    produce_payments(range(61, 62))
+    time.sleep(1.5)
+    with pytest.raises(Exception, match="broadcastStaleAfter"):
+        run(tmp_path / "ck2", counted, broadcastStaleAfter="1s")
+
+
+def _entries(ck: Path) -> list[dict]:
+    out = subprocess.run([str(Path(sys.executable).with_name("eoskit")), "state", "read", "--checkpoint-dir",
+                          str(ck), "--broadcast", "rules", "--json"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return [json.loads(line) for line in out.stdout.splitlines()]

@@ -25,7 +25,12 @@ other rules than the first attempt had.
    Otherwise ``S(v)`` (from memory if its version and digest match, else
    from its snapshot) is folded with the records of ``[pin_v, LSO)`` into
    ``S(v+1)``, its snapshot is written, and only then is the new pin
-   returned. *Safe:* nothing names that file yet; a kill leaves an orphan
+   returned. If the rules changed and the start's pin is older than
+   ``broadcastStaleAfter`` (the topic's ``delete.retention.ms``: compaction
+   may have dropped a tombstone past the pin), ``latest`` folds from the
+   topic's earliest offsets instead (a compacted topic read whole is its
+   current state) and a custom fold fails the batch (PERMANENT).
+   *Safe:* nothing names that file yet; a kill leaves an orphan
    that is never named, because the restart plans this batch again from the
    logged ``offsets/n-1`` (and folds it again, perhaps further).
    Crash point ``driver_after_broadcast_snapshot``.
@@ -61,9 +66,10 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import fsspec
 import pyarrow as pa
@@ -88,6 +94,7 @@ from eoskit.connectors.kafka.schema import arrow_schema
 from eoskit.core import crash
 from eoskit.core.fs import fs_path
 from eoskit.core.options import OptionError
+from eoskit.twophase.verdicts import Verdict
 
 log = logging.getLogger(__name__)
 
@@ -160,6 +167,27 @@ def _newest_batch(location: str) -> int | None:
     return max(numbers) if numbers else None
 
 
+def _batch_time(location: str) -> float | None:
+    """When the newest logged batch was planned (its ``batchTimestampMs``), in seconds."""
+    newest = _newest_batch(location)
+    if newest is None:
+        return None
+    fs, path = fsspec.core.url_to_fs(fs_path(location).rstrip("/") + f"/offsets/{newest}")
+    try:
+        with fs.open(path, "rb") as handle:
+            stamp = json.loads(handle.read().decode("utf-8").splitlines()[1]).get("batchTimestampMs")
+    except (FileNotFoundError, ValueError, IndexError):
+        return None
+    return None if stamp is None else stamp / 1000
+
+
+class BroadcastTooStale(RuntimeError):
+    """A custom fold's pin is older than ``broadcastStaleAfter``: not rebuildable."""
+
+    #: eoskit.twophase.verdicts: a restart finds the same stale pin.
+    verdict: ClassVar[Verdict] = Verdict.PERMANENT
+
+
 def _oldest_logged_version(location: str, name: str) -> tuple[int, int] | None:
     """(oldest, newest) broadcast versions named by the retained ``offsets/`` entries."""
     fs, path = fsspec.core.url_to_fs(fs_path(location).rstrip("/") + "/offsets")
@@ -220,9 +248,12 @@ class BroadcastPlanner:
         stable = metadata.latest(partitions)
         if start is not None and start.offsets == stable:
             return start
-        state = self._state(start)
         earliest = metadata.earliest(partitions)
-        base = {tp: max(start.offsets.get(tp, 0) if start else 0, earliest[tp]) for tp in partitions}
+        if start is not None and self._stale(start):  # latest only: a custom fold raised
+            state, base = self.fold.initial(), dict(earliest)
+        else:
+            state = self._state(start)
+            base = {tp: max(start.offsets.get(tp, 0) if start else 0, earliest[tp]) for tp in partitions}
         self._memory = None  # until the new state is written
         records = list(self._records(base, stable))
         state = fold(state, records, self.fold, self.spec)
@@ -234,6 +265,24 @@ class BroadcastPlanner:
         log.info("broadcast %s: version %d folds %d record(s) of %s up to %s", self.name, version,
                  len(records), self.topic, to_json_dict(stable))
         return BroadcastPin(self.name, version, stable, digest)
+
+    def _stale(self, start: BroadcastPin) -> bool:
+        """Step 1's guard: the last pin is older than ``broadcastStaleAfter``,
+        so compaction may have dropped tombstones the fold never saw."""
+        planned = _batch_time(self.location)
+        age = None if planned is None else time.time() - planned
+        if age is None or age <= self.settings.broadcast_stale_after_s:
+            return False
+        if self.spec != "latest":
+            raise BroadcastTooStale(
+                f"broadcast {self.name!r}: its last pin is {age:.0f} s old, more than "
+                f"broadcastStaleAfter ({self.settings.broadcast_stale_after_s:g} s), and the custom fold "
+                f"{self.spec} cannot be rebuilt from the compacted topic {self.topic!r}: raise "
+                "broadcastStaleAfter to go on with what compaction left, or start a new broadcastName")
+        log.warning("broadcast %s: the last pin is %.0f s old, more than broadcastStaleAfter (%g s): "
+                    "rebuilding it from the earliest offsets of %s, as tombstones may be gone",
+                    self.name, age, self.settings.broadcast_stale_after_s, self.topic)
+        return True
 
     def _claim(self) -> None:
         if not self._claimed:

@@ -162,6 +162,15 @@ BROADCAST_MAX_BYTES = Option(
     "The largest broadcast state (its snapshot file); a larger one fails the batch, naming "
     "this option (a size: 64m, 512k, 1g). Every task that judges rows holds it in memory.",
 )
+BROADCAST_STALE_AFTER = Option(
+    "broadcastStaleAfter", parse_duration_s, 86_400.0,
+    "How long a broadcast pin may age before its next fold cannot trust the rules topic's history: "
+    "after the topic's delete.retention.ms, compaction drops tombstones, so a rule deleted while no "
+    "batch was planned would stay. When the rules changed and the last pin is older than this, "
+    "'latest' rebuilds the state from the topic's earliest offsets (a compacted topic read whole is "
+    "its current state) and a custom fold fails the batch, naming this option. Set it to the topic's "
+    "delete.retention.ms (a duration: 1d, 12h; a bare number is ms; default 1d, Kafka's default).",
+)
 COMMIT_GROUP = Option(
     "commitOffsetsToGroup", parse_str, None,
     "Consumer group to which each completed batch's end offsets are committed, so "
@@ -196,7 +205,7 @@ BATCH_ONLY = (ENDING_OFFSETS, ENDING_TIMESTAMP, ENDING_OFFSETS_BY_TIMESTAMP)
 STREAM_ONLY = (MAX_OFFSETS_PER_TRIGGER, MIN_OFFSETS_PER_TRIGGER, MAX_TRIGGER_DELAY,
                MIN_PAUSE_BETWEEN_BATCHES, STOP_AT_OFFSETS)
 #: Options of the broadcast state, which only a streaming read keeps.
-BROADCAST = (BROADCAST_TOPIC, BROADCAST_NAME, BROADCAST_FOLD, BROADCAST_MAX_BYTES)
+BROADCAST = (BROADCAST_TOPIC, BROADCAST_NAME, BROADCAST_FOLD, BROADCAST_MAX_BYTES, BROADCAST_STALE_AFTER)
 
 
 class TopicNotFoundError(LookupError):
@@ -523,6 +532,7 @@ class KafkaSourceSettings:
         reading.fields["broadcast_topic"] or ""))
     broadcast_fold: str = setting(BROADCAST_FOLD)
     broadcast_max_bytes: int = setting(BROADCAST_MAX_BYTES)
+    broadcast_stale_after_s: float = setting(BROADCAST_STALE_AFTER)
     commit_group: str | None = setting(COMMIT_GROUP)
     kafka: dict[str, str] = setting(derive=_consumer, reads=(GROUP_ID_PREFIX, *security.OPTIONS))
     #: names of the options given, as the user spelled them in Spark's casing
