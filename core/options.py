@@ -84,6 +84,12 @@ def parse_duration(text: Any, bare: str = "s") -> float:
     return amount * _SECONDS_PER[unit]
 
 
+def parse_duration_ms(text: Any) -> float:
+    """Seconds from a duration whose bare number counts milliseconds, as
+    Spark's Kafka source reads its options (``15m``, ``30s``, ``500ms``, ``1500``)."""
+    return parse_duration(text, bare="ms")
+
+
 _SIZE = re.compile(r"^\s*(?P<n>\d+)\s*(?P<unit>[kmgt]?)b?\s*$")
 
 

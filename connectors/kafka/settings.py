@@ -17,6 +17,15 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from eoskit.connectors.kafka import java_regex, security
+from eoskit.connectors.kafka.broadcast_options import (
+    BROADCAST_FOLD,
+    BROADCAST_MAX_BYTES,
+    BROADCAST_NAME,
+    BROADCAST_STALE_AFTER,
+    BROADCAST_TOPIC,
+    DEFAULT_STALE_AFTER_S,
+    broadcast_is_whole,
+)
 from eoskit.connectors.kafka.client import OWNED_SETTINGS, redact
 from eoskit.connectors.kafka.offsets import (
     EARLIEST,
@@ -35,9 +44,8 @@ from eoskit.core.options import (
     OptionSet,
     Reading,
     parse_bool,
-    parse_bytes,
     parse_choice,
-    parse_duration,
+    parse_duration_ms as parse_duration_s,
     parse_positive_int,
     parse_str,
     setting,
@@ -45,11 +53,6 @@ from eoskit.core.options import (
 
 log = logging.getLogger(__name__)
 
-
-def parse_duration_s(text: str) -> float:
-    """Spark's time strings (``15m``, ``30s``, ``500ms``, ``1h``); a bare
-    number is milliseconds, as Spark's Kafka source reads these options."""
-    return parse_duration(text, bare="ms")
 
 
 def parse_timestamp(text: str) -> int:
@@ -139,38 +142,6 @@ CHECKPOINT_LOCATION = Option(
     "With minPauseBetweenBatches or broadcastTopic: the query's checkpoint location, as given to "
     "writeStream (`eoskit run` sets both from --min-pause; a Pipeline sets it for a broadcast).",
 )
-BROADCAST_TOPIC = Option(
-    "broadcastTopic", parse_str, None,
-    "eoskit only (Flink's broadcast state): a topic, usually compacted, folded into a state that "
-    "every task of a batch sees the same (dynamic rules, thresholds, a currency table). Each batch "
-    "pins the topic's last stable offsets in the offset log with the events' offsets, so a replay "
-    "sees the same state; rows gain a broadcastVersion column. Same cluster and kafka.* options "
-    "as the events; needs 'checkpointLocation' (a Pipeline sets it).",
-)
-BROADCAST_NAME = Option(
-    "broadcastName", parse_str, None,
-    "The broadcast state's name (letters, digits, '_', '-', '.'), its folder under "
-    "<checkpoint>/eoskit/broadcast/; default: the topic.",
-)
-BROADCAST_FOLD = Option(
-    "broadcastFold", parse_str, "latest",
-    "How records become the state: 'latest' (the latest value per key; a record with a null "
-    "value, a tombstone, removes its key) or 'module:name', a Fold importable on the driver.",
-)
-BROADCAST_MAX_BYTES = Option(
-    "broadcastMaxBytes", parse_bytes, 64 * 1024 * 1024,
-    "The largest broadcast state (its snapshot file); a larger one fails the batch, naming "
-    "this option (a size: 64m, 512k, 1g). Every task that judges rows holds it in memory.",
-)
-BROADCAST_STALE_AFTER = Option(
-    "broadcastStaleAfter", parse_duration_s, 86_400.0,
-    "How long a broadcast pin may age before its next fold cannot trust the rules topic's history: "
-    "after the topic's delete.retention.ms, compaction drops tombstones, so a rule deleted while no "
-    "batch was planned would stay. When the rules changed and the last pin is older than this, "
-    "'latest' rebuilds the state from the topic's earliest offsets (a compacted topic read whole is "
-    "its current state) and a custom fold fails the batch, naming this option. Set it to the topic's "
-    "delete.retention.ms (a duration: 1d, 12h; a bare number is ms; default 1d, Kafka's default).",
-)
 COMMIT_GROUP = Option(
     "commitOffsetsToGroup", parse_str, None,
     "Consumer group to which each completed batch's end offsets are committed, so "
@@ -204,8 +175,6 @@ BATCH_ONLY = (ENDING_OFFSETS, ENDING_TIMESTAMP, ENDING_OFFSETS_BY_TIMESTAMP)
 #: Options that only a streaming read (spark.readStream) uses.
 STREAM_ONLY = (MAX_OFFSETS_PER_TRIGGER, MIN_OFFSETS_PER_TRIGGER, MAX_TRIGGER_DELAY,
                MIN_PAUSE_BETWEEN_BATCHES, STOP_AT_OFFSETS)
-#: Options of the broadcast state, which only a streaming read keeps.
-BROADCAST = (BROADCAST_TOPIC, BROADCAST_NAME, BROADCAST_FOLD, BROADCAST_MAX_BYTES, BROADCAST_STALE_AFTER)
 
 
 class TopicNotFoundError(LookupError):
@@ -447,26 +416,6 @@ def min_offsets_within_max(settings: "KafkaSourceSettings", _: Reading) -> None:
                           f"'{MAX_OFFSETS_PER_TRIGGER.name}' = {high}")
 
 
-_BROADCAST_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,200}$")
-
-
-def broadcast_is_whole(settings: "KafkaSourceSettings", _: Reading) -> None:
-    """A broadcast needs the checkpoint it lives beside, a usable name, and
-    no option of it without ``broadcastTopic``."""
-    if settings.broadcast_topic is None:
-        stray = [o.name for o in BROADCAST[1:] if o.name in settings.given]
-        if stray:
-            raise OptionError(f"option '{stray[0]}' needs the option '{BROADCAST_TOPIC.name}' "
-                              "(the topic the broadcast state is folded from)")
-        return
-    if not _BROADCAST_NAME.match(settings.broadcast_name):
-        raise OptionError(f"option '{BROADCAST_NAME.name}' = {settings.broadcast_name!r}: use "
-                          "letters, digits, '_', '-' and '.' (it names a folder)")
-    if settings.subscription.select({settings.broadcast_topic: [0]}):
-        raise OptionError(f"option '{BROADCAST_TOPIC.name}' = {settings.broadcast_topic!r} is also "
-                          "a topic the source reads as events: use another topic")
-
-
 def pause_needs_a_checkpoint(settings: "KafkaSourceSettings", _: Reading) -> None:
     if settings.min_pause_s and not settings.checkpoint_location:
         raise OptionError(
@@ -532,7 +481,7 @@ class KafkaSourceSettings:
         reading.fields["broadcast_topic"] or ""))
     broadcast_fold: str = setting(BROADCAST_FOLD)
     broadcast_max_bytes: int = setting(BROADCAST_MAX_BYTES)
-    broadcast_stale_after_s: float = setting(BROADCAST_STALE_AFTER)
+    broadcast_stale_after_s: float = setting(BROADCAST_STALE_AFTER, default=DEFAULT_STALE_AFTER_S)
     commit_group: str | None = setting(COMMIT_GROUP)
     kafka: dict[str, str] = setting(derive=_consumer, reads=(GROUP_ID_PREFIX, *security.OPTIONS))
     #: names of the options given, as the user spelled them in Spark's casing

@@ -69,14 +69,9 @@ from typing import Any
 from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
-from eoskit.connectors.kafka.broadcast_snapshot import snapshot_file
-from eoskit.connectors.kafka.broadcast_store import FOLDER as BROADCAST_FOLDER
-from eoskit.connectors.kafka.broadcast_store import META as BROADCAST_META
-from eoskit.connectors.kafka.broadcast_store import VERSIONS as BROADCAST_VERSIONS
-from eoskit.connectors.kafka.offsets import BROADCAST_KEY, split_reserved
 from eoskit.runtime.job import fingerprint as fingerprints
 from eoskit.core.fs import write_atomic
-from eoskit.twophase.decision_log import DECISIONS, META, SINK_MARKER, SINKS, batch_of, sink_folder
+from eoskit.twophase.decision_log import DECISIONS, META, SINK_MARKER, SINKS, batch_of
 from eoskit.twophase.identity import IDENTITY, RESTORED
 from eoskit.runtime.state.checkpoints import (
     STATE_FILE,
@@ -91,6 +86,7 @@ from eoskit.runtime.state.checkpoints import (
     logical_name,
     open_location,
 )
+from eoskit.runtime.state.savepoint_connectors import broadcast_files, operator_state_files
 from eoskit.runtime.state.restored_paths import hadoop_url, repoint_schema_paths
 
 log = logging.getLogger(__name__)
@@ -219,50 +215,13 @@ def savepoint_files(checkpoint: Checkpoint, batch: int) -> list[tuple[str, int]]
         last = batch + 1
     files = checkpoint.files()
     kept = [rel for rel in sorted(files) if _keep(rel, batch, last, wanted_logs)]
-    kept += _operator_state_files(checkpoint, kept, files)
-    kept += _broadcast_files(checkpoint, sorted(int(w.split("/")[1]) for w in wanted_logs
-                                                if w.startswith("offsets/") and int(w.split("/")[1]) >= 0), files)
+    try:
+        kept += operator_state_files(checkpoint, kept, files)
+        kept += broadcast_files(checkpoint, sorted(int(w.split("/")[1]) for w in wanted_logs
+                                                   if w.startswith("offsets/") and not w.endswith("/-1")), files)
+    except FileNotFoundError as exc:
+        raise SavepointError(str(exc)) from None
     return [(rel, int(files[rel].get("size") or 0)) for rel in sorted(set(kept))]
-
-
-def _broadcast_files(checkpoint: Checkpoint, batches: list[int], files: Mapping[str, Any]) -> list[str]:
-    """The broadcast state (eoskit-kafka's ``broadcastTopic``) that the copied
-    offset entries pin: each version's snapshot, its pointer where published
-    (a planned b+1's is published by the restored job), and broadcast.json."""
-    named: list[str] = []
-    for batch in batches:
-        for source in checkpoint.batch(batch).offsets:
-            pin = split_reserved(source)[1].get(BROADCAST_KEY) if isinstance(source, dict) else None
-            if not isinstance(pin, dict) or not pin.get("version"):
-                continue
-            folder = f"{BROADCAST_FOLDER}/{pin['name']}"
-            snapshot = f"{folder}/{snapshot_file(int(pin['version']), str(pin['digest']))}"
-            if snapshot not in files:
-                raise SavepointError(f"{checkpoint.location}/offsets/{batch} pins the broadcast state "
-                                     f"{snapshot}, which is missing: the savepoint would not restore it")
-            named += [snapshot, f"{folder}/{BROADCAST_META}"]
-            pointer = f"{folder}/{BROADCAST_VERSIONS}/{pin['version']}.json"
-            if pointer in files:
-                named.append(pointer)
-    return named
-
-
-def _operator_state_files(checkpoint: Checkpoint, kept: list[str], files: Mapping[str, Any]) -> list[str]:
-    """The operator state files that the copied decisions name (a decided
-    batch's snapshots; the next batch restores from the newest of them)."""
-    named = []
-    for rel in kept:
-        parts = rel.split("/")
-        if parts[:2] != SINKS.split("/") or len(parts) != 5 or parts[3] != DECISIONS:
-            continue
-        state = (checkpoint.read_json(rel) or {}).get("operatorState") or {}
-        for name in sorted((state.get("files") or {}).values()):
-            path = f"{sink_folder(parts[2])}/{name}"
-            if path not in files:
-                raise SavepointError(f"{checkpoint.location}/{rel} names the operator state file "
-                                     f"{path}, which is missing: the savepoint would not restore it")
-            named.append(path)
-    return named
 
 
 def _keep(rel: str, batch: int, last: int, wanted_logs: set[str]) -> bool:
