@@ -42,9 +42,15 @@ class KafkaSource:
     #: A broadcast input (``broadcast.KafkaBroadcast``): its state, pinned
     #: with each batch, for the transform to judge the events by.
     broadcast: KafkaBroadcast | None = None
+    #: The value's schema (Spark's DDL, ``"id BIGINT, name STRING"``): the
+    #: values are decoded in the source (``value.format=json``), and the
+    #: query gets these columns instead of Kafka's.
+    value_schema: str | None = None
 
     def __post_init__(self) -> None:
         self.options = {k: str(v) for k, v in self.options.items()}
+        if self.value_schema is not None and not any(k.lower() == "value.format" for k in self.options):
+            self.options["value.format"] = "json"
         KafkaSourceSettings.parse(self.all_options())
 
     def all_options(self) -> dict[str, str]:
@@ -93,7 +99,14 @@ class KafkaSource:
 
     def read_stream(self, spark: SparkSession) -> DataFrame:
         register_data_source(spark, KafkaDataSource)
-        return spark.readStream.format(SHORT_NAME).options(**self.all_options()).load()
+        reader = spark.readStream.format(SHORT_NAME).options(**self.all_options())
+        if self.value_schema is not None:
+            if not any(k.lower() == "value.timezone" for k in self.options):
+                # from_json reads an offset-less timestamp in the session's time zone
+                reader = reader.option("value.timeZone", spark.conf.get("spark.sql.session.timeZone"))
+            version = ", broadcastVersion BIGINT" if self.broadcast is not None else ""
+            reader = reader.schema(self.value_schema + version)
+        return reader.load()
 
     def describe(self) -> str:
         return f"{SHORT_NAME} ({KafkaSourceSettings.parse(self.all_options()).subscription.describe()})"

@@ -17,6 +17,14 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from eoskit.connectors.kafka import java_regex, security
+from eoskit.connectors.kafka.value_options import (
+    METADATA_COLUMNS,
+    VALUE_FORMAT,
+    VALUE_MODE,
+    VALUE_TIME_ZONE,
+    metadata_columns,
+    value_options_are_whole,
+)
 from eoskit.connectors.kafka.broadcast_options import (
     BROADCAST_FOLD,
     BROADCAST_MAX_BYTES,
@@ -482,6 +490,12 @@ class KafkaSourceSettings:
     broadcast_fold: str = setting(BROADCAST_FOLD)
     broadcast_max_bytes: int = setting(BROADCAST_MAX_BYTES)
     broadcast_stale_after_s: float = setting(BROADCAST_STALE_AFTER, default=DEFAULT_STALE_AFTER_S)
+    #: value.format (None: the value stays bytes, Spark's Kafka columns)
+    value_format: str | None = setting(VALUE_FORMAT)
+    value_mode: str = setting(VALUE_MODE)
+    value_time_zone: str = setting(VALUE_TIME_ZONE)
+    metadata_columns: tuple[str, ...] = setting(METADATA_COLUMNS, derive=lambda text, _: metadata_columns(text),
+                                                default=())
     commit_group: str | None = setting(COMMIT_GROUP)
     kafka: dict[str, str] = setting(derive=_consumer, reads=(GROUP_ID_PREFIX, *security.OPTIONS))
     #: names of the options given, as the user spelled them in Spark's casing
@@ -490,7 +504,8 @@ class KafkaSourceSettings:
                                             if o.name.lower() in reading.raw),
         default=frozenset())
 
-    CHECKS: ClassVar = (min_offsets_within_max, pause_needs_a_checkpoint, broadcast_is_whole)
+    CHECKS: ClassVar = (min_offsets_within_max, pause_needs_a_checkpoint, broadcast_is_whole,
+                        value_options_are_whole)
 
     @property
     def bootstrap_servers(self) -> str:

@@ -32,7 +32,13 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from eoskit.connectors.kafka.broadcast import BroadcastPin, BroadcastPlanner, BroadcastRef, with_version
+from eoskit.connectors.kafka.broadcast import (
+    VERSION_COLUMN,
+    BroadcastPin,
+    BroadcastPlanner,
+    BroadcastRef,
+    with_version,
+)
 from eoskit.connectors.kafka.client import ClientLog, KafkaMetadata, consumer_config
 from eoskit.connectors.kafka.offsets import (
     BROADCAST_KEY,
@@ -58,6 +64,7 @@ from eoskit.connectors.kafka.schema import arrow_schema, spark_schema
 from eoskit.connectors.kafka.settings import KafkaSourceSettings
 from eoskit.connectors.kafka.sink_settings import KafkaSinkSettings
 from eoskit.connectors.kafka.transactions import KafkaTransactions
+from eoskit.connectors.kafka.value_json import JsonValues, make_json_values
 from eoskit.core.options import OptionError
 from eoskit.connectors.spark.datasource import TransactionalDataSource
 from eoskit.twophase.decision_log import last_commit_time
@@ -104,20 +111,49 @@ class KafkaDataSource(TransactionalDataSource):
         return SHORT_NAME
 
     def schema(self) -> StructType:
-        # Spark asks for the schema when load() is called: the last moment to
-        # report an unreachable broker before a query starts.
+        # Spark asks for the schema when load() is called, unless the query
+        # gave one (.schema(...)): the last moment to report an unreachable
+        # broker before a query starts.
+        if self.settings.value_format is not None:
+            raise OptionError(
+                f"option 'value.format' = {self.settings.value_format}: give the value's schema, as "
+                "from_json takes it: spark.readStream.format('eoskit-kafka').schema('id BIGINT, "
+                "name STRING')... (a Pipeline: KafkaSource(value_schema=...))")
         KafkaMetadata(self.settings.kafka, timeout_s=15).topics()
+        return self.kafka_schema()
+
+    def kafka_schema(self) -> StructType:
         return spark_schema(self.settings.include_headers, self.settings.broadcast_topic is not None)
 
+    def values(self, schema: StructType) -> JsonValues | None:
+        """The decoder of ``value.format``, for the query's ``schema``; None
+        without it, where a schema other than Kafka's is refused, as Spark's
+        kafka source refuses one."""
+        if self.settings.value_format is None:
+            if schema != self.kafka_schema():
+                raise OptionError("the eoskit-kafka source has Kafka's fixed schema (key, value, topic, "
+                                  "...) and takes no other, unless option 'value.format' = json decodes "
+                                  "the values into the schema given")
+            return None
+        decoded = schema
+        if self.settings.broadcast_topic is not None:  # broadcastVersion is added after decoding
+            if not schema.fields or schema.fields[-1].name != VERSION_COLUMN:
+                raise OptionError(f"with 'broadcastTopic', the schema must end with "
+                                  f"'{VERSION_COLUMN} BIGINT' (each row's broadcast version)")
+            decoded = StructType(schema.fields[:-1])
+        return make_json_values(decoded, self.settings.metadata_columns,
+                                spark_schema(self.settings.include_headers), self.settings.value_mode,
+                                self.settings.value_time_zone)
+
     def streamReader(self, schema: StructType) -> "KafkaStreamReader":
-        return KafkaStreamReader(self.settings)
+        return KafkaStreamReader(self.settings, self.values(schema))
 
     def reader(self, schema: StructType) -> "KafkaBatchReader":
-        return KafkaBatchReader(self.settings)
+        return KafkaBatchReader(self.settings, self.values(schema))
 
 
-def _read(settings: KafkaSourceSettings, schema: pa.Schema,
-          partition: InputPartition) -> Iterator[pa.RecordBatch]:
+def _read(settings: KafkaSourceSettings, schema: pa.Schema, partition: InputPartition,
+          values: JsonValues | None = None) -> Iterator[pa.RecordBatch]:
     if not isinstance(partition, KafkaInputPartition):
         # A batch read with nothing to read: PySpark still runs one task, with
         # a placeholder partition, when partitions() returns none.
@@ -129,6 +165,8 @@ def _read(settings: KafkaSourceSettings, schema: pa.Schema,
         settings.poll_timeout_ms,
         settings.fail_on_data_loss,
     )
+    if values is not None:  # value.format: the records' values decoded here, in the worker
+        batches = (values.decode(batch) for batch in batches)
     if partition.broadcast is not None:  # broadcast.py, step 4
         return with_version(batches, partition.broadcast.version)
     return batches
@@ -178,9 +216,11 @@ def _report(losses: list[DataLoss], settings: KafkaSourceSettings) -> None:
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Plans micro-batches from the broker's last stable offsets."""
 
-    def __init__(self, settings: KafkaSourceSettings) -> None:
+    def __init__(self, settings: KafkaSourceSettings, values: JsonValues | None = None) -> None:
         settings.check_stream()
         self.settings = settings
+        #: value.format's decoder, pickled with the reader to each task
+        self.values = values
         #: The batches' Arrow schema, made here on the driver: it travels
         #: pickled with the reader to each task's ``read``.
         self.arrow_schema = arrow_schema(settings.include_headers)
@@ -316,7 +356,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return [KafkaInputPartition(r, ref) for r in _split(ranges, self.settings)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return _read(self.settings, self.arrow_schema, partition)
+        return _read(self.settings, self.arrow_schema, partition, self.values)
 
     def commit(self, end: dict) -> None:
         if self._broadcast is not None:
@@ -357,9 +397,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 class KafkaBatchReader(DataSourceReader):
     """``spark.read``: one bounded read from startingOffsets to endingOffsets."""
 
-    def __init__(self, settings: KafkaSourceSettings) -> None:
+    def __init__(self, settings: KafkaSourceSettings, values: JsonValues | None = None) -> None:
         settings.check_batch()
         self.settings = settings
+        self.values = values
         #: As ``KafkaStreamReader.arrow_schema``.
         self.arrow_schema = arrow_schema(settings.include_headers)
 
@@ -392,7 +433,7 @@ class KafkaBatchReader(DataSourceReader):
         return [KafkaInputPartition(r) for r in _split(ranges, settings)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return _read(self.settings, self.arrow_schema, partition)
+        return _read(self.settings, self.arrow_schema, partition, self.values)
 
 
 def _split(ranges: list[OffsetRange], settings: KafkaSourceSettings) -> list[OffsetRange]:
