@@ -212,6 +212,10 @@ def postgres_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--foreach-batch", action="store_true",
                         help="also run Spark's own kafka source + eoskit's foreach_batch() (exactly-once), "
                              "in a process of its own")
+    parser.add_argument("--decoded", action="store_true",
+                        help="also run eoskit with the values decoded in the source (value.format=json, "
+                             "no from_json in the JVM), into its own table, in the same session after the "
+                             "default run (issue 33, item 1)")
     parser.add_argument("--commit-modes", action="store_true",
                         help=f"also run eoskit with commitMode={' and '.join(OTHER_COMMIT_MODES)}, each into "
                              "its own table, in the same session after the default (two-phase) run")
@@ -228,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.plain_script:
         contenders += (plain_script_contender(args.max_offsets_per_trigger),)
     target = replace(POSTGRES, contenders=contenders,
-                     commit_modes=OTHER_COMMIT_MODES if args.commit_modes else ())
+                     commit_modes=OTHER_COMMIT_MODES if args.commit_modes else (), decoded_line=args.decoded)
     return run_benchmark(args, target)
 
 

@@ -77,7 +77,7 @@ class Script:
 #: Each group: the script that measures its peers, with the options that bring in the peers.
 GROUPS = {
     "kafka-postgres": Script("kafka_to_postgres.py",
-                             ("--spark-jdbc", "--foreach-batch", "--plain-script", "--commit-modes"), True, True),
+                             ("--spark-jdbc", "--foreach-batch", "--plain-script", "--commit-modes", "--decoded"), True, True),
     "kafka-kafka": Script("kafka_to_kafka.py", ("--spark-kafka", "--flink", "--flink-sql"), True, True),
     "kafka-files": Script("kafka_to_parquet.py", ("--spark-parquet",), True),
     "fixed-cost": Script("fixed_cost.py", (), False),

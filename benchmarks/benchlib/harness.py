@@ -49,6 +49,7 @@ from benchlib.results import (
 from benchlib.rounds import rotated
 from benchlib.spark import (
     WriterSetup,
+    decoded_stream,
     kafka_stream,
     parse_orders,
     run_breakdown,
@@ -103,6 +104,9 @@ class Target:
     #: table and a mode ((url, table, mode) -> writer).
     commit_modes: tuple[str, ...] = ()
     mode_writer: Callable[[str, str, str], WriterSetup] | None = None
+    #: Also run eoskit with the values decoded in the source (value.format=json,
+    #: no from_json), after the default run, into its own table.
+    decoded_line: bool = False
 
 
 def non_negative(text: str) -> int:
@@ -322,6 +326,15 @@ def _run_spark(args: argparse.Namespace, target: Target, runs: _Runs, master: st
         writer = target.mode_writer(url, table, mode)
         modes.append((mode, table, runs.measured(f"eoskit {mode}", lambda: run_stream(
             writer, target.transform(raw), f"eoskit-{mode}"))))
+    if target.decoded_line:
+        table = f"{EOSKIT_TABLE}_{DECODED}"
+        say("eoskit, value.format=json: decoded in the source (the same session, after the default run)")
+        target.reset_table(url, table)
+        runs.outputs.append((f"eoskit {DECODED}", table))
+        decoded = decoded_stream(spark, bootstrap, topic, args.max_offsets_per_trigger)
+        writer = target.mode_writer(url, table, "twophase") if target.mode_writer else target.writer(url)
+        modes.append((DECODED, table, runs.measured(f"eoskit {DECODED}", lambda: run_stream(
+            writer, decoded, f"eoskit-{DECODED}"))))
     breakdown: list[tuple[str, StreamResult]] = []
     if args.breakdown:
         say("breakdown: the same stream into Spark's noop sink, with and without the "
@@ -352,11 +365,21 @@ def _write_peers(args: argparse.Namespace, target: Target, runs: _Runs, spark_ru
                     "(default commitMode)", {**stream_figures(spark_runs.eoskit),
                                              "spark_start_s": spark_runs.spark_start_s,
                                              "cpu": cpu.get("eoskit")}, found["eoskit"]),
-        *(peer_record(group, table.removeprefix("bench_"), f"eoskit, commitMode={mode} (same session, "
-                      "after the default run)", {**stream_figures(result), "cpu": cpu.get(f"eoskit {mode}")},
-                      found[f"eoskit {mode}"])
+        *(peer_record(group, table.removeprefix("bench_"), _mode_label(mode),
+                      {**stream_figures(result), "cpu": cpu.get(f"eoskit {mode}")}, found[f"eoskit {mode}"])
           for mode, table, result in spark_runs.modes),
     ])
+
+
+#: The mode name of the line whose values are decoded in the source.
+DECODED = "decoded"
+
+
+def _mode_label(mode: str) -> str:
+    if mode == DECODED:
+        return ("eoskit-kafka value.format=json (decoded in the source, no from_json) -> two-phase "
+                "(same session, after the default run)")
+    return f"eoskit, commitMode={mode} (same session, after the default run)"
 
 
 #: The longest a peer in a process of its own may run.
