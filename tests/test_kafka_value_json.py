@@ -84,11 +84,21 @@ def test_clean_records_take_the_fast_path_and_agree_with_the_reference_path():
     (b'{"inner": 5, "id": 3}', {"id": 3}),
     (b'{"id": 1, "id": 2}', {"id": 2}),                  # a duplicate key: the last
     (b'{\n "id": 4\n}', {"id": 4}),                      # pretty-printed
+    (b'{"id": 3} {"id": 4}', {"id": 3}),                 # what follows the first value: ignored
 ])
 def test_irregular_records_follow_from_json(value, expected):
     row = decoder().decode(kafka_batch([value, CLEAN[0]])).to_pylist()[0]
     got = {k: ("nan" if isinstance(v, float) and v != v else v) for k, v in row.items() if v is not None}
     assert got == expected
+
+
+def test_an_array_element_that_does_not_convert_nulls_the_whole_record():
+    schema = StructType([StructField("id", LongType()), StructField("ns", ArrayType(LongType())),
+                         StructField("m", MapType(StringType(), LongType()))])
+    rows = decoder(schema).decode(kafka_batch([b'{"id": 1, "ns": [1, "x"]}', b'{"id": 2, "m": {"a": "x"}}',
+                                               b'{"id": 3, "ns": 5}', b'{"id": 4, "ns": [1, null]}'])).to_pylist()
+    assert rows == [{"id": None, "ns": None, "m": None}, {"id": None, "ns": None, "m": None},
+                    {"id": 3, "ns": None, "m": None}, {"id": 4, "ns": [1, None], "m": None}]
 
 
 def test_failfast_names_the_record():
@@ -105,7 +115,7 @@ def test_metadata_columns_come_from_the_record_and_keep_their_place():
 def test_maps_and_a_time_zone_take_the_reference_path():
     schema = StructType([StructField("m", MapType(StringType(), LongType())), StructField("at", TimestampType())])
     values = decoder(schema, zone="Europe/Paris")
-    batch = kafka_batch([b'{"m": {"a": 1, "b": "x"}, "at": "2024-07-01T12:00:00"}'])
+    batch = kafka_batch([b'{"m": {"a": 1, "b": null}, "at": "2024-07-01T12:00:00"}'])
     assert values._fast(batch.column("value")) is None
     [row] = values.decode(batch).to_pylist()
     assert row["m"] == [("a", 1), ("b", None)]

@@ -16,7 +16,10 @@ checked side by side against Spark in integration_tests/test_kafka_value_json.py
   topic, partition and offset of the record);
 - a field whose JSON value does not convert to its type (a string for a
   number, an integer out of range, a decimal over its precision): that field
-  null, the others kept;
+  null, the others kept; but an element of an array or a value of a map that
+  does not convert makes the whole record nulls (Spark's partial results
+  stop at struct fields);
+- what follows the first JSON value of a record is ignored;
 - fields not in the schema are ignored; names match exactly;
 - a string field takes any JSON value, non-strings as their JSON text;
 - timestamps: ISO 8601 text (an offset or ``Z``; without one, in
@@ -75,6 +78,7 @@ from eoskit.twophase.verdicts import Verdict
 PERMISSIVE, FAILFAST = "PERMISSIVE", "FAILFAST"
 _INT_RANGE = {ByteType: 8, ShortType: 16, IntegerType: 32, LongType: 64}
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_DECIMAL_TEXT = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
 _DATE = re.compile(r"^\s*(\d{4})-(\d{1,2})-(\d{1,2})")
 _SPECIAL_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "+Infinity": math.inf, "-Infinity": -math.inf,
                    "INF": math.inf, "+INF": math.inf, "-INF": -math.inf}
@@ -91,6 +95,11 @@ class _Fail(Exception):
     """A field that does not convert: null under partial results."""
 
 
+class _RecordFail(Exception):
+    """An element of an array or a map that does not convert: Spark's partial
+    results stop at struct fields, so the whole record reads as nulls."""
+
+
 class _Number:
     """A JSON number, kept as its text (Spark reads exact decimals, and a
     string field takes a number as the text it was written as)."""
@@ -101,15 +110,38 @@ class _Number:
         self.text, self.integral = text, integral
 
 
+_DECODER = json.JSONDecoder(parse_int=lambda s: _Number(s, True), parse_float=lambda s: _Number(s, False),
+                            parse_constant=lambda s: _Number(s, False), object_pairs_hook=dict)
+
+
 def _loads(text: str) -> Any:
-    return json.loads(text, parse_int=lambda s: _Number(s, True), parse_float=lambda s: _Number(s, False),
-                      parse_constant=lambda s: _Number(s, False), object_pairs_hook=dict)
+    """The first JSON value of ``text``; what follows it is ignored, as Spark's parser does."""
+    stripped = text.lstrip()
+    return _DECODER.raw_decode(stripped)[0]
+
+
+def _java_double(text: str) -> str:
+    """A JSON fraction as Spark's JSON writer prints it: Java's
+    ``Double.toString`` (``1.5``, ``100.0``, ``-1.0E-7``, ``1.2345E10``)."""
+    x = float(text)
+    if math.isnan(x) or math.isinf(x):
+        return "NaN" if math.isnan(x) else ("Infinity" if x > 0 else "-Infinity")
+    if x == 0:
+        return "-0.0" if math.copysign(1.0, x) < 0 else "0.0"
+    sign = "-" if x < 0 else ""
+    exact = decimal.Decimal(repr(abs(x)))  # the shortest digits that read back as x
+    if 1e-3 <= abs(x) < 1e7:
+        plain = format(exact, "f")
+        return sign + (plain if "." in plain else plain + ".0")
+    digits = "".join(map(str, exact.as_tuple().digits)).rstrip("0") or "0"
+    exponent = exact.adjusted()
+    return f"{sign}{digits[0]}.{digits[1:] or '0'}E{exponent}"
 
 
 def _json_text(value: Any) -> str:
     """A JSON value as the compact text Spark's string fields take."""
     if isinstance(value, _Number):
-        return value.text
+        return value.text if value.integral else _java_double(value.text)
     if isinstance(value, dict):
         return "{" + ",".join(f"{json.dumps(k, ensure_ascii=False)}:{_json_text(v)}" for k, v in value.items()) + "}"
     if isinstance(value, list):
@@ -171,10 +203,10 @@ def _converter(kind: DataType, zone: dt.tzinfo) -> Callable[[Any], Any]:
         def exact(v: Any) -> decimal.Decimal:
             if not isinstance(v, (_Number, str)):
                 raise _Fail
-            try:
-                number = decimal.Decimal(v.text if isinstance(v, _Number) else v.strip())
-            except decimal.InvalidOperation:
-                raise _Fail from None
+            text = v.text if isinstance(v, _Number) else v
+            if not _DECIMAL_TEXT.match(text):
+                raise _Fail
+            number = decimal.Decimal(text)
             if not number.is_finite():
                 raise _Fail
             rounded = number.quantize(decimal.Decimal(1).scaleb(-kind.scale), rounding=decimal.ROUND_HALF_UP)
@@ -205,10 +237,10 @@ def _converter(kind: DataType, zone: dt.tzinfo) -> Callable[[Any], Any]:
                 raise _Fail from None
         return binary
     if isinstance(kind, ArrayType):
-        element = _nullable(_converter(kind.elementType, zone))
+        element = _whole(_converter(kind.elementType, zone))
         return lambda v: [element(e) for e in v] if isinstance(v, list) else _raise()
     if isinstance(kind, MapType):
-        value = _nullable(_converter(kind.valueType, zone))
+        value = _whole(_converter(kind.valueType, zone))
         if not isinstance(kind.keyType, StringType):
             raise OptionError(f"value.format=json: a map's keys must be strings, not {kind.keyType.simpleString()}")
         return lambda v: [(k, value(x)) for k, x in v.items()] if isinstance(v, dict) else _raise()
@@ -227,6 +259,19 @@ def _converter(kind: DataType, zone: dt.tzinfo) -> Callable[[Any], Any]:
 
 def _raise() -> Any:
     raise _Fail
+
+
+def _whole(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """An array's element or a map's value: null stays null; one that does
+    not convert fails the whole record."""
+    def run(v: Any) -> Any:
+        if v is None:
+            return None
+        try:
+            return convert(v)
+        except _Fail:
+            raise _RecordFail from None
+    return run
 
 
 def _nullable(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
@@ -319,8 +364,13 @@ class JsonValues:
         out: dict[str, list[Any]] = {name: [] for name in self.value_fields}
         for index, raw in enumerate(batch.column("value").to_pylist()):
             record = self._parse(raw, batch, index)
-            for name, convert in converters.items():
-                out[name].append(None if record is None else convert(record.get(name)))
+            try:
+                row = [None if record is None else convert(record.get(name))
+                       for name, convert in converters.items()]
+            except _RecordFail:
+                row = [None] * len(converters)
+            for name, value in zip(converters, row):
+                out[name].append(value)
         return {name: self._array(column, self.arrow_schema.field(name).type)
                 for name, column in out.items()}
 
