@@ -198,7 +198,8 @@ def test_a_plain_readstream_job_uses_its_broadcast_and_a_stale_pin_is_rebuilt_or
         spark, kafka, postgres_target, new_topic, produce_to, tmp_path):
     """Without a Pipeline: the job binds the checkpoint itself. A rules
     change after a pin older than broadcastStaleAfter rebuilds `latest`
-    from the topic's earliest offsets, and fails a custom fold by name."""
+    from the topic's earliest offsets, and fails a custom fold by name; the
+    second run splits its batch over three tasks, where the first had one."""
     import pyarrow as pa
 
     from eoskit.connectors.kafka import KafkaBroadcast
@@ -238,7 +239,8 @@ def test_a_plain_readstream_job_uses_its_broadcast_and_a_stale_pin_is_rebuilt_or
     produce_to(rules_topic, {0: [(b"r2", None)]})  # a tombstone
     produce_payments(range(30, 60))
     time.sleep(1.5)
-    run(ck, rules, broadcastStaleAfter="1s")
+    # Three tasks where the first run had one: every task reads the same version (rescale-safe).
+    run(ck, rules, broadcastStaleAfter="1s", minPartitions="3")
     out = postgres.psql(f"SELECT id, rule, rules_version FROM {table} ORDER BY id")
     rows = [(int(i), r or None, int(v)) for i, r, v in (line.split("|") for line in out.splitlines() if line)]
     assert [r[0] for r in rows] == list(range(60)), "each payment once"
