@@ -92,7 +92,7 @@ def test_the_source_s_settings_are_declared_once_by_their_fields():
     assert read == [o.name for o in OPTIONS.options]
     assert read[:4] == ["subscribe", "subscribePattern", "assign", "startingOffsets"]
     assert [c.__name__ for c in KafkaSourceSettings.CHECKS] == [
-        "min_offsets_within_max", "pause_needs_a_checkpoint", "broadcast_is_whole"]
+        "min_offsets_within_max", "pause_needs_a_checkpoint", "broadcast_is_whole", "value_options_are_whole"]
     s = parse(subscribe="a", maxOffsetsPerTrigger="5", groupIdPrefix="p",
               minPauseBetweenBatches="5s", checkpointLocation="/ck")
     copy = pickle.loads(pickle.dumps(s))

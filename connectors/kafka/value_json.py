@@ -169,73 +169,93 @@ def _to_timestamp(value: Any, zone: dt.tzinfo) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
+def _boolean(v: Any) -> bool:
+    if isinstance(v, bool):
+        return v
+    raise _Fail
+
+
+def _integer(bits: int) -> Callable[[Any], int]:
+    def integer(v: Any) -> int:
+        if not isinstance(v, _Number) or not v.integral:
+            raise _Fail
+        number = int(v.text)
+        if not -(1 << (bits - 1)) <= number < (1 << (bits - 1)):
+            raise _Fail
+        return number
+    return integer
+
+
+def _floating(v: Any) -> float:
+    if isinstance(v, _Number):
+        return float(v.text) if v.text not in _SPECIAL_FLOATS else _SPECIAL_FLOATS[v.text]
+    if isinstance(v, str) and v in _SPECIAL_FLOATS:
+        return _SPECIAL_FLOATS[v]
+    raise _Fail
+
+
+def _exact(kind: DecimalType) -> Callable[[Any], decimal.Decimal]:
+    def exact(v: Any) -> decimal.Decimal:
+        text = v.text if isinstance(v, _Number) else v
+        if not isinstance(text, str) or not _DECIMAL_TEXT.match(text):
+            raise _Fail
+        rounded = decimal.Decimal(text).quantize(decimal.Decimal(1).scaleb(-kind.scale),
+                                                 rounding=decimal.ROUND_HALF_UP)
+        if len(rounded.as_tuple().digits) > kind.precision and rounded != 0:
+            raise _Fail
+        return rounded
+    return exact
+
+
+def _date(v: Any) -> dt.date:
+    match = _DATE.match(v) if isinstance(v, str) else None
+    if match is None:
+        raise _Fail
+    try:
+        return dt.date(int(match[1]), int(match[2]), int(match[3]))
+    except ValueError:
+        raise _Fail from None
+
+
+def _binary(v: Any) -> bytes:
+    if not isinstance(v, str):
+        raise _Fail
+    try:
+        return base64.b64decode(v, validate=True)
+    except ValueError:
+        raise _Fail from None
+
+
+def _struct(kind: StructType, zone: dt.tzinfo) -> Callable[[Any], dict[str, Any]]:
+    fields = [(f.name, _nullable(_converter(f.dataType, zone))) for f in kind.fields]
+
+    def struct(v: Any) -> dict[str, Any]:
+        if not isinstance(v, dict):
+            raise _Fail
+        return {name: convert(v.get(name)) for name, convert in fields}
+    return struct
+
+
 def _converter(kind: DataType, zone: dt.tzinfo) -> Callable[[Any], Any]:
     """The function from a parsed JSON value to ``kind``'s Python value (for
     ``pa.array``); raises ``_Fail`` where Spark's parser fails the field."""
     if isinstance(kind, StringType):
         return lambda v: v if isinstance(v, str) else _json_text(v)
     if isinstance(kind, BooleanType):
-        def boolean(v: Any) -> bool:
-            if isinstance(v, bool):
-                return v
-            raise _Fail
-        return boolean
+        return _boolean
     if type(kind) in _INT_RANGE:
-        bits = _INT_RANGE[type(kind)]
-
-        def integer(v: Any) -> int:
-            if not isinstance(v, _Number) or not v.integral:
-                raise _Fail
-            number = int(v.text)
-            if not -(1 << (bits - 1)) <= number < (1 << (bits - 1)):
-                raise _Fail
-            return number
-        return integer
+        return _integer(_INT_RANGE[type(kind)])
     if isinstance(kind, (FloatType, DoubleType)):
-        def floating(v: Any) -> float:
-            if isinstance(v, _Number):
-                return float(v.text) if v.text not in _SPECIAL_FLOATS else _SPECIAL_FLOATS[v.text]
-            if isinstance(v, str) and v in _SPECIAL_FLOATS:
-                return _SPECIAL_FLOATS[v]
-            raise _Fail
-        return floating
+        return _floating
     if isinstance(kind, DecimalType):
-        def exact(v: Any) -> decimal.Decimal:
-            if not isinstance(v, (_Number, str)):
-                raise _Fail
-            text = v.text if isinstance(v, _Number) else v
-            if not _DECIMAL_TEXT.match(text):
-                raise _Fail
-            number = decimal.Decimal(text)
-            if not number.is_finite():
-                raise _Fail
-            rounded = number.quantize(decimal.Decimal(1).scaleb(-kind.scale), rounding=decimal.ROUND_HALF_UP)
-            if len(rounded.as_tuple().digits) > kind.precision and rounded != 0:
-                raise _Fail
-            return rounded
-        return exact
+        return _exact(kind)
     if isinstance(kind, (TimestampType, TimestampNTZType)):
         utc = dt.timezone.utc if isinstance(kind, TimestampNTZType) else zone
         return lambda v: _to_timestamp(v, utc)
     if isinstance(kind, DateType):
-        def date(v: Any) -> dt.date:
-            match = _DATE.match(v) if isinstance(v, str) else None
-            if match is None:
-                raise _Fail
-            try:
-                return dt.date(int(match[1]), int(match[2]), int(match[3]))
-            except ValueError:
-                raise _Fail from None
-        return date
+        return _date
     if isinstance(kind, BinaryType):
-        def binary(v: Any) -> bytes:
-            if not isinstance(v, str):
-                raise _Fail
-            try:
-                return base64.b64decode(v, validate=True)
-            except ValueError:
-                raise _Fail from None
-        return binary
+        return _binary
     if isinstance(kind, ArrayType):
         element = _whole(_converter(kind.elementType, zone))
         return lambda v: [element(e) for e in v] if isinstance(v, list) else _raise()
@@ -245,13 +265,7 @@ def _converter(kind: DataType, zone: dt.tzinfo) -> Callable[[Any], Any]:
             raise OptionError(f"value.format=json: a map's keys must be strings, not {kind.keyType.simpleString()}")
         return lambda v: [(k, value(x)) for k, x in v.items()] if isinstance(v, dict) else _raise()
     if isinstance(kind, StructType):
-        fields = [(f.name, _nullable(_converter(f.dataType, zone))) for f in kind.fields]
-
-        def struct(v: Any) -> dict[str, Any]:
-            if not isinstance(v, dict):
-                raise _Fail
-            return {name: convert(v.get(name)) for name, convert in fields}
-        return struct
+        return _struct(kind, zone)
     raise OptionError(f"value.format=json: the type {kind.simpleString()} is not supported; use "
                       "boolean, integers, float, double, decimal, string, binary, date, timestamp, "
                       "array, map<string, ...> or struct")
