@@ -128,6 +128,20 @@ def test_kafka_endurance(spark, kafka, tmp_path):
 # markers gone. Deleting the groups is what the broker's expiry does to them.
 
 
+def settled_rows(run: Run, quiet_s: float = 3.0, timeout_s: float = 90.0) -> int:
+    """The output's row count once it has not changed for ``quiet_s``."""
+    import time
+
+    count, since, deadline = len(run.target.rows(run.table)), time.monotonic(), time.monotonic() + timeout_s
+    while time.monotonic() - since < quiet_s:
+        assert time.monotonic() < deadline, "the output kept changing after the driver was killed"
+        time.sleep(0.5)
+        now = len(run.target.rows(run.table))
+        if now != count:
+            count, since = now, time.monotonic()
+    return count
+
+
 def drop_markers(run: Run) -> None:
     admin = AdminClient({"bootstrap.servers": run.workload.bootstrap})
     groups = [g.group_id for g in admin.list_consumer_groups().result(30).valid
@@ -142,7 +156,9 @@ def _markers_dropped_with_a_replay_pending(run: Run) -> None:
     dropped; the restart must not guess whether batch 1's tasks are in."""
     code, log = run.run_job(**{crash.ENV: f"{crash.DRIVER_AFTER_TASK_COMMIT}@1"})
     assert code == -signal.SIGKILL, f"the crash point did not fire (exit {code}):\n{log[-3000:]}"
-    before = len(run.target.rows(run.table))
+    # The killed driver's Python workers live in process groups of their own
+    # and may still be committing their tasks of batch 1: count once they are done.
+    before = settled_rows(run)
     drop_markers(run)
     error = run.expect_failure()
     first = error.strip().splitlines()[0]
