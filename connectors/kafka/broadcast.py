@@ -71,7 +71,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-import fsspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -92,7 +91,7 @@ from eoskit.connectors.kafka.offsets import (
 )
 from eoskit.connectors.kafka.schema import arrow_schema
 from eoskit.core import crash
-from eoskit.core.fs import fs_path
+from eoskit.core.fs import open_location
 from eoskit.core.options import OptionError
 from eoskit.twophase.verdicts import Verdict
 
@@ -146,39 +145,59 @@ class BroadcastRef:
     digest: str | None
 
 
-def _query_id(location: str) -> str | None:
-    """The query id in Spark's ``<checkpoint>/metadata``, written when the query starts."""
-    fs, path = fsspec.core.url_to_fs(fs_path(location).rstrip("/") + "/metadata")
-    try:
-        with fs.open(path, "rb") as handle:
-            return json.loads(handle.read().decode("utf-8").splitlines()[0]).get("id")
-    except (FileNotFoundError, ValueError, IndexError):
-        return None
+class _OffsetLog:
+    """The query's checkpoint as the source reads it: Spark's ``metadata``
+    and offset log, written by Spark's JVM (the runtime's ``Checkpoint`` is
+    out of a connector's reach)."""
 
+    def __init__(self, location: str) -> None:
+        self.fs, self.root = open_location(location)
 
-def _newest_batch(location: str) -> int | None:
-    fs, path = fsspec.core.url_to_fs(fs_path(location).rstrip("/") + "/offsets")
-    fs.invalidate_cache(path)  # written by Spark's JVM
-    try:
-        names = [e.rstrip("/").rsplit("/", 1)[-1] for e in fs.ls(path, detail=False)]
-    except FileNotFoundError:
-        return None
-    numbers = [int(n) for n in names if n.isdigit()]
-    return max(numbers) if numbers else None
+    def _lines(self, relative: str) -> list[str] | None:
+        try:
+            return self.fs.cat_file(f"{self.root}/{relative}").decode("utf-8").splitlines()
+        except FileNotFoundError:
+            return None
 
+    def query_id(self) -> str | None:
+        """The id in ``<checkpoint>/metadata``, written when the query starts."""
+        lines = self._lines("metadata")
+        return json.loads(lines[0]).get("id") if lines else None
 
-def _batch_time(location: str) -> float | None:
-    """When the newest logged batch was planned (its ``batchTimestampMs``), in seconds."""
-    newest = _newest_batch(location)
-    if newest is None:
-        return None
-    fs, path = fsspec.core.url_to_fs(fs_path(location).rstrip("/") + f"/offsets/{newest}")
-    try:
-        with fs.open(path, "rb") as handle:
-            stamp = json.loads(handle.read().decode("utf-8").splitlines()[1]).get("batchTimestampMs")
-    except (FileNotFoundError, ValueError, IndexError):
-        return None
-    return None if stamp is None else stamp / 1000
+    def batches(self) -> list[int]:
+        """The retained batches of the offset log, oldest first."""
+        path = f"{self.root}/offsets"
+        self.fs.invalidate_cache(path)
+        try:
+            names = [e.rstrip("/").rsplit("/", 1)[-1] for e in self.fs.ls(path, detail=False)]
+        except FileNotFoundError:
+            return []
+        return sorted(int(n) for n in names if n.isdigit())
+
+    def newest(self) -> int | None:
+        batches = self.batches()
+        return batches[-1] if batches else None
+
+    def entry(self, batch: int) -> tuple[dict[str, Any], list[Any]]:
+        """Batch ``batch``'s metadata (``batchTimestampMs``...) and its sources' offsets."""
+        lines = self._lines(f"offsets/{batch}") or []
+        meta = json.loads(lines[1]) if len(lines) > 1 and lines[1] else {}
+        return meta, [json.loads(line) for line in lines[2:] if line.lstrip().startswith("{")]
+
+    def planned_at(self) -> float | None:
+        """When the newest logged batch was planned (``batchTimestampMs``), in seconds."""
+        newest = self.newest()
+        stamp = None if newest is None else self.entry(newest)[0].get("batchTimestampMs")
+        return None if stamp is None else stamp / 1000
+
+    def pinned_versions(self, name: str) -> tuple[int, int] | None:
+        """(oldest, newest) versions of broadcast ``name`` the retained entries pin."""
+        batches = self.batches()
+        versions = []
+        for batch in (batches[0], batches[-1]) if batches else ():
+            pins = [BroadcastPin.of(source, name) for source in self.entry(batch)[1] if isinstance(source, dict)]
+            versions += [pin.version for pin in pins if pin is not None][:1]
+        return (versions[0], versions[-1]) if len(versions) == 2 else None
 
 
 class BroadcastTooStale(RuntimeError):
@@ -186,28 +205,6 @@ class BroadcastTooStale(RuntimeError):
 
     #: eoskit.twophase.verdicts: a restart finds the same stale pin.
     verdict: ClassVar[Verdict] = Verdict.PERMANENT
-
-
-def _oldest_logged_version(location: str, name: str) -> tuple[int, int] | None:
-    """(oldest, newest) broadcast versions named by the retained ``offsets/`` entries."""
-    fs, path = fsspec.core.url_to_fs(fs_path(location).rstrip("/") + "/offsets")
-    fs.invalidate_cache(path)
-    try:
-        names = sorted((int(n), n) for n in (e.rstrip("/").rsplit("/", 1)[-1]
-                                              for e in fs.ls(path, detail=False)) if n.isdigit())
-    except FileNotFoundError:
-        return None
-    versions = []
-    for _, entry in (names[0], names[-1]) if names else ():
-        with fs.open(f"{path}/{entry}", "rb") as handle:
-            lines = handle.read().decode("utf-8").splitlines()[2:]  # v1, the batch's metadata
-        for line in lines:
-            if line.strip() and line.strip() != "-" and line.lstrip().startswith("{"):
-                pin = BroadcastPin.of(json.loads(line), name)
-                if pin is not None:
-                    versions.append(pin.version)
-                    break
-    return (versions[0], versions[-1]) if len(versions) == 2 else None
 
 
 class BroadcastPlanner:
@@ -221,6 +218,7 @@ class BroadcastPlanner:
         self.spec = normalise_spec(settings.broadcast_fold)
         self.fold = resolve_fold(self.spec)
         self.store = BroadcastStore(self.location, self.name)
+        self.log = _OffsetLog(self.location)
         self._metadata = metadata
         self._claimed = False
         #: S(v) of the last pin returned: (version, digest, state)
@@ -269,7 +267,7 @@ class BroadcastPlanner:
     def _stale(self, start: BroadcastPin) -> bool:
         """Step 1's guard: the last pin is older than ``broadcastStaleAfter``,
         so compaction may have dropped tombstones the fold never saw."""
-        planned = _batch_time(self.location)
+        planned = self.log.planned_at()
         age = None if planned is None else time.time() - planned
         if age is None or age <= self.settings.broadcast_stale_after_s:
             return False
@@ -286,7 +284,7 @@ class BroadcastPlanner:
 
     def _claim(self) -> None:
         if not self._claimed:
-            self.store.claim(self.topic, self.spec, _query_id(self.location))
+            self.store.claim(self.topic, self.spec, self.log.query_id())
             self._claimed = True
 
     def _batch(self, planning: bool) -> int:
@@ -294,7 +292,7 @@ class BroadcastPlanner:
         logged plus one) or the newest logged (being published)."""
         if not crash.armed():
             return 0
-        newest = _newest_batch(self.location)
+        newest = self.log.newest()
         if newest is None:
             return 0
         return newest + 1 if planning else newest
@@ -342,7 +340,7 @@ class BroadcastPlanner:
         if self._commits % PRUNE_EVERY:
             return
         try:
-            span = _oldest_logged_version(self.location, self.name)
+            span = self.log.pinned_versions(self.name)
             if span is not None:
                 self.store.gc(*span)
         except Exception as exc:  # noqa: BLE001 - pruning is housekeeping

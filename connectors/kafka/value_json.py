@@ -40,12 +40,12 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import decimal
-import io
 import json
 import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, ClassVar
 from zoneinfo import ZoneInfo
 
@@ -330,7 +330,7 @@ class JsonValues:
     def _fast(self, values: pa.Array) -> dict[str, pa.Array] | None:
         if len(values) == 0:
             return {name: pa.nulls(0, self.arrow_schema.field(name).type) for name in self.value_fields}
-        if not self._fast_types():
+        if not self._fast_types:
             return None
         blank = pc.or_kleene(pc.is_null(values), pc.equal(pc.binary_length(values), 0))
         filled = pc.if_else(blank, pa.scalar(b"{}", pa.binary()), values)
@@ -341,7 +341,7 @@ class JsonValues:
         value_schema = pa.schema([self.arrow_schema.field(name) for name in self.value_fields])
         try:
             table = pa_json.read_json(
-                io.BytesIO(joined.to_pybytes()),
+                pa.BufferReader(joined),
                 read_options=pa_json.ReadOptions(block_size=max(1 << 20, joined.size + 1)),
                 parse_options=pa_json.ParseOptions(explicit_schema=value_schema,
                                                    unexpected_field_behavior="ignore"))
@@ -352,6 +352,7 @@ class JsonValues:
         columns = {name: table.column(name).combine_chunks() for name in self.value_fields}
         return columns if all(_fits(column) for column in columns.values()) else None
 
+    @cached_property
     def _fast_types(self) -> bool:
         """pyarrow reads these as Spark does (timestamps: only in UTC;
         decimals: at the top level, where ``_fits`` checks their precision)."""

@@ -110,6 +110,21 @@ def _cell(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
 
+def _print_rows(rows: list[dict[str, Any]], as_json: bool, empty: str, plain_text: bool = False) -> int:
+    """``state read``'s rows: one JSON object per line, or a table (cells as
+    JSON; ``plain_text``: text cells as they are)."""
+    if as_json:
+        for row in rows:
+            print(json.dumps(row, sort_keys=True, default=str))
+    elif not rows:
+        print(empty)
+    else:
+        headers = list(rows[0])
+        print(render_table(headers, [[row[h] if plain_text and isinstance(row[h], str) else _cell(row[h])
+                                      for h in headers] for row in rows]))
+    return 0
+
+
 def _read(args: argparse.Namespace) -> int:
     if (args.operator is None) == (args.broadcast is None):
         raise UsageError("eoskit state read: give --operator ID (keyed state, through Spark) or "
@@ -125,16 +140,7 @@ def _read(args: argparse.Namespace) -> int:
     rows = read_state(session(spark_conf(args.conf)), location, args.operator, store=args.store, variable=args.state_var,
                       timers=args.timers, key=args.key or (), batch=args.batch,
                       limit=None if args.limit == 0 else args.limit)
-    if args.json:
-        for row in rows:
-            print(json.dumps(row, sort_keys=True, default=str))
-        return 0
-    if not rows:
-        print("no rows")
-        return 0
-    headers = list(rows[0])
-    print(render_table(headers, [[_cell(row[h]) for h in headers] for row in rows]))
-    return 0
+    return _print_rows(rows, args.json, "no rows")
 
 
 def _read_broadcast(args: argparse.Namespace) -> int:
@@ -147,17 +153,7 @@ def _read_broadcast(args: argparse.Namespace) -> int:
     rows = broadcast_entries(ck, args.broadcast, batch=args.batch, version=args.version,
                              key=args.key[0] if args.key else None,
                              limit=None if args.limit == 0 else args.limit)
-    if args.json:
-        for row in rows:
-            print(json.dumps(row, sort_keys=True, default=str))
-        return 0
-    if not rows:
-        print("no entries")
-        return 0
-    headers = list(rows[0])
-    print(render_table(headers, [[row[h] if isinstance(row[h], str) else _cell(row[h]) for h in headers]
-                                 for row in rows]))
-    return 0
+    return _print_rows(rows, args.json, "no entries", plain_text=True)
 
 
 def _rescale(args: argparse.Namespace) -> int:

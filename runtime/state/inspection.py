@@ -267,7 +267,6 @@ def broadcast_entries(checkpoint: str | Checkpoint, name: str, batch: int | None
     ``latest``: one row per key (key and value as text, or ``0x`` hex, and
     where it was read); a user fold: one row, its state."""
     ck = checkpoint if isinstance(checkpoint, Checkpoint) else Checkpoint(checkpoint)
-    digest = None
     if version is None:
         pinned = [row for row in broadcast_states(ck, batch) if row.name == name]
         if not pinned:
@@ -275,7 +274,7 @@ def broadcast_entries(checkpoint: str | Checkpoint, name: str, batch: int | None
                                   f"{ck.location} pins no broadcast state named {name!r}")
         version = pinned[0].version
     store = BroadcastStore(ck.location, name, ck.storage_options)
-    state, _ = store.load(version, digest)
+    state, _ = store.load(version)
     if not (isinstance(state, dict) and all(isinstance(e, LatestEntry) for e in state.values())):
         return [{"version": version, "state": state}]
     rows = []

@@ -217,8 +217,8 @@ def savepoint_files(checkpoint: Checkpoint, batch: int) -> list[tuple[str, int]]
     kept = [rel for rel in sorted(files) if _keep(rel, batch, last, wanted_logs)]
     try:
         kept += operator_state_files(checkpoint, kept, files)
-        kept += broadcast_files(checkpoint, sorted(int(w.split("/")[1]) for w in wanted_logs
-                                                   if w.startswith("offsets/") and not w.endswith("/-1")), files)
+        logged = [n for n in range(max(0, batch - 1), last + 1) if f"offsets/{n}" in wanted_logs]
+        kept += broadcast_files(checkpoint, logged, files)
     except FileNotFoundError as exc:
         raise SavepointError(str(exc)) from None
     return [(rel, int(files[rel].get("size") or 0)) for rel in sorted(set(kept))]
