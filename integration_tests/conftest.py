@@ -20,7 +20,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from eoskit.runtime.devtools.services import LocalServices
 from eoskit.runtime.devtools.services.endpoints import endpoints_from_env
 from eoskit.runtime.devtools.services.produce import produce_records
-from eoskit.testing.pytest_plugin import DEFAULT_TEST_DIR
+from eoskit.testing.pytest_plugin import DEFAULT_TEST_DIR, uses_containers
 from eoskit.testing.conformance.postgres import PostgresTarget
 
 
@@ -246,8 +246,8 @@ def json_files(tmp_path) -> Callable[..., JsonFiles]:
 def local_services(request: pytest.FixtureRequest, service_endpoints) -> LocalServices:
     """The folder of the local services this session uses, to restart them;
     skips where the session's services cannot be restarted from here."""
-    if os.environ.get("EOSKIT_SERVICES", "").strip().lower() == "docker":
-        pytest.skip("the services run in Docker; this test restarts local service processes")
+    if uses_containers(os.environ):
+        pytest.skip("the services run in containers; this test restarts local service processes")
     if endpoints_from_env(os.environ) is None:
         root = os.environ.get("EOSKIT_DEV_DIR") or Path(request.config.rootpath) / DEFAULT_TEST_DIR
     else:

@@ -9,7 +9,11 @@ from, in order:
    all set: used as they are (e.g. after ``eval "$(eoskit dev env)"``, or CI
    services), with ``EOSKIT_S3_ENDPOINT`` for S3 (optional: only tests that
    use S3 fail without it);
-2. ``EOSKIT_SERVICES=docker``: containers via testcontainers;
+2. ``EOSKIT_SERVICES=docker``: containers via testcontainers, on the Docker
+   engine ``DOCKER_HOST`` names; ``EOSKIT_SERVICES=podman``: the same on this
+   machine's Podman, set up for the session and undone at its end, with the
+   local images built from Debian's packages (``eoskit dev podman``,
+   docs/dev-services.md);
 3. otherwise local processes under ``EOSKIT_DEV_DIR`` (default
    ``.eoskit/test`` in the pytest root dir).
 
@@ -61,26 +65,43 @@ DEFAULT_KAFKA_CLUSTER_DIR = ".eoskit/kafka-cluster"
 DEFAULT_CLUSTER_DIR = ".eoskit/cluster"
 
 
+#: ``EOSKIT_SERVICES`` values that run the services as containers.
+CONTAINER_ENGINES = ("docker", "podman")
+
+
+def uses_containers(environ: Mapping[str, str]) -> str | None:
+    """``docker`` or ``podman`` when ``EOSKIT_SERVICES`` asks for containers."""
+    engine = environ.get("EOSKIT_SERVICES", "").strip().lower()
+    return engine if engine in CONTAINER_ENGINES else None
+
+
 class SessionServices:
     """The services of one pytest session, each started when a test first
     asks for it.
 
     From the environment (``EOSKIT_KAFKA_BOOTSTRAP``, ``EOSKIT_POSTGRES_URL``
     and ``EOSKIT_MYSQL_URL`` all set): used as they are, nothing started.
-    With ``EOSKIT_SERVICES=docker``: the containers, which start as one set
-    at the first ask. Otherwise local processes under ``root``, one service
+    With ``EOSKIT_SERVICES=docker`` (or ``podman``): the containers, which
+    start as one set at the first ask (on ``podman``, after Podman is set up
+    and the local images are built; :meth:`close` undoes the set-up). Otherwise local processes under ``root``, one service
     at a time: :meth:`endpoints` starts the ones asked for that do not run
     (``LocalServices(root, only=...)``), and :meth:`close` stops those this
     session started, unless it is a pytest-xdist worker (the others may
     still use them). ``local`` and ``docker`` make the ``LocalServices`` and
-    ``DockerServices`` of ``root`` (tests give fakes).
+    ``DockerServices`` of ``root``, ``podman`` the ``PodmanEngine`` (tests give
+    fakes).
     """
 
     def __init__(self, root: str | os.PathLike[str], environ: Mapping[str, str],
-                 local: Callable[..., Any] | None = None, docker: Callable[..., Any] | None = None) -> None:
+                 local: Callable[..., Any] | None = None, docker: Callable[..., Any] | None = None,
+                 podman: Callable[..., Any] | None = None) -> None:
         self.root = root
+        self.environ = environ
         self.given = endpoints_from_env(environ)
-        self.use_docker = environ.get("EOSKIT_SERVICES", "").strip().lower() == "docker"
+        self.engine = uses_containers(environ)
+        self.use_docker = self.engine is not None
+        self._podman_factory = podman
+        self._podman: Any = None
         self.xdist_worker = bool(environ.get("PYTEST_XDIST_WORKER"))
         self._local = local
         self._docker = docker
@@ -113,6 +134,8 @@ class SessionServices:
         services one by one); leave what ran before it."""
         if self._docker_services is not None and self._docker_started:
             self._docker_services.down()
+        if self._podman is not None:
+            self._podman.down()
         # Under pytest-xdist other workers may still use them: leave them running
         # (stop with `eoskit dev down --dir .eoskit/test`).
         if self.started and not self.xdist_worker:
@@ -125,8 +148,24 @@ class SessionServices:
             self._local = LocalServices
         return self._local(self.root, only=only)
 
+    def _podman_up(self) -> None:
+        """Podman as the engine: set up, the images built, and the session's
+        environment pointed at both (image settings given by the user win)."""
+        if self._podman_factory is None:
+            from eoskit.runtime.devtools.podman import PodmanEngine  # looked up per call: tests fake it
+
+            self._podman_factory = PodmanEngine
+        self._podman = self._podman_factory(Path(self.root) / "podman")
+        for name, value in self._podman.up().items():
+            if name.startswith("EOSKIT_"):
+                os.environ.setdefault(name, value)
+            else:
+                os.environ[name] = value
+
     def _docker_up(self) -> ServiceEndpoints:
         if self._docker_services is None:
+            if self.engine == "podman" and self._podman is None:
+                self._podman_up()
             if self._docker is None:
                 from eoskit.runtime.devtools.services import DockerServices  # looked up per call: tests fake it
 
@@ -263,8 +302,8 @@ def kafka_cluster(request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
     internal topics, ``min.insync.replicas=2``), started for the session
     when a test first asks for it and stopped at its end (its data kept).
     The session's one-node ``kafka`` is another broker, left alone."""
-    if os.environ.get("EOSKIT_SERVICES", "").strip().lower() == "docker":
-        pytest.skip("the three-node Kafka cluster runs as local processes, and the services run in Docker")
+    if uses_containers(os.environ):
+        pytest.skip("the three-node Kafka cluster runs as local processes, and the services run in containers")
     from eoskit.runtime.devtools.services import LocalServices  # looked up per call: tests fake it
 
     root = os.environ.get("EOSKIT_KAFKA_CLUSTER_DIR") or Path(request.config.rootpath) / DEFAULT_KAFKA_CLUSTER_DIR

@@ -1,5 +1,6 @@
 """``eoskit dev up|down|status|env`` and ``eoskit dev cluster up|down|status|env``:
-manage the dev services and the local Spark cluster from a shell.
+manage the dev services and the local Spark cluster from a shell
+(``eoskit dev podman ...`` is in ``runtime/devtools/podman/cli.py``).
 
 :func:`register_cli` plugs into the top-level ``eoskit`` parser;
 ``python -m eoskit.runtime.devtools.services.cli`` runs the same commands standalone.
@@ -202,7 +203,7 @@ def _register_cluster(commands: Any) -> None:
 def register_cli(subparsers: Any) -> None:
     """Add the ``dev`` command to an ``argparse`` subparsers object."""
     dev = subparsers.add_parser("dev", help="local Kafka/PostgreSQL/MariaDB/S3 for development and tests")
-    commands = dev.add_subparsers(dest="dev_command", metavar="{up,down,status,env,cluster}",
+    commands = dev.add_subparsers(dest="dev_command", metavar="{up,down,status,env,cluster,podman}",
                                   required=True)
     specs = [
         ("up", cmd_up, "start the services (reusing running ones)"),
@@ -230,6 +231,9 @@ def register_cli(subparsers: Any) -> None:
              "so that `eoskit chaos --faults network` can cut the network between them")
     commands.choices["down"].add_argument("--purge", action="store_true", help="also delete the folder and all data")
     _register_cluster(commands)
+    from eoskit.runtime.devtools.podman.cli import register as register_podman
+
+    register_podman(commands)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,10 +1,13 @@
-"""The same services as containers, for machines with a Docker engine.
+"""The same services as containers, for machines with a Docker engine (or
+Podman's Docker-compatible socket, ``eoskit dev podman up``).
 
 Uses testcontainers: apache/kafka (single-node KRaft), postgres:16 with
-prepared transactions enabled, mysql:8 and motoserver/moto (S3, in memory).
-The container ids and ports go to ``docker.json`` in the folder so that
-``down`` and ``env`` work from a later process (the CLI), exactly like the
-local services' state file.
+prepared transactions enabled, mysql:8 and motoserver/moto (S3, in memory),
+each replaceable by a setting (``IMAGE_SETTINGS``: the local images built
+from Debian's packages keep the same contracts, so this code runs unchanged
+on either). The container ids and ports go to ``docker.json`` in the folder
+so that ``down`` and ``env`` work from a later process (the CLI), exactly
+like the local services' state file.
 """
 
 from __future__ import annotations
@@ -14,20 +17,47 @@ import os
 import secrets
 import time
 from pathlib import Path
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from .endpoints import DATABASE, PASSWORD, USER, ServiceEndpoints, mysql_url, postgres_url, s3_endpoint_url
 from .errors import DevServicesError, ServiceStartError
-from .kafka import list_topics
+from .kafka import DEV_SETTINGS, list_topics
 from .ports import pick_free_port
 from .s3 import list_buckets
 
 STATE_FILE = "docker.json"
-KAFKA_IMAGE = "apache/kafka:3.9.1"
-POSTGRES_IMAGE = "postgres:16"
-MYSQL_IMAGE = "mysql:8"
-MOTO_IMAGE = "motoserver/moto:5.0.28"
 MOTO_PORT = 5000  # where moto_server listens inside the image
+
+
+@dataclass(frozen=True)
+class ImageSetting:
+    """The image one service's container runs: the variable that names it and
+    the official image it defaults to (docs/dev-services.md lists them)."""
+
+    service: str
+    env: str
+    default: str
+    help: str
+
+
+IMAGE_SETTINGS = (
+    ImageSetting("kafka", "EOSKIT_KAFKA_IMAGE", "apache/kafka:3.9.1",
+                 "the broker: apache/kafka's contract (KAFKA_* settings, KRaft, port 9092)"),
+    ImageSetting("postgres", "EOSKIT_POSTGRES_IMAGE", "postgres:16",
+                 "PostgreSQL: postgres' contract (POSTGRES_USER/PASSWORD/DB, arguments to postgres)"),
+    ImageSetting("mysql", "EOSKIT_MYSQL_IMAGE", "mysql:8",
+                 "MySQL or MariaDB: mysql's or mariadb's contract (MYSQL_* settings, port 3306)"),
+    ImageSetting("s3", "EOSKIT_S3_IMAGE", "motoserver/moto:5.0.28",
+                 "S3: moto's server on port 5000, in memory"),
+)
+
+
+def images(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Service -> the image its container runs: the setting, else the official one."""
+    environ = os.environ if environ is None else environ
+    return {s.service: (environ.get(s.env) or "").strip() or s.default for s in IMAGE_SETTINGS}
 SERVICES = ("kafka", "postgres", "mysql", "s3")
 _NO_DOCKER = (
     "Docker engine not reachable ({error}). Start Docker, or use the local services instead: "
@@ -50,19 +80,23 @@ def _docker_client() -> Any:
 
 
 def _kafka_env(host_port: int) -> dict[str, str]:
-    """Single-node KRaft, advertised on the fixed host port so clients outside reach it."""
+    """Single-node KRaft, advertised on the fixed host port so clients outside
+    reach it, with the local dev broker's settings (kafka.DEV_SETTINGS): the
+    tests' timings assume them, whichever broker they run on."""
     return {
+        **{f"KAFKA_{name.upper().replace('.', '_')}": value for name, value in DEV_SETTINGS.items()},
         "KAFKA_NODE_ID": "1",
         "KAFKA_PROCESS_ROLES": "broker,controller",
-        "KAFKA_LISTENERS": "PLAINTEXT://:9092,CONTROLLER://:9093",
-        "KAFKA_ADVERTISED_LISTENERS": f"PLAINTEXT://127.0.0.1:{host_port}",
+        # Clients outside reach PLAINTEXT through the published host port; the
+        # broker reaches itself (transaction markers, the group coordinator's
+        # writes) on BROKER inside the container, where that host port does
+        # not exist: with one advertised listener its transactions never end.
+        "KAFKA_LISTENERS": "PLAINTEXT://:9092,BROKER://:9094,CONTROLLER://:9093",
+        "KAFKA_ADVERTISED_LISTENERS": f"PLAINTEXT://127.0.0.1:{host_port},BROKER://localhost:9094",
+        "KAFKA_INTER_BROKER_LISTENER_NAME": "BROKER",
         "KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER",
-        "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,BROKER:PLAINTEXT",
         "KAFKA_CONTROLLER_QUORUM_VOTERS": "1@localhost:9093",
-        "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR": "1",
-        "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR": "1",
-        "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR": "1",
-        "KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
     }
 
 
@@ -74,10 +108,12 @@ class DockerServices:
     when that process exits, even if ``down`` is never called.
     """
 
-    def __init__(self, root: str | os.PathLike[str] = ".eoskit/dev", keep: bool = False, timeout: float = 120.0) -> None:
+    def __init__(self, root: str | os.PathLike[str] = ".eoskit/dev", keep: bool = False, timeout: float = 120.0,
+                 environ: Mapping[str, str] | None = None) -> None:
         self.root = Path(root).absolute()
         self.keep = keep
         self.timeout = timeout
+        self.images = images(environ)
 
     @property
     def state_path(self) -> Path:
@@ -155,6 +191,10 @@ class DockerServices:
             result[name] = f"running on {addresses[name]} (container {container_id[:12]})" if running else "stopped"
         return result
 
+    def containers(self) -> dict[str, str]:
+        """Service -> the id of its container, as the last ``up`` recorded."""
+        return dict((self._state() or {"containers": {}})["containers"])
+
     def endpoints(self) -> ServiceEndpoints | None:
         """Endpoints recorded by the last ``up`` of this folder, if any."""
         state = self._state()
@@ -192,7 +232,7 @@ class DockerServices:
         from testcontainers.core.container import DockerContainer
 
         port = pick_free_port()
-        container = DockerContainer(KAFKA_IMAGE).with_bind_ports(9092, port)
+        container = DockerContainer(self.images["kafka"]).with_bind_ports(9092, port)
         for key, value in _kafka_env(port).items():
             container.with_env(key, value)
         started["kafka"] = container.start()
@@ -214,7 +254,7 @@ class DockerServices:
             from testcontainers.postgres import PostgresContainer
 
         container = PostgresContainer(
-            POSTGRES_IMAGE, username=USER, password=PASSWORD, dbname=DATABASE, driver="psycopg"
+            self.images["postgres"], username=USER, password=PASSWORD, dbname=DATABASE, driver="psycopg"
         ).with_command("-c max_prepared_transactions=64 -c max_connections=200")
         started["postgres"] = container.start()
         return container.get_container_host_ip(), int(container.get_exposed_port(5432))
@@ -229,16 +269,19 @@ class DockerServices:
 
         root_password = secrets.token_hex(16)
         container = MySqlContainer(
-            MYSQL_IMAGE, username=USER, password=PASSWORD, dbname=DATABASE, root_password=root_password
+            self.images["mysql"], username=USER, password=PASSWORD, dbname=DATABASE, root_password=root_password
         )
         started["mysql"] = container.start()
         host, port = container.get_container_host_ip(), int(container.get_exposed_port(3306))
-        # Same rights as the local MariaDB user: tests create databases and run XA RECOVER.
+        # Same rights as the local MariaDB user: tests create databases and run
+        # XA RECOVER (MySQL 8 names that right apart; MariaDB's ALL holds it).
         conn = pymysql.connect(host=host, port=port, user="root", password=root_password, autocommit=True)
         try:
             with conn.cursor() as cur:
                 cur.execute("GRANT ALL PRIVILEGES ON *.* TO %s@'%%'", (USER,))
-                cur.execute("GRANT XA_RECOVER_ADMIN ON *.* TO %s@'%%'", (USER,))
+                cur.execute("SELECT VERSION()")
+                if "mariadb" not in str(cur.fetchone()[0]).lower():
+                    cur.execute("GRANT XA_RECOVER_ADMIN ON *.* TO %s@'%%'", (USER,))
         finally:
             conn.close()
         return host, port
@@ -247,7 +290,7 @@ class DockerServices:
         from testcontainers.core.container import DockerContainer
 
         port = pick_free_port()
-        started["s3"] = DockerContainer(MOTO_IMAGE).with_bind_ports(MOTO_PORT, port).start()
+        started["s3"] = DockerContainer(self.images["s3"]).with_bind_ports(MOTO_PORT, port).start()
         endpoint = s3_endpoint_url("127.0.0.1", port)
         deadline = time.monotonic() + self.timeout
         while True:

@@ -100,7 +100,7 @@ _QUIET.propagate = False
 
 #: The dev broker's settings beside its node id, quorum, listeners and log
 #: directory: :func:`server_properties` writes them after those, in this order.
-_DEV_SETTINGS = {
+DEV_SETTINGS = {
     # One broker: every replication factor is 1.
     "num.partitions": "1",
     "default.replication.factor": "1",
@@ -162,7 +162,7 @@ def server_properties(port: int, controller_port: int, data_dir: Path, secure_po
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
         "log.dirs": str(data_dir),
-        **_DEV_SETTINGS,
+        **DEV_SETTINGS,
     }
     if len(voters) > 1:
         replicas, isr = str(min(3, len(voters))), str(min(2, len(voters)))

@@ -1,0 +1,146 @@
+"""The local images: built here from Debian's packages and Maven Central, cached.
+
+With no container registry reachable, every image starts from a base made
+by ``debootstrap --variant=minbase`` (Debian bookworm) and ``podman import``.
+On it, one folder of ``container-images/`` per service holds a Containerfile and the
+entrypoint that keeps the official image's contract (docs/dev-services.md
+lists what each honours). Each image carries a label with the hash of its
+build context and its base, so a machine builds each once and again only
+when its files change; ``build_all(force=True)`` rebuilds.
+
+Builds run with the host's network (``--network host``), so no bridge,
+forwarding or NAT rule is made for them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..services.errors import DevServicesError, MissingBinaryError
+from .host import LABEL, PodmanHost
+
+#: The folder of the images' Containerfiles.
+IMAGES = Path(__file__).with_name("container-images")
+BASE = "localhost/eoskit-base:bookworm"
+HASH_LABEL = f"{LABEL}.hash"
+DEBIAN_MIRROR = "http://deb.debian.org/debian"
+
+
+def _kafka_files(context: Path) -> str:
+    """libs/ (the jars `eoskit dev up` uses) and log4j2.xml; the version."""
+    from ..services.kafka import LOG4J2_XML
+    from ..services.kafka_jars import fetch_kafka, kafka_version
+
+    version = kafka_version()
+    shutil.copytree(fetch_kafka(version, quiet=True), context / "libs")
+    (context / "log4j2.xml").write_text(LOG4J2_XML)
+    return version
+
+
+def _moto_version() -> str:
+    from importlib.metadata import version
+
+    return version("moto")
+
+
+def _moto_files(context: Path) -> str:
+    """wheels/: moto[server] at the version installed here, from PyPI (pip's cache)."""
+    pinned = _moto_version()
+    done = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check",
+                           "-d", str(context / "wheels"), f"moto[server]=={pinned}"],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise DevServicesError(f"s3 image: pip download moto[server]=={pinned} failed: {done.stderr.strip()[-600:]}")
+    return pinned
+
+
+@dataclass(frozen=True)
+class Image:
+    """One local image: its folder under ``images/``, its tag, the official image
+    whose contract it keeps, and what else goes into its build context."""
+
+    folder: str
+    repository: str
+    official: str
+    tag: Callable[[], str]
+    extra: Callable[[Path], str] | None = None
+
+    @property
+    def name(self) -> str:
+        return f"localhost/{self.repository}:{self.tag()}"
+
+
+#: The service images (by the dev service each stands in for) and the job image's base.
+LOCAL_IMAGES = {
+    "postgres": Image("postgres", "eoskit-postgres", "postgres:16", lambda: "15"),
+    "mysql": Image("mariadb", "eoskit-mariadb", "mariadb:10.11 / mysql:8", lambda: "10.11"),
+    "kafka": Image("kafka", "eoskit-kafka", "apache/kafka", lambda: _kafka_version(), _kafka_files),
+    "s3": Image("s3", "eoskit-moto", "motoserver/moto", lambda: _moto_version(), _moto_files),
+    "spark": Image("spark", "eoskit-spark-base", "spark:<version>-python3", lambda: "bookworm"),
+}
+
+
+def _kafka_version() -> str:
+    from ..services.kafka_jars import kafka_version
+
+    return kafka_version()
+
+
+def _context_hash(context: Path, base_id: str) -> str:
+    digest = hashlib.sha256(base_id.encode())
+    for path in sorted(p for p in context.rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(context)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _image_label(host: PodmanHost, name: str, label: str) -> str | None:
+    done = host.podman("image", "inspect", "--format", f'{{{{index .Labels "{label}"}}}}', name, check=False)
+    return (done.stdout.strip() or None) if done.returncode == 0 else None
+
+
+def build_base(host: PodmanHost, force: bool = False) -> str:
+    """The debootstrapped Debian bookworm base; its image id."""
+    if force or _image_label(host, BASE, LABEL) is None:
+        if shutil.which("debootstrap") is None:
+            raise MissingBinaryError("debootstrap: not installed; install it with `bash scripts/containers.sh install`")
+        with tempfile.TemporaryDirectory(prefix="eoskit-base-") as work:
+            rootfs = Path(work) / "rootfs"
+            done = subprocess.run(["debootstrap", "--variant=minbase", "bookworm", str(rootfs), DEBIAN_MIRROR],
+                                  capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                raise DevServicesError(f"debootstrap failed: {(done.stdout + done.stderr).strip()[-800:]}")
+            tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
+            host.podman_stdin(tar.stdout, "import", "--change", 'CMD ["/bin/bash"]',
+                              "--change", f"LABEL {LABEL}=base", "-", BASE)
+            tar.wait()
+    return host.podman("image", "inspect", "--format", "{{.Id}}", BASE).stdout.strip()
+
+
+def build(host: PodmanHost, image: Image, base_id: str, force: bool = False) -> str:
+    """Build ``image`` unless the same context on the same base is there; its name."""
+    with tempfile.TemporaryDirectory(prefix=f"eoskit-{image.folder}-") as work:
+        context = Path(work) / "context"
+        shutil.copytree(IMAGES / image.folder, context)
+        key = _context_hash(context, base_id + image.tag())
+        name = image.name
+        if not force and _image_label(host, name, HASH_LABEL) == key:
+            return name
+        if image.extra is not None:
+            image.extra(context)
+        host.podman("build", "-q", "--network", "host", "--build-arg", f"BASE={BASE}",
+                    "--label", f"{LABEL}=image", "--label", f"{HASH_LABEL}={key}",
+                    "-t", name, str(context), timeout=1800)
+    return name
+
+
+def build_all(host: PodmanHost, names: tuple[str, ...] | None = None, force: bool = False) -> dict[str, str]:
+    """The base, then each image of ``names`` (default: all); service -> image name."""
+    base_id = build_base(host, force)
+    return {name: build(host, LOCAL_IMAGES[name], base_id, force) for name in names or tuple(LOCAL_IMAGES)}
