@@ -25,8 +25,9 @@ it is needed here:
    mode, because this machine has ``/.dockerenv`` and testcontainers would
    otherwise look for a gateway that is not there.
 
-``down`` removes every container and network labelled as made here (and
-the testcontainers ones), stops the socket, deletes the links that were not
+``down`` removes every container of eoskit's images and testcontainers',
+every network made since ``up`` (the record names those before), stops
+the socket, deletes the links that were not
 there before, restores the nftables ruleset and the forwarding switches,
 and only then deletes the record.
 """
@@ -142,7 +143,8 @@ class PodmanHost:
         podman_binary()
         self.root.mkdir(parents=True, exist_ok=True)
         if not self.record.exists():
-            self.record.write_text(json.dumps(host_state(), indent=1) + "\n")
+            record = {**host_state(), "networks": self._networks()}
+            self.record.write_text(json.dumps(record, indent=1) + "\n")
         self.conf.write_text(containers_conf())
         if not self._serving():
             self.socket.unlink(missing_ok=True)
@@ -155,15 +157,15 @@ class PodmanHost:
     def down(self) -> list[str]:
         """Undo everything :meth:`up` and the containers did; what was removed."""
         removed: list[str] = []
+        before = json.loads(self.record.read_text()) if self.record.exists() else None
         if shutil.which("podman") is not None and self.conf.exists():
-            removed += self._remove_labelled()
+            removed += self._remove_labelled(None if before is None else before.get("networks"))
         ref = self._service_ref()
         if ref is not None:
             stop_process(ref)
             (self.root / "service.pid").unlink(missing_ok=True)
         self.socket.unlink(missing_ok=True)
-        if self.record.exists():
-            before = json.loads(self.record.read_text())
+        if before is not None:
             removed += restore_host(before)
             left = differences(before, host_state())
             if left:
@@ -174,15 +176,21 @@ class PodmanHost:
 
     # -- internals --------------------------------------------------------
 
-    def _remove_labelled(self) -> list[str]:
+    def _networks(self) -> list[str]:
+        return self.podman("network", "ls", "--format", "{{.Name}}", check=False).stdout.split()
+
+    def _remove_labelled(self, networks_before: list[str] | None) -> list[str]:
+        """Every container of eoskit's images or testcontainers', then every
+        network made since ``up`` (compose's among them), or labelled ours."""
         removed = []
         for label in (LABEL, "org.testcontainers"):
             ids = self.podman("ps", "-aq", "--filter", f"label={label}", check=False).stdout.split()
             if ids:
                 self.podman("rm", "-f", "-v", *ids, check=False)
                 removed += [f"container {i[:12]}" for i in ids]
-        networks = self.podman("network", "ls", "-q", "--filter", f"label={LABEL}", check=False).stdout.split()
-        for network in networks:
+        ours = self.podman("network", "ls", "-q", "--filter", f"label={LABEL}", check=False).stdout.split()
+        made = [] if networks_before is None else [n for n in self._networks() if n not in networks_before]
+        for network in dict.fromkeys(ours + made):
             self.podman("network", "rm", "-f", network, check=False)
             removed.append(f"network {network}")
         return removed

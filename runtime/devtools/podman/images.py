@@ -144,3 +144,35 @@ def build_all(host: PodmanHost, names: tuple[str, ...] | None = None, force: boo
     """The base, then each image of ``names`` (default: all); service -> image name."""
     base_id = build_base(host, force)
     return {name: build(host, LOCAL_IMAGES[name], base_id, force) for name in names or tuple(LOCAL_IMAGES)}
+
+
+#: The tag of the job image the containers tier builds from docker/Dockerfile.
+JOB_IMAGE = "localhost/eoskit-job:dev"
+
+
+def build_job_image(host: PodmanHost, source: Path, job: str, name: str = JOB_IMAGE) -> str:
+    """docker/Dockerfile built from the checkout at ``source`` on the local
+    Spark base, with ``job`` (a path inside ``source``) as its job file.
+
+    PySpark is the version installed here, and pip installs offline from a
+    wheel folder in eoskit's cache, filled from pip's cache on this host:
+    the image's Python would not trust the network's TLS proxy."""
+    from importlib.metadata import version
+
+    from ..services.kafka_jars import cache_root
+
+    base_id = build_base(host)
+    spark_base = build(host, LOCAL_IMAGES["spark"], base_id)
+    spark = version("pyspark")
+    wheels = cache_root() / "wheels"
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--disable-pip-version-check",
+                           "-w", str(wheels), f"pyspark=={spark}", f"{source}[all]", "setuptools>=77", "wheel"],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise DevServicesError(f"job image: pip wheel failed: {done.stderr.strip()[-600:]}")
+    host.podman("build", "-q", "--network", "host", "-v", f"{wheels}:/wheels:ro",
+                "-f", str(source / "docker" / "Dockerfile"),
+                "--build-arg", f"BASE_IMAGE={spark_base}", "--build-arg", f"SPARK_VERSION={spark}",
+                "--build-arg", "WHEELS=/wheels", "--build-arg", f"JOB={job}",
+                "--label", f"{LABEL}=image", "-t", name, str(source), timeout=1800)
+    return name
