@@ -14,6 +14,7 @@ and read by its independent reader, as in the conformance suites.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -79,3 +80,33 @@ def test_kafka_exact_through_a_driver_kill(containers, spark, kafka, workload, t
 def test_files_on_s3_exact_through_a_driver_kill(containers, spark, s3, s3_bucket, workload, tmp_path):
     scenario = _scenario("twophase", "driver_killed_after_some_commits")
     run_scenario(S3FilesTarget(s3, s3_bucket), workload, scenario, tmp_path / "work", spark)
+
+
+def test_the_plugin_example_suite_runs_on_containers_as_a_docker_user_runs_it(containers, request, tmp_path):
+    """docs/plugins.md's worked example (examples/sqlite-sink) run as its author
+    would on a machine with Docker: its own pytest session in its own folder,
+    ``EOSKIT_SERVICES=docker`` and ``DOCKER_HOST`` (here Podman's socket, set
+    up by this session). Its session starts its own containers of the same
+    images and removes them at its end; the scenarios the submission tier
+    keeps (a driver and a worker kill per commit mode) and its protocol
+    tests run, none skipped."""
+    import shutil
+    import subprocess
+    import sys
+
+    import docker
+
+    example = tmp_path / "sqlite-sink"
+    shutil.copytree(Path(request.config.rootpath) / "examples" / "sqlite-sink" / "tests", example / "tests")
+    env = {**os.environ, "EOSKIT_SERVICES": "docker", "EOSKIT_DEV_DIR": str(tmp_path / "services")}
+    # As docs/conformance.md runs a plug-in's suite: pytest -p eoskit.testing.pytest_plugin tests
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "eoskit.testing.pytest_plugin",
+                           "-p", "no:cacheprovider", "-m", "not full",
+                           "tests"], cwd=example, env=env, capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    summary = done.stdout.strip().splitlines()[-1]
+    assert " passed" in summary and "skipped" not in summary and "deselected" in summary, summary
+    # Its containers are gone (no Ryuk: its session removed them); this session's run on.
+    client = docker.from_env()
+    left = [c.name for c in client.containers.list(all=True) if c.id not in containers.values()]
+    assert left == [], f"the example's session left containers: {left}"

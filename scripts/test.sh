@@ -11,6 +11,23 @@ bash scripts/setup.sh
 cluster_down() {
     .venv/bin/eoskit dev cluster down --dir "${EOSKIT_CLUSTER_DIR:-.eoskit/cluster}" >/dev/null 2>&1 || true
 }
-trap cluster_down EXIT
+# The containers tier (`--tier containers` or `all`) needs Podman from Debian;
+# whatever happens to pytest, Podman's containers go and the host's network is
+# put back (`eoskit dev podman down`, a no-op when nothing was set up).
+containers=""
+previous=""
+for arg in "$@"; do
+    case "$previous $arg" in
+        "--tier containers" | "--tier all" | *" --tier=containers" | *" --tier=all") containers=1 ;;
+    esac
+    previous=$arg
+done
+podman_down() {
+    [ -z "$containers" ] || .venv/bin/eoskit dev podman down \
+        --dir "${EOSKIT_DEV_DIR:-.eoskit/test-containers}/podman" >/dev/null || true
+}
+cleanup() { cluster_down; podman_down; }
+trap cleanup EXIT
 cluster_down  # a cluster left behind by an interrupted earlier run
+[ -z "$containers" ] || bash scripts/containers.sh install
 .venv/bin/python -m pytest "$@"
