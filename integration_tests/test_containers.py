@@ -110,3 +110,32 @@ def test_the_plugin_example_suite_runs_on_containers_as_a_docker_user_runs_it(co
     client = docker.from_env()
     left = [c.name for c in client.containers.list(all=True) if c.id not in containers.values()]
     assert left == [], f"the example's session left containers: {left}"
+
+
+def test_eoskit_dev_up_docker_starts_and_removes_its_containers(containers, tmp_path):
+    """The CLI's container path, as a user runs it after ``eval "$(eoskit dev
+    podman up)"``: ``up --docker``, ``status``, ``env``, ``down``, each a
+    process of its own (the folder's docker.json carries the ids)."""
+    import subprocess
+    import sys
+
+    import docker
+
+    folder = str(tmp_path / "dev")
+
+    def eoskit(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "eoskit.runtime.cli", "dev", *args, "--dir", folder],
+                              capture_output=True, text=True, timeout=300)
+
+    up = eoskit("up", "--docker")
+    assert up.returncode == 0, up.stderr
+    ids = DockerServices(folder).containers()
+    assert set(ids) == {"kafka", "postgres", "mysql", "s3"}
+    status = eoskit("status", "--json")
+    assert status.returncode == 0 and status.stdout.count('"running": true') == 4, status.stdout
+    assert "EOSKIT_KAFKA_BOOTSTRAP=" in eoskit("env").stdout
+    down = eoskit("down")
+    assert down.returncode == 0, down.stderr
+    client = docker.from_env()
+    left = [c.name for c in client.containers.list(all=True) if c.id in ids.values()]
+    assert left == [], f"`eoskit dev down` left {left}"
