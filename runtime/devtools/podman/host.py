@@ -49,6 +49,8 @@ from ..services.processes import ProcessRef, is_alive, start_process, stop_proce
 LABEL = "eoskit.podman"
 #: The ``ip_forward`` switches Podman's bridge turns on.
 FORWARDING = ("/proc/sys/net/ipv4/ip_forward", "/proc/sys/net/ipv6/conf/all/forwarding")
+#: Podman's own network, which it makes again whenever it is missing.
+DEFAULT_NETWORK = "podman"
 #: Links Podman's networks create in the root namespace.
 LINK_PREFIXES = ("cni-podman", "podman", "veth")
 _INSTALL = "install it with `bash scripts/containers.sh install` (Debian: apt-get install podman runc)"
@@ -142,10 +144,10 @@ class PodmanHost:
         """Steps 1-4: record, configure, start the socket; the environment to use."""
         podman_binary()
         self.root.mkdir(parents=True, exist_ok=True)
+        self.conf.write_text(containers_conf())  # first: podman refuses to run without it
         if not self.record.exists():
             record = {**host_state(), "networks": self._networks()}
             self.record.write_text(json.dumps(record, indent=1) + "\n")
-        self.conf.write_text(containers_conf())
         if not self._serving():
             self.socket.unlink(missing_ok=True)
             ref = start_process([podman_binary(), "system", "service", "--time=0", f"unix://{self.socket}"],
@@ -177,7 +179,7 @@ class PodmanHost:
     # -- internals --------------------------------------------------------
 
     def _networks(self) -> list[str]:
-        return self.podman("network", "ls", "--format", "{{.Name}}", check=False).stdout.split()
+        return self.podman("network", "ls", "--format", "{{.Name}}").stdout.split()
 
     def _remove_labelled(self, networks_before: list[str] | None) -> list[str]:
         """Every container of eoskit's images or testcontainers', then every
@@ -191,8 +193,9 @@ class PodmanHost:
         ours = self.podman("network", "ls", "-q", "--filter", f"label={LABEL}", check=False).stdout.split()
         made = [] if networks_before is None else [n for n in self._networks() if n not in networks_before]
         for network in dict.fromkeys(ours + made):
-            self.podman("network", "rm", "-f", network, check=False)
-            removed.append(f"network {network}")
+            if network != DEFAULT_NETWORK and self.podman("network", "rm", "-f", network,
+                                                          check=False).returncode == 0:
+                removed.append(f"network {network}")
         return removed
 
     def _service_ref(self) -> ProcessRef | None:
