@@ -120,3 +120,25 @@ def test_the_plugin_sets_podman_up_before_the_containers_and_undoes_it_after(tmp
     session.close()
     assert events == ["engine podman", "engine up", "docker with unix:///x.sock localhost/pg:15 mine:1",
                       "docker up", "docker down", "engine down"]
+
+
+def test_down_removes_the_networks_made_since_up_but_never_podmans_own(tmp_path: Path):
+    from subprocess import CompletedProcess
+
+    from eoskit.runtime.devtools.podman.host import PodmanHost
+
+    calls: list[tuple[str, ...]] = []
+
+    class Host(PodmanHost):  # the podman CLI faked; the removal logic is ours
+        def podman(self, *args, check=True, timeout=600.0):
+            calls.append(args)
+            out = {("ps",): "", ("network", "ls", "-q"): "", ("network", "ls", "--format"): "podman\nmade\nfailing\n"}
+            stdout = next((v for k, v in out.items() if args[:len(k)] == k), "")
+            code = 1 if args[:3] == ("network", "rm", "-f") and args[3] == "failing" else 0
+            return CompletedProcess(args, code, stdout, "")
+
+    removed = Host(tmp_path)._remove_labelled(["kept-before"])
+    assert removed == ["network made"]
+    assert ("network", "rm", "-f", "podman") not in calls
+    assert ("network", "rm", "-f", "failing") in calls
+    assert Host(tmp_path)._remove_labelled(None) == []  # no record: only what carries our label
