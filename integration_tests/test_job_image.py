@@ -6,8 +6,9 @@ podman-compose (the local images, through the same variables a Docker user
 leaves at their official defaults). The job runs in its container on the
 compose network and reaches the services by name. It is killed with SIGKILL
 (`podman kill`: the container's whole process tree, driver and Python
-workers) after its second batch. It is restarted from the same checkpoint
-in a new container with --until-caught-up. Then psql, from the host,
+workers) after its second batch. Once the killed driver's run record is
+stale, it is restarted from the same checkpoint in a new container with
+--until-caught-up. Then psql, from the host,
 sees every order exactly once and nothing left prepared.
 """
 
@@ -23,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from eoskit.runtime.devtools.demo.orders import produce_orders, recreate_topic
+from eoskit.runtime.job.control import STALE_AFTER_S, ControlDir
 from eoskit.runtime.devtools.podman import PodmanHost
 from eoskit.runtime.devtools.podman.images import build_job_image
 from eoskit.runtime.devtools.services.kafka import list_topics
@@ -55,7 +57,8 @@ def _compose(host: PodmanHost, root: Path, env: dict[str, str], *args: str) -> s
 
 def _psql(port: int, query: str) -> str:
     return subprocess.run(["psql", f"postgresql://eoskit:eoskit@127.0.0.1:{port}/eoskit", "-X", "-A", "-t",
-                           "-F", " ", "-c", query], capture_output=True, text=True, check=True).stdout.strip()
+                           "-F", " ", "-c", query], capture_output=True, text=True, check=True,
+                          timeout=60).stdout.strip()
 
 
 def _wait(ready, what: str, timeout: float = 120.0) -> None:
@@ -105,6 +108,11 @@ def test_the_demo_job_in_the_job_image_is_exact_through_a_kill(host, request, tm
         assert code == "137", f"the job container ended with {code}, not by SIGKILL"
         at_kill = int(_psql(postgres, "SELECT count(*) FROM orders"))
         assert 0 < at_kill < ORDERS, f"{at_kill} orders at the kill: it was not mid-stream"
+        # The killed driver ran on another host (its container): its run record
+        # fences the checkpoint until its heartbeat is STALE_AFTER_S old, as for
+        # any driver whose pid this host cannot check. A restart waits that out.
+        _wait(lambda: ControlDir(str(checkpoint)).live_run() is None, "the killed job's run record to go stale",
+              timeout=STALE_AFTER_S * 4)
 
         log = _run_job(host, image, "eoskit-job-2", checkpoint, "--until-caught-up", detach=False)
         count, distinct, total = _psql(postgres, "SELECT count(*), count(DISTINCT order_id), sum(amount) "

@@ -5,7 +5,8 @@ Each page marks its table with ``<!-- options:begin -->`` /
 ``tests/test_kafka_settings.py`` and ``tests/test_files_settings.py`` fail
 when a table is out of date. The command line's tables are read off the
 code the same way (``BLOCKS``: every verb's options from its parser in
-docs/runtime.md, the exit codes in docs/operations.md);
+docs/runtime.md, the exit codes in docs/operations.md, the container image
+settings in docs/dev-services.md);
 ``tests/test_cli_conventions.py`` checks them.
 
     .venv/bin/python scripts/options_docs.py
@@ -48,8 +49,15 @@ def exit_codes_table() -> str:
     return "\n".join(exit_code_docs())
 
 
+def image_settings_table() -> str:
+    from eoskit.runtime.devtools.services.docker import image_settings_docs
+
+    return "\n".join(image_settings_docs())
+
+
 #: (page, marker) -> what fills ``<!-- marker:begin -->`` ... ``<!-- marker:end -->``.
-BLOCKS = {("runtime.md", "cli"): cli_table, ("operations.md", "exit-codes"): exit_codes_table}
+BLOCKS = {("runtime.md", "cli"): cli_table, ("operations.md", "exit-codes"): exit_codes_table,
+          ("dev-services.md", "images"): image_settings_table}
 
 
 def replace_block(path: Path, marker: str, body: str) -> None:

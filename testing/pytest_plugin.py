@@ -70,9 +70,15 @@ CONTAINER_ENGINES = ("docker", "podman")
 
 
 def uses_containers(environ: Mapping[str, str]) -> str | None:
-    """``docker`` or ``podman`` when ``EOSKIT_SERVICES`` asks for containers."""
+    """``docker`` or ``podman`` when ``EOSKIT_SERVICES`` asks for containers;
+    None when it is unset, empty or ``local``. Any other value is refused,
+    by name: a typo would otherwise run the local services unnoticed."""
     engine = environ.get("EOSKIT_SERVICES", "").strip().lower()
-    return engine if engine in CONTAINER_ENGINES else None
+    if engine in ("", "local"):
+        return None
+    if engine not in CONTAINER_ENGINES:
+        raise pytest.UsageError(f"EOSKIT_SERVICES={engine!r}: give docker, podman, or local (the default)")
+    return engine
 
 
 class SessionServices:

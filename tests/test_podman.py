@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from eoskit.runtime.devtools.podman.host import containers_conf, differences
+from eoskit.runtime.devtools.podman.host import HostState, containers_conf
 from eoskit.runtime.devtools.podman.images import IMAGES, LOCAL_IMAGES
 from eoskit.runtime.devtools.services.docker import IMAGE_SETTINGS, _kafka_env, images
 from eoskit.runtime.devtools.services.endpoints import ServiceEndpoints
@@ -31,17 +31,22 @@ def test_containers_conf_takes_runc_and_equal_limits_within_this_process():
 
 
 def _state(forward="0", nft="", links=("lo", "eth0")):
-    return {"forwarding": {"/proc/sys/net/ipv4/ip_forward": forward}, "nft": nft, "links": list(links)}
+    return HostState({"/proc/sys/net/ipv4/ip_forward": forward}, nft, links)
 
 
 def test_the_host_record_names_each_difference():
     before = _state()
-    assert differences(before, _state()) == []
-    found = differences(before, _state(forward="1", nft="table ip nat {}", links=("lo", "eth0", "cni-podman0")))
+    assert before.differences(_state()) == []
+    found = before.differences(_state(forward="1", nft="table ip nat {}", links=("lo", "eth0", "cni-podman0")))
     assert found == ["/proc/sys/net/ipv4/ip_forward is 1, was 0", "the nftables ruleset differs",
                      "new links cni-podman0"]
     # A link gone since (not ours) is no difference to undo.
-    assert differences(before, _state(links=("lo",))) == []
+    assert before.differences(_state(links=("lo",))) == []
+    # The record survives its JSON form (host-before.json).
+    import json
+    from dataclasses import asdict
+
+    assert HostState.from_record(json.loads(json.dumps({**asdict(before), "networks": []}))) == before
 
 
 def test_images_default_to_the_official_ones_and_take_the_settings():
@@ -142,3 +147,30 @@ def test_down_removes_the_networks_made_since_up_but_never_podmans_own(tmp_path:
     assert ("network", "rm", "-f", "podman") not in calls
     assert ("network", "rm", "-f", "failing") in calls
     assert Host(tmp_path)._remove_labelled(None) == []  # no record: only what carries our label
+
+
+def test_the_image_settings_table_is_the_one_docker_py_declares():
+    from eoskit.runtime.devtools.services.docker import image_settings_docs
+
+    text = (Path(__file__).parents[1] / "docs" / "dev-services.md").read_text()
+    table = text.split("<!-- images:begin -->\n")[1].split("<!-- images:end -->")[0].strip()
+    assert table == "\n".join(image_settings_docs()), (
+        "docs/dev-services.md's image settings are out of date: regenerate them with scripts/options_docs.py")
+
+
+def test_an_unknown_services_engine_is_refused_by_name():
+    from eoskit.testing.pytest_plugin import uses_containers
+
+    assert [uses_containers({"EOSKIT_SERVICES": v}) for v in ("", " local ", "Docker", "podman")] == \
+        [None, None, "docker", "podman"]
+    assert uses_containers({}) is None
+    with pytest.raises(pytest.UsageError, match="EOSKIT_SERVICES='podmn': give docker, podman, or local"):
+        uses_containers({"EOSKIT_SERVICES": "podmn"})
+
+
+def test_podman_env_without_up_says_how_to_set_it_up(tmp_path: Path, capsys):
+    from eoskit.runtime.cli.main import main
+
+    code = main(["dev", "podman", "env", "--dir", str(tmp_path / "podman")])
+    err = capsys.readouterr().err
+    assert code != 0 and "no Podman is set up in" in err and "eoskit dev podman up --dir" in err, (code, err)

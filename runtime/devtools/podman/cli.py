@@ -13,8 +13,8 @@ import argparse
 import shlex
 from typing import Any
 
-from eoskit.runtime.cli.errors import guarded
-
+from ..services.cli import add_folder_verbs
+from ..services.errors import DevServicesError
 from .engine import PodmanEngine, podman_env
 from .host import PodmanHost
 from .images import LOCAL_IMAGES, build_all
@@ -44,7 +44,11 @@ def cmd_images(args: argparse.Namespace) -> int:
 
 def cmd_env(args: argparse.Namespace) -> int:
     """Print the export lines of a Podman set up with ``up``."""
-    _print_exports(podman_env(PodmanHost(args.dir)))
+    host = PodmanHost(args.dir)
+    if not host.serving():
+        raise DevServicesError(f"no Podman is set up in {args.dir}; set it up with: "
+                               f"eoskit dev podman up --dir {args.dir}")
+    _print_exports(podman_env(host))
     return 0
 
 
@@ -65,9 +69,6 @@ def register(commands: Any) -> None:
         ("env", cmd_env, "print the export lines again"),
         ("images", cmd_images, "build the local images and list them"),
     ]
-    for name, handler, help_text in specs:
-        sub = verbs.add_parser(name, help=help_text)
-        sub.add_argument("--dir", default=DEFAULT_ROOT, help=f"Podman's folder (default {DEFAULT_ROOT})")
-        sub.set_defaults(func=guarded(f"dev podman {name}", handler))
-        if name in ("up", "images"):
-            sub.add_argument("--rebuild", action="store_true", help="build every image again")
+    add_folder_verbs(verbs, specs, "dev podman", DEFAULT_ROOT, "Podman's folder")
+    for name in ("up", "images"):
+        verbs.choices[name].add_argument("--rebuild", action="store_true", help="build every image again")

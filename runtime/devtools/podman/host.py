@@ -40,7 +40,9 @@ import resource
 import shutil
 import subprocess
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from ..services.errors import DevServicesError, MissingBinaryError
 from ..services.processes import ProcessRef, is_alive, start_process, stop_process, tail
@@ -81,20 +83,70 @@ def containers_conf() -> str:
     return f'[containers]\ndefault_ulimits = [{limits}]\n\n[engine]\nruntime = "runc"\n'
 
 
-def _links() -> list[str]:
-    out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=False).stdout
-    return [line.split(":")[1].strip().split("@")[0] for line in out.splitlines() if line.count(":") >= 2]
+#: How long a local network command (``ip``, ``nft``) may take.
+COMMAND_TIMEOUT_S = 30.0
+
+
+def _run(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, **kwargs)
+
+
+def _links() -> tuple[str, ...]:
+    out = _run(["ip", "-o", "link", "show"]).stdout
+    return tuple(line.split(":")[1].strip().split("@")[0] for line in out.splitlines() if line.count(":") >= 2)
 
 
 def _nft_ruleset() -> str:
     # Stateless (-s): without the counters, which change with every packet.
-    return subprocess.run(["nft", "-s", "list", "ruleset"], capture_output=True, text=True, check=False).stdout
+    return _run(["nft", "-s", "list", "ruleset"]).stdout
 
 
-def host_state() -> dict[str, object]:
-    """Step 1's record: forwarding switches, the nftables ruleset, the links."""
-    forwarding = {path: Path(path).read_text().strip() for path in FORWARDING if Path(path).exists()}
-    return {"forwarding": forwarding, "nft": _nft_ruleset(), "links": _links()}
+@dataclass(frozen=True)
+class HostState:
+    """Step 1's record of the root namespace: the forwarding switches (path ->
+    value), the nftables ruleset, the links."""
+
+    forwarding: dict[str, str]
+    nft: str
+    links: tuple[str, ...]
+
+    @classmethod
+    def read(cls) -> HostState:
+        forwarding = {path: Path(path).read_text().strip() for path in FORWARDING if Path(path).exists()}
+        return cls(forwarding, _nft_ruleset(), _links())
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> HostState:
+        return cls(dict(record["forwarding"]), str(record["nft"]), tuple(record["links"]))
+
+    def differences(self, now: HostState) -> list[str]:
+        """What differs in ``now`` from this record (links: only new ones)."""
+        found = [f"{path} is {value}, was {self.forwarding.get(path)}"
+                 for path, value in now.forwarding.items() if self.forwarding.get(path) != value]
+        if now.nft != self.nft:
+            found.append("the nftables ruleset differs")
+        new_links = sorted(set(now.links) - set(self.links))
+        if new_links:
+            found.append(f"new links {', '.join(new_links)}")
+        return found
+
+    def restore(self) -> list[str]:
+        """Put the root namespace back as recorded; what was undone."""
+        undone = []
+        for link in _links():
+            if link not in self.links and link.startswith(LINK_PREFIXES):
+                _run(["ip", "link", "delete", link])
+                undone.append(f"link {link}")
+        if _nft_ruleset() != self.nft:
+            _run(["nft", "flush", "ruleset"], check=True)
+            if self.nft.strip():
+                _run(["nft", "-f", "-"], input=self.nft, check=True)
+            undone.append("nftables ruleset")
+        for path, value in self.forwarding.items():
+            if Path(path).read_text().strip() != value:
+                Path(path).write_text(value + "\n")
+                undone.append(f"{path}={value}")
+        return undone
 
 
 class PodmanHost:
@@ -133,22 +185,15 @@ class PodmanHost:
             raise DevServicesError(f"podman {' '.join(args[:2])}: {(done.stderr or done.stdout).strip()[-800:]}")
         return done
 
-    def podman_stdin(self, stream: object, *args: str) -> None:
-        """Run the podman CLI reading ``stream`` (``podman import -``)."""
-        done = subprocess.run([podman_binary(), *args], stdin=stream, capture_output=True, text=True,  # type: ignore[arg-type]
-                              env={**os.environ, **self.env()}, check=False, timeout=600)
-        if done.returncode != 0:
-            raise DevServicesError(f"podman {args[0]}: {(done.stderr or done.stdout).strip()[-800:]}")
-
     def up(self) -> dict[str, str]:
         """Steps 1-4: record, configure, start the socket; the environment to use."""
         podman_binary()
         self.root.mkdir(parents=True, exist_ok=True)
         self.conf.write_text(containers_conf())  # first: podman refuses to run without it
         if not self.record.exists():
-            record = {**host_state(), "networks": self._networks()}
+            record = {**asdict(HostState.read()), "networks": self._networks()}
             self.record.write_text(json.dumps(record, indent=1) + "\n")
-        if not self._serving():
+        if not self.serving():
             self.socket.unlink(missing_ok=True)
             ref = start_process([podman_binary(), "system", "service", "--time=0", f"unix://{self.socket}"],
                                 self.root / "service.log", env={**os.environ, **self.env()})
@@ -168,8 +213,9 @@ class PodmanHost:
             (self.root / "service.pid").unlink(missing_ok=True)
         self.socket.unlink(missing_ok=True)
         if before is not None:
-            removed += restore_host(before)
-            left = differences(before, host_state())
+            recorded = HostState.from_record(before)
+            removed += recorded.restore()
+            left = recorded.differences(HostState.read())
             if left:
                 raise DevServicesError(f"podman: the host is not as it was before `up`: {'; '.join(left)} "
                                        f"(the record stays in {self.record})")
@@ -205,7 +251,8 @@ class PodmanHost:
             return None
         return ProcessRef(int(pid), None if start == "None" else int(start))
 
-    def _serving(self) -> bool:
+    def serving(self) -> bool:
+        """Whether this folder's ``podman system service`` runs."""
         ref = self._service_ref()
         return ref is not None and is_alive(ref) and self.socket.exists()
 
@@ -219,37 +266,3 @@ class PodmanHost:
                 return
             time.sleep(0.2)
         raise DevServicesError(f"podman system service: no socket at {self.socket} after {self.timeout:.0f}s")
-
-
-def differences(before: dict[str, object], now: dict[str, object]) -> list[str]:
-    """What differs between two :func:`host_state` records (links: only new ones)."""
-    found = [f"{path} is {value}, was {dict(before['forwarding']).get(path)}"  # type: ignore[call-overload]
-             for path, value in dict(now["forwarding"]).items()  # type: ignore[call-overload]
-             if dict(before["forwarding"]).get(path) != value]  # type: ignore[call-overload]
-    if now["nft"] != before["nft"]:
-        found.append("the nftables ruleset differs")
-    new_links = sorted(set(now["links"]) - set(before["links"]))  # type: ignore[call-overload]
-    if new_links:
-        found.append(f"new links {', '.join(new_links)}")
-    return found
-
-
-def restore_host(before: dict[str, object]) -> list[str]:
-    """Put the root namespace back as ``before`` (:func:`host_state`) had it."""
-    undone = []
-    known = set(before.get("links", []))  # type: ignore[arg-type]
-    for link in _links():
-        if link not in known and link.startswith(LINK_PREFIXES):
-            subprocess.run(["ip", "link", "delete", link], capture_output=True, check=False)
-            undone.append(f"link {link}")
-    ruleset = str(before.get("nft", ""))
-    if _nft_ruleset() != ruleset:
-        subprocess.run(["nft", "flush", "ruleset"], check=True)
-        if ruleset.strip():
-            subprocess.run(["nft", "-f", "-"], input=ruleset, text=True, check=True)
-        undone.append("nftables ruleset")
-    for path, value in dict(before.get("forwarding", {})).items():  # type: ignore[call-overload]
-        if Path(path).read_text().strip() != value:
-            Path(path).write_text(value + "\n")
-            undone.append(f"{path}={value}")
-    return undone

@@ -33,15 +33,23 @@ HASH_LABEL = f"{LABEL}.hash"
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
 
 
-def _kafka_files(context: Path) -> str:
-    """libs/ (the jars `eoskit dev up` uses) and log4j2.xml; the version."""
-    from ..services.kafka import LOG4J2_XML
-    from ..services.kafka_jars import fetch_kafka, kafka_version
+#: How long one image's build steps (debootstrap, pip, podman build) may take.
+BUILD_TIMEOUT_S = 1800.0
 
-    version = kafka_version()
-    shutil.copytree(fetch_kafka(version, quiet=True), context / "libs")
+
+def _kafka_version() -> str:
+    from ..services.kafka_jars import kafka_version
+
+    return kafka_version()
+
+
+def _kafka_files(context: Path) -> None:
+    """libs/ (the jars `eoskit dev up` uses, of the dev broker's version) and log4j2.xml."""
+    from ..services.kafka import LOG4J2_XML
+    from ..services.kafka_jars import fetch_kafka
+
+    shutil.copytree(fetch_kafka(_kafka_version(), quiet=True), context / "libs")
     (context / "log4j2.xml").write_text(LOG4J2_XML)
-    return version
 
 
 def _moto_version() -> str:
@@ -50,27 +58,31 @@ def _moto_version() -> str:
     return version("moto")
 
 
-def _moto_files(context: Path) -> str:
-    """wheels/: moto[server] at the version installed here, from PyPI (pip's cache)."""
-    pinned = _moto_version()
-    done = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check",
-                           "-d", str(context / "wheels"), f"moto[server]=={pinned}"],
-                          capture_output=True, text=True, check=False)
+def _pip(what: str, *args: str) -> None:
+    """``python -m pip ARGS`` of this interpreter (its cache, its index settings)."""
+    done = subprocess.run([sys.executable, "-m", "pip", *args, "-q", "--disable-pip-version-check"],
+                          capture_output=True, text=True, check=False, timeout=BUILD_TIMEOUT_S)
     if done.returncode != 0:
-        raise DevServicesError(f"s3 image: pip download moto[server]=={pinned} failed: {done.stderr.strip()[-600:]}")
-    return pinned
+        raise DevServicesError(f"{what}: pip {args[0]} failed: {done.stderr.strip()[-600:]}")
+
+
+def _moto_files(context: Path) -> None:
+    """wheels/: moto[server] at the version installed here, from PyPI (pip's cache)."""
+    _pip("s3 image", "download", "-d", str(context / "wheels"), f"moto[server]=={_moto_version()}")
 
 
 @dataclass(frozen=True)
 class Image:
-    """One local image: its folder under ``images/``, its tag, the official image
-    whose contract it keeps, and what else goes into its build context."""
+    """One local image: its folder under ``container-images/``, its tag, the
+    official image whose contract it keeps, and what else goes into its build
+    context (``extra``, written into it after its hash is taken: the tag
+    carries the version of what it brings)."""
 
     folder: str
     repository: str
     official: str
     tag: Callable[[], str]
-    extra: Callable[[Path], str] | None = None
+    extra: Callable[[Path], None] | None = None
 
     @property
     def name(self) -> str:
@@ -81,16 +93,10 @@ class Image:
 LOCAL_IMAGES = {
     "postgres": Image("postgres", "eoskit-postgres", "postgres:16", lambda: "15"),
     "mysql": Image("mariadb", "eoskit-mariadb", "mariadb:10.11 / mysql:8", lambda: "10.11"),
-    "kafka": Image("kafka", "eoskit-kafka", "apache/kafka", lambda: _kafka_version(), _kafka_files),
-    "s3": Image("s3", "eoskit-moto", "motoserver/moto", lambda: _moto_version(), _moto_files),
+    "kafka": Image("kafka", "eoskit-kafka", "apache/kafka", _kafka_version, _kafka_files),
+    "s3": Image("s3", "eoskit-moto", "motoserver/moto", _moto_version, _moto_files),
     "spark": Image("spark", "eoskit-spark-base", "spark:<version>-python3", lambda: "bookworm"),
 }
-
-
-def _kafka_version() -> str:
-    from ..services.kafka_jars import kafka_version
-
-    return kafka_version()
 
 
 def _context_hash(context: Path, base_id: str) -> str:
@@ -113,13 +119,14 @@ def build_base(host: PodmanHost, force: bool = False) -> str:
         with tempfile.TemporaryDirectory(prefix="eoskit-base-") as work:
             rootfs = Path(work) / "rootfs"
             done = subprocess.run(["debootstrap", "--variant=minbase", "bookworm", str(rootfs), DEBIAN_MIRROR],
-                                  capture_output=True, text=True, check=False)
+                                  capture_output=True, text=True, check=False, timeout=BUILD_TIMEOUT_S)
             if done.returncode != 0:
                 raise DevServicesError(f"debootstrap failed: {(done.stdout + done.stderr).strip()[-800:]}")
-            tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
-            host.podman_stdin(tar.stdout, "import", "--change", 'CMD ["/bin/bash"]',
-                              "--change", f"LABEL {LABEL}=base", "-", BASE)
-            tar.wait()
+            archive = Path(work) / "rootfs.tar"
+            subprocess.run(["tar", "-C", str(rootfs), "-cf", str(archive), "."], capture_output=True,
+                           check=True, timeout=BUILD_TIMEOUT_S)
+            host.podman("import", "--change", 'CMD ["/bin/bash"]', "--change", f"LABEL {LABEL}=base",
+                        str(archive), BASE, timeout=BUILD_TIMEOUT_S)
     return host.podman("image", "inspect", "--format", "{{.Id}}", BASE).stdout.strip()
 
 
@@ -136,7 +143,7 @@ def build(host: PodmanHost, image: Image, base_id: str, force: bool = False) -> 
             image.extra(context)
         host.podman("build", "-q", "--network", "host", "--build-arg", f"BASE={BASE}",
                     "--label", f"{LABEL}=image", "--label", f"{HASH_LABEL}={key}",
-                    "-t", name, str(context), timeout=1800)
+                    "-t", name, str(context), timeout=BUILD_TIMEOUT_S)
     return name
 
 
@@ -165,14 +172,10 @@ def build_job_image(host: PodmanHost, source: Path, job: str, name: str = JOB_IM
     spark_base = build(host, LOCAL_IMAGES["spark"], base_id)
     spark = version("pyspark")
     wheels = cache_root() / "wheels"
-    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--disable-pip-version-check",
-                           "-w", str(wheels), f"pyspark=={spark}", f"{source}[all]", "setuptools>=77", "wheel"],
-                          capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise DevServicesError(f"job image: pip wheel failed: {done.stderr.strip()[-600:]}")
+    _pip("job image", "wheel", "-w", str(wheels), f"pyspark=={spark}", f"{source}[all]", "setuptools>=77", "wheel")
     host.podman("build", "-q", "--network", "host", "-v", f"{wheels}:/wheels:ro",
                 "-f", str(source / "docker" / "Dockerfile"),
                 "--build-arg", f"BASE_IMAGE={spark_base}", "--build-arg", f"SPARK_VERSION={spark}",
                 "--build-arg", "WHEELS=/wheels", "--build-arg", f"JOB={job}",
-                "--label", f"{LABEL}=image", "-t", name, str(source), timeout=1800)
+                "--label", f"{LABEL}=image", "-t", name, str(source), timeout=BUILD_TIMEOUT_S)
     return name

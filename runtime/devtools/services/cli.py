@@ -177,6 +177,17 @@ def cmd_cluster_env(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_folder_verbs(verbs: Any, specs: Sequence[tuple[str, Any, str]], command: str, default: str,
+                     what: str) -> None:
+    """One subcommand per ``(name, handler, help)`` of ``specs``, each taking
+    ``--dir`` (``what``, default ``default``) and failing as ``eoskit
+    <command> <name>`` does (``guarded``)."""
+    for name, handler, help_text in specs:
+        sub = verbs.add_parser(name, help=help_text)
+        sub.add_argument("--dir", default=default, help=f"{what} (default {default})")
+        sub.set_defaults(func=guarded(f"{command} {name}", handler))
+
+
 def _register_cluster(commands: Any) -> None:
     cluster = commands.add_parser("cluster", help="a Spark standalone master and workers on this machine")
     verbs = cluster.add_subparsers(dest="cluster_command", metavar="{up,down,status,env}", required=True)
@@ -186,10 +197,7 @@ def _register_cluster(commands: Any) -> None:
         ("status", cmd_cluster_status, "show what runs where"),
         ("env", cmd_cluster_env, f"print the export line of {ENV_MASTER}"),
     ]
-    for name, handler, help_text in specs:
-        sub = verbs.add_parser(name, help=help_text)
-        sub.add_argument("--dir", default=CLUSTER_ROOT, help=f"cluster folder (default {CLUSTER_ROOT})")
-        sub.set_defaults(func=guarded(f"dev cluster {name}", handler))
+    add_folder_verbs(verbs, specs, "dev cluster", CLUSTER_ROOT, "cluster folder")
     add_json(verbs.choices["status"], "print each daemon's state as JSON")
     up = verbs.choices["up"]
     up.add_argument("--workers", type=int, default=2, help="number of workers (default 2)")
@@ -211,10 +219,7 @@ def register_cli(subparsers: Any) -> None:
         ("status", cmd_status, "show what runs where"),
         ("env", cmd_env, "print export lines: eval \"$(eoskit dev env)\""),
     ]
-    for name, handler, help_text in specs:
-        sub = commands.add_parser(name, help=help_text)
-        sub.add_argument("--dir", default=DEFAULT_ROOT, help=f"services folder (default {DEFAULT_ROOT})")
-        sub.set_defaults(func=guarded(f"dev {name}", handler))
+    add_folder_verbs(commands, specs, "dev", DEFAULT_ROOT, "services folder")
     add_json(commands.choices["status"], "print each service's state as JSON")
     commands.choices["up"].add_argument("--docker", action="store_true", help="use Docker containers instead")
     commands.choices["up"].add_argument(

@@ -16,9 +16,9 @@ import json
 import os
 import secrets
 import time
-from pathlib import Path
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .endpoints import DATABASE, PASSWORD, USER, ServiceEndpoints, mysql_url, postgres_url, s3_endpoint_url
@@ -39,18 +39,20 @@ class ImageSetting:
     service: str
     env: str
     default: str
+    #: What of the official image's contract eoskit uses (the docs' table).
     help: str
 
 
 IMAGE_SETTINGS = (
     ImageSetting("kafka", "EOSKIT_KAFKA_IMAGE", "apache/kafka:3.9.1",
-                 "the broker: apache/kafka's contract (KAFKA_* settings, KRaft, port 9092)"),
+                 "`KAFKA_*` variables as `server.properties` (`__` for `_`, `___` for `-`), KRaft, port 9092"),
     ImageSetting("postgres", "EOSKIT_POSTGRES_IMAGE", "postgres:16",
-                 "PostgreSQL: postgres' contract (POSTGRES_USER/PASSWORD/DB, arguments to postgres)"),
+                 "`POSTGRES_USER`, `POSTGRES_PASSWORD`, `POSTGRES_DB`, arguments to `postgres`, `psql` inside "
+                 "(testcontainers' readiness check), port 5432"),
     ImageSetting("mysql", "EOSKIT_MYSQL_IMAGE", "mysql:8",
-                 "MySQL or MariaDB: mysql's or mariadb's contract (MYSQL_* settings, port 3306)"),
-    ImageSetting("s3", "EOSKIT_S3_IMAGE", "motoserver/moto:5.0.28",
-                 "S3: moto's server on port 5000, in memory"),
+                 "`MYSQL_ROOT_PASSWORD`, `MYSQL_DATABASE`, `MYSQL_USER`, `MYSQL_PASSWORD`, \"ready for "
+                 "connections\" logged twice (testcontainers' readiness check), port 3306"),
+    ImageSetting("s3", "EOSKIT_S3_IMAGE", "motoserver/moto:5.0.28", "moto's server on port 5000, in memory"),
 )
 
 
@@ -58,6 +60,14 @@ def images(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """Service -> the image its container runs: the setting, else the official one."""
     environ = os.environ if environ is None else environ
     return {s.service: (environ.get(s.env) or "").strip() or s.default for s in IMAGE_SETTINGS}
+
+
+def image_settings_docs() -> list[str]:
+    """docs/dev-services.md's table of the image settings (scripts/options_docs.py)."""
+    rows = ["| variable | default | the contract eoskit uses |", "| --- | --- | --- |"]
+    return rows + [f"| `{s.env}` | `{s.default}` | {s.help} |" for s in IMAGE_SETTINGS]
+
+
 SERVICES = ("kafka", "postgres", "mysql", "s3")
 _NO_DOCKER = (
     "Docker engine not reachable ({error}). Start Docker, or use the local services instead: "
@@ -216,7 +226,7 @@ class DockerServices:
             return None
 
     def _all_running(self, client: Any) -> bool:
-        containers = (self._state() or {"containers": {}})["containers"]
+        containers = self.containers()
         return set(containers) == set(SERVICES) and all(self._is_running(client, cid) for cid in containers.values())
 
     @staticmethod
