@@ -23,9 +23,14 @@ connector edits no shared file:
   ``eoskit[...]``, which the pip Debian 12 ships (23.x) cannot resolve
   (tests/test_packaging.py).
 
-Nothing is installed that runs in every interpreter of the environment (no
-``.pth`` file: the one earlier versions installed is in their RECORD, which
-pip removes on upgrade).
+- the startup hook: ``eoskit-warm-start.pth`` at the top of site-packages,
+  one line that imports the top-level module ``eoskit_warm_start``
+  (``startup/``) and installs its finder, so that a Spark user's own script
+  gets the warm start ``get_session`` gives (issue 33; the module says what
+  it costs and does). It is the only code eoskit runs in every interpreter
+  of the environment (``eoskit-spark-python.pth`` of versions before issue
+  22, which ran a check in each, is in their RECORD, and pip removes it on
+  upgrade).
 """
 
 import ast
@@ -129,15 +134,25 @@ def plugin_entry_points() -> list[str]:
             for p in sorted((ROOT / "connectors").glob("*/plugin.py"))]
 
 
+#: The startup hook's file and its one line (site runs a .pth line that starts with ``import``).
+STARTUP_HOOK = ("eoskit-warm-start.pth", "import eoskit_warm_start; eoskit_warm_start.install()\n")
+
+
+def top_level_files() -> list[tuple[str, str]]:
+    """(name, text) of what goes at the top of site-packages besides the
+    packages: the ``pyspark_*`` discovery modules and the startup hook."""
+    return [*(discovery_module(f, d) for f, d in declared_formats().items()), STARTUP_HOOK]
+
+
 def write_discovery_modules(folder: str) -> None:
-    for fmt, declared in declared_formats().items():
-        name, text = discovery_module(fmt, declared)
+    for name, text in top_level_files():
         (Path(folder) / name).write_text(text)
 
 
 class BuildPyWithDiscoveryModules(build_py):
     """The top of site-packages gets what is not a package: the ``pyspark_*``
-    discovery modules (written from the plugin declarations).
+    discovery modules (written from the plugin declarations) and the
+    startup hook's ``.pth``.
 
     A wheel takes them from ``build_lib``. An editable wheel (``pip install
     -e``, PEP 660) does not: in setuptools' default (lenient) mode the
@@ -162,7 +177,7 @@ class BuildPyWithDiscoveryModules(build_py):
                 write_discovery_modules(wheel_root)
 
     def get_outputs(self, include_bytecode: bool = True) -> list[str]:
-        written = [discovery_module(f, d)[0] for f, d in declared_formats().items()]
+        written = [name for name, _ in top_level_files()]
         return [*super().get_outputs(include_bytecode), *(str(Path(self.build_lib) / n) for n in written)]
 
 

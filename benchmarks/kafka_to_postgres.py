@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 import uuid
@@ -124,6 +125,10 @@ SPARK_JDBC_RUNNER = Path(__file__).with_name("spark_jdbc_runner.py")
 SPARK_FOREACH_BATCH_TABLE = "bench_spark_foreach_batch"
 SPARK_FOREACH_BATCH_RUNNER = Path(__file__).with_name("spark_foreach_batch_runner.py")
 PLAIN_SCRIPT_TABLE = "bench_plain_script"
+PLAIN_SCRIPT_COLD_TABLE = "bench_plain_script_cold"
+#: What a user's shell does not have and this benchmark's own eoskit session
+#: sets in its environment (``get_session``), removed for the plain script.
+USER_UNSET = ("PYSPARK_PYTHON", "EOSKIT_CHOSEN_PYSPARK_PYTHON", "EOSKIT_PREFORK")
 PLAIN_SCRIPT_RUNNER = Path(__file__).with_name("plain_script_runner.py")
 #: Spark's JDBC writer as a user who cares about speed sets it (issue 33):
 #: rows per JDBC batch, and the driver's multi-row INSERTs.
@@ -170,18 +175,31 @@ def spark_foreach_batch_contender(max_offsets: int) -> Contender:
     return Contender(label, SPARK_FOREACH_BATCH_TABLE, run)
 
 
-def plain_script_contender(max_offsets: int) -> Contender:
+def plain_script_contender(max_offsets: int, warm: bool = True) -> Contender:
     """The plain-script path: a user's own SparkSession.builder script with
     eoskit-kafka -> eoskit-postgres (exactly-once), in a process of its
-    own, timed from the process's start to caught up (plain_script_runner.py)."""
-    label = "plain script: SparkSession.builder, eoskit-kafka -> eoskit-postgres, from process start"
+    own, timed from the process's start to caught up (plain_script_runner.py).
+
+    Its environment is a user's: no ``PYSPARK_PYTHON`` nor any eoskit
+    setting this benchmark's own session left in its environment, so the
+    startup hook gives it the warm start (issue 33, item 6); or, not
+    ``warm``, with ``EOSKIT_WARM_START=0`` and the venv's ``bin`` first on
+    ``PATH``, as an activated venv has it (Spark's helpers then run
+    ``python3`` from PATH): the cold path every plain script took before."""
+    label = ("plain script: SparkSession.builder, eoskit-kafka -> eoskit-postgres, from process start"
+             + ("" if warm else ", EOSKIT_WARM_START=0"))
+    table = PLAIN_SCRIPT_TABLE if warm else PLAIN_SCRIPT_COLD_TABLE
+    env: dict[str, str | None] = {name: None for name in USER_UNSET}
+    if not warm:
+        env |= {"EOSKIT_WARM_START": "0",
+                "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])}
 
     def run(bootstrap: str, url: str, topic: str, partitions: int) -> BaselineResult:
         return spark_runner(label, PLAIN_SCRIPT_RUNNER, [
-            "--bootstrap", bootstrap, "--topic", topic, "--table", PLAIN_SCRIPT_TABLE,
-            "--max-offsets", str(max_offsets)], env={URL_ENV: url}, from_process_start=True)
+            "--bootstrap", bootstrap, "--topic", topic, "--table", table,
+            "--max-offsets", str(max_offsets)], env={**env, URL_ENV: url}, from_process_start=True)
 
-    return Contender(label, PLAIN_SCRIPT_TABLE, run)
+    return Contender(label, table, run)
 
 
 POSTGRES = Target(
@@ -208,7 +226,8 @@ def postgres_options(parser: argparse.ArgumentParser) -> None:
                              "numPartitions the topic's partitions), each its own line")
     parser.add_argument("--plain-script", action="store_true",
                         help="also run a user's own SparkSession.builder script with eoskit-kafka -> "
-                             "eoskit-postgres, in a process of its own, timed from its start to caught up")
+                             "eoskit-postgres, in a process of its own, timed from its start to caught up: "
+                             "twice, with the startup hook's warm start and with EOSKIT_WARM_START=0")
     parser.add_argument("--foreach-batch", action="store_true",
                         help="also run Spark's own kafka source + eoskit's foreach_batch() (exactly-once), "
                              "in a process of its own")
@@ -230,7 +249,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.foreach_batch:
         contenders += (spark_foreach_batch_contender(args.max_offsets_per_trigger),)
     if args.plain_script:
-        contenders += (plain_script_contender(args.max_offsets_per_trigger),)
+        contenders += (plain_script_contender(args.max_offsets_per_trigger),
+                       plain_script_contender(args.max_offsets_per_trigger, warm=False))
     target = replace(POSTGRES, contenders=contenders,
                      commit_modes=OTHER_COMMIT_MODES if args.commit_modes else (), decoded_line=args.decoded)
     return run_benchmark(args, target)

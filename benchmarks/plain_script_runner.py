@@ -2,9 +2,10 @@
 strings switched to eoskit's, in a process of its own.
 
 What a user who reads the README does to an existing Kafka -> PostgreSQL
-script: ``SparkSession.builder`` as before (no eoskit session helper, so
-none of what ``eoskit run`` and the benchmarks' own session bring: no class
-archive, no warm Python workers), and ``format("kafka")`` /
+script: ``SparkSession.builder`` as before (no eoskit session helper: what
+``eoskit run`` and the benchmarks' own session bring, the class archive and
+the warm Python helpers, it gets only from eoskit's startup hook, as any
+user's script does, unless ``EOSKIT_WARM_START=0``), and ``format("kafka")`` /
 ``foreachBatch(write.jdbc)`` replaced by ``format("eoskit-kafka")`` and
 ``format("eoskit-postgres")`` (exactly-once, two-phase, the default
 ``commitMode``). The session's settings are the Spark peers' own

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -45,3 +46,19 @@ def spark_python(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     script.write_text(f"#!{sys.executable}\n{_SPARK_PYTHON_SCRIPT}")
     script.chmod(0o755)
     return [sys.executable, str(script)]
+
+
+@pytest.fixture
+def interpreter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A stand-in for this interpreter in a venv's bin, with the wrapper beside it."""
+    from eoskit.runtime.spark import session as spark
+
+    folder = tmp_path / "venv" / "bin"
+    folder.mkdir(parents=True)
+    for name in ("python", "eoskit-spark-python"):
+        (folder / name).write_text("#!/bin/sh\n")
+        (folder / name).chmod(0o755)
+    monkeypatch.setattr(spark.sys, "executable", str(folder / "python"))
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    monkeypatch.delenv(spark.CHOSEN_ENV, raising=False)
+    return folder

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+import os
 import sys
 import threading
 from decimal import Decimal
@@ -143,6 +144,26 @@ def test_kafka_to_postgres_runs_both_jdbc_lines_each_into_its_table():
     assert runner.table == "bench_spark_jdbc_tuned" and runner.topic == "t"
     assert "--batchsize" not in k2p.spark_jdbc_argv("b:1", "t", 250_000, 4, tuned=False)
     assert k2p.plain_script_contender(250_000).table == "bench_plain_script"
+    cold = k2p.plain_script_contender(250_000, warm=False)
+    assert cold.table == "bench_plain_script_cold" and "EOSKIT_WARM_START=0" in cold.label
+
+
+def test_the_plain_script_runs_in_a_user_s_environment(monkeypatch):
+    """No PYSPARK_PYTHON and no eoskit setting the benchmark's own session
+    left behind (its startup hook decides, as for a user); the cold line
+    turns the hook off and has the venv's bin first on PATH."""
+    pytest.importorskip("pyspark")
+    k2p = load("kafka_to_postgres")
+    seen: list[dict] = []
+    monkeypatch.setattr(k2p, "spark_runner", lambda label, runner, argv, env, **_: seen.append(env))
+    for name in k2p.USER_UNSET:
+        monkeypatch.setenv(name, "left-by-the-benchmark")
+    k2p.plain_script_contender(1000).run("b:1", "postgresql://u@h/db", "t", 4)
+    k2p.plain_script_contender(1000, warm=False).run("b:1", "postgresql://u@h/db", "t", 4)
+    warm, cold = seen
+    assert all(warm[name] is None and cold[name] is None for name in k2p.USER_UNSET)
+    assert "EOSKIT_WARM_START" not in warm and cold["EOSKIT_WARM_START"] == "0"
+    assert cold["PATH"].split(os.pathsep)[0] == os.path.dirname(sys.executable)
 
 
 def test_the_plain_script_is_timed_from_its_process_start():

@@ -1,6 +1,7 @@
 """What setup.py derives from the tree is installed: every package, the
 pyspark_* discovery modules, the eoskit.plugins registry and the console
-scripts; and nothing that runs in every interpreter of the environment."""
+scripts; and nothing that runs in every interpreter of the environment but
+the startup hook's one small module."""
 
 import importlib
 import pkgutil
@@ -74,12 +75,13 @@ def test_spark_s_python_wrapper_is_installed_beside_the_interpreter():
     assert wrapper is not None and Path(wrapper).parent == Path(sys.executable).parent
 
 
-def test_no_interpreter_of_the_environment_runs_eoskit_code_at_its_start(tmp_path):
-    """Only the processes Spark starts for an eoskit session run eoskit code
-    (through the wrapper): no .pth file of eoskit's in site-packages, and a
-    plain interpreter with Spark's zip on its path and the zygote's setting
-    on (where the .pth of earlier versions acted) loads nothing of eoskit's
-    and keeps its path as it is."""
+def test_an_interpreter_of_the_environment_runs_only_the_startup_hook_at_its_start(tmp_path):
+    """Only the processes Spark starts for a local session run eoskit code
+    (through the wrapper); any other interpreter runs the startup hook's
+    one small module (``eoskit-warm-start.pth``: tests/test_warm_start.py)
+    and nothing else: a plain interpreter with Spark's zip on its path and
+    the zygote's setting on (where the ``.pth`` of versions before issue 22
+    acted) loads nothing of the ``eoskit`` namespace and keeps its path."""
     import os
     import site
     import subprocess
@@ -90,9 +92,10 @@ def test_no_interpreter_of_the_environment_runs_eoskit_code_at_its_start(tmp_pat
     folders = [*site.getsitepackages(), site.getusersitepackages()]
     for folder in filter(os.path.isdir, folders):
         for pth in Path(folder).glob("*.pth"):
-            assert "eoskit" not in pth.read_text(errors="replace"), f"{pth} runs eoskit code in every interpreter"
+            if "eoskit" in pth.read_text(errors="replace"):
+                assert pth.name == "eoskit-warm-start.pth", f"{pth} runs eoskit code in every interpreter"
     (tmp_path / "report.py").write_text(
-        "import sys\nprint(sorted(m for m in sys.modules if m.partition('.')[0] == 'eoskit'))\n"
+        "import sys\nprint(sorted(m for m in sys.modules if 'eoskit' in m))\n"
         "print(any(p.endswith('pyspark.zip') for p in sys.path))\n")
     zip_path = Path(pyspark.__file__).parent / "python" / "lib" / "pyspark.zip"
     env = {**os.environ, "EOSKIT_PREFORK": "1",
@@ -100,7 +103,7 @@ def test_no_interpreter_of_the_environment_runs_eoskit_code_at_its_start(tmp_pat
     for command in (["-m", "report"], [str(tmp_path / "report.py")]):
         result = subprocess.run([sys.executable, *command], cwd=tmp_path, env=env, capture_output=True,
                                 text=True, check=True)
-        assert result.stdout.split("\n")[:2] == ["[]", "True"], (command, result.stdout)
+        assert result.stdout.split("\n")[:2] == ["['eoskit_warm_start']", "True"], (command, result.stdout)
 
 
 # -- one extra per connector ----------------------------------------------------------

@@ -104,22 +104,6 @@ def test_spark_s_zip_is_dropped_for_the_installed_pyspark(spark_python, work):
 
 # -- how get_session chooses PYSPARK_PYTHON ---------------------------------------------
 
-@pytest.fixture
-def interpreter(tmp_path, monkeypatch) -> Path:
-    """A stand-in for this interpreter in a venv's bin, with the wrapper beside it."""
-    from eoskit.runtime.spark import session as spark
-
-    folder = tmp_path / "venv" / "bin"
-    folder.mkdir(parents=True)
-    for name in ("python", "eoskit-spark-python"):
-        (folder / name).write_text("#!/bin/sh\n")
-        (folder / name).chmod(0o755)
-    monkeypatch.setattr(spark.sys, "executable", str(folder / "python"))
-    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
-    monkeypatch.delenv(spark.CHOSEN_ENV, raising=False)
-    return folder
-
-
 def test_a_local_session_runs_spark_s_python_through_the_wrapper(interpreter):
     from eoskit.runtime.spark.session import choose_pyspark_python
 

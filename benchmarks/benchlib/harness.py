@@ -386,16 +386,17 @@ def _mode_label(mode: str) -> str:
 PEER_TIMEOUT_S = 3600
 
 
-def run_peer_process(label: str, command: list[str], env: dict[str, str] | None = None,
+def run_peer_process(label: str, command: list[str], env: dict[str, str | None] | None = None,
                      timeout: float = PEER_TIMEOUT_S) -> tuple[dict[str, Any], float]:
     """Run a peer in a process of its own (a Spark runner, Quix Streams,
     PyFlink) to its end: the one JSON line it printed last, and the
-    process's wall seconds. Unavailable, naming ``label``, when it does not
+    process's wall seconds; ``env`` over this process's environment (None
+    removes a variable). Unavailable, naming ``label``, when it does not
     finish within ``timeout`` or fails (with the tail of its errors)."""
     started = time.perf_counter()
+    merged = None if env is None else {k: v for k, v in {**os.environ, **env}.items() if v is not None}
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
-                              env=None if env is None else {**os.environ, **env})
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=merged)
     except subprocess.TimeoutExpired:
         raise Unavailable(f"{label} did not finish within {timeout / 60:.0f} minutes") from None
     wall = time.perf_counter() - started
@@ -405,11 +406,12 @@ def run_peer_process(label: str, command: list[str], env: dict[str, str] | None 
     return json.loads(done.stdout.strip().splitlines()[-1]), wall
 
 
-def spark_runner(label: str, runner: Path, argv: list[str], env: dict[str, str] | None = None,
+def spark_runner(label: str, runner: Path, argv: list[str], env: dict[str, str | None] | None = None,
                  from_process_start: bool = False) -> BaselineResult:
     """Run a Spark peer's runner (spark_peer.run_available_now) in a process
     (and JVM) of its own and read the JSON line it printed; Unavailable with
-    the tail of its errors when it fails. Its wall is its query's (run_s),
+    the tail of its errors when it fails. Spark's Python is this interpreter
+    unless ``env`` says otherwise. Its wall is its query's (run_s),
     or with ``from_process_start`` its process's start to caught up
     (process_s: the plain-script path, timed as its user waits)."""
     result, wall = run_peer_process(label, [sys.executable, str(runner), *argv],

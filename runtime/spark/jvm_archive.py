@@ -132,18 +132,29 @@ def use_or_make(conf: dict[str, str]) -> Path | None:
 def _defaults_set_driver_options(conf: dict[str, str]) -> bool:
     """Whether ``spark-defaults.conf`` gives driver Java options the job's
     conf does not: setting ours would replace them, so the archive is left out."""
-    if "spark.driver.extraJavaOptions" in conf:
-        return False
-    folders = [os.environ.get("SPARK_CONF_DIR"),
-               os.path.join(os.environ["SPARK_HOME"], "conf") if os.environ.get("SPARK_HOME") else None]
+    return "spark.driver.extraJavaOptions" not in conf and "spark.driver.extraJavaOptions" in spark_defaults()
+
+
+def spark_defaults() -> dict[str, str]:
+    """The settings of the ``spark-defaults.conf`` files a launch would read
+    (``$SPARK_CONF_DIR``, ``$SPARK_HOME/conf``; without ``SPARK_HOME``, the
+    installed PySpark's folder, as for a pip install), the first file's value winning: key,
+    whitespace, value per line, ``#`` comments skipped."""
+    import pyspark
+
+    home = os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)
+    folders = [os.environ.get("SPARK_CONF_DIR"), os.path.join(home, "conf") if home else None]
+    found: dict[str, str] = {}
     for folder in filter(None, folders):
         try:
             lines = Path(folder, "spark-defaults.conf").read_text().splitlines()
         except OSError:
             continue
-        if any(line.split(None, 1)[:1] == ["spark.driver.extraJavaOptions"] for line in lines):
-            return True
-    return False
+        for line in lines:
+            parts = line.strip().split(None, 1)
+            if parts and not parts[0].startswith("#"):
+                found.setdefault(parts[0], parts[1].strip() if len(parts) > 1 else "")
+    return found
 
 
 def _lock(archive: Path) -> Path:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import atexit
 import os
+import shlex
 import shutil
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
 from eoskit.connectors.plugins import register_data_source  # noqa: F401 - re-exported
@@ -81,6 +83,54 @@ def get_session(app_name: str, conf: Mapping[str, str] | None = None) -> SparkSe
     spark.sparkContext.setLogLevel(os.environ.get("EOSKIT_SPARK_LOG_LEVEL", "WARN"))
     link_shipped_environment(spark)
     return spark
+
+
+def prepare_local_launch(conf: SparkConf) -> bool:
+    """For a JVM about to be launched for a local master, what
+    :func:`get_session` does before it launches one, on ``conf`` (PySpark's
+    ``SparkConf`` of the launch) and this process's environment; for any
+    other master nothing. Returns whether it acted.
+
+    Called by the startup hook (``eoskit_warm_start``) from PySpark's
+    ``launch_gateway``, so that a user's own ``SparkSession.builder``
+    script gets the warm start too (issue 33). Each step keeps what the user
+    set, and what ``get_session`` set already:
+
+    1. ``PYSPARK_PYTHON``: ``eoskit-spark-python`` unless the user named a
+       Python (:func:`choose_pyspark_python`; ``spark.pyspark.python`` in
+       ``conf`` counts as named);
+    2. ``EOSKIT_PREFORK=1`` unless set: the helpers handed to the zygote;
+    3. the class archive in ``spark.driver.extraJavaOptions``, unless one
+       is there already (``jvm_archive.use_or_make``: made in the
+       background the first time);
+    4. ``spark.python.daemon.module``: eoskit's worker daemon, unless set.
+    """
+    master = launch_master(conf)
+    if not is_local_master(master):
+        return False
+    if not conf.get("spark.pyspark.python"):
+        choose_pyspark_python(master)
+    os.environ.setdefault(ZYGOTE_ENV, "1")
+    options = conf.get("spark.driver.extraJavaOptions")
+    if "-XX:SharedArchiveFile" not in (options or ""):
+        given = dict(conf.getAll())
+        jvm_archive.use_or_make(given)
+        if given.get("spark.driver.extraJavaOptions") != options:
+            conf.set("spark.driver.extraJavaOptions", given["spark.driver.extraJavaOptions"])
+    conf.setIfMissing("spark.python.daemon.module", DAEMON_MODULE)
+    return True
+
+
+def launch_master(conf: SparkConf) -> str:
+    """The master ``spark-submit`` will give the JVM PySpark launches with
+    ``conf``: ``--master`` in ``PYSPARK_SUBMIT_ARGS``, else ``spark.master``
+    (``conf``, then ``spark-defaults.conf``), else ``MASTER``, else
+    Spark's default, ``local[*]``."""
+    args = shlex.split(os.environ.get("PYSPARK_SUBMIT_ARGS", ""))
+    given = [v for k, v in zip(args, args[1:]) if k == "--master"]
+    given += [a.partition("=")[2] for a in args if a.startswith("--master=")]
+    return (given[-1] if given else None) or conf.get("spark.master") \
+        or jvm_archive.spark_defaults().get("spark.master") or os.environ.get("MASTER") or "local[*]"
 
 
 def is_local_master(master: str | None) -> bool:
