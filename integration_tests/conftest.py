@@ -21,7 +21,9 @@ from eoskit.runtime.devtools.services import LocalServices
 from eoskit.runtime.devtools.services.endpoints import endpoints_from_env
 from eoskit.runtime.devtools.services.produce import produce_records
 from eoskit.testing.pytest_plugin import DEFAULT_TEST_DIR, uses_containers
+from eoskit.testing.conformance.harness import Run
 from eoskit.testing.conformance.postgres import PostgresTarget
+from eoskit.testing.conformance.workload import Workload
 
 
 #: Spark's own Kafka connector, the reference that test_kafka_compat.py
@@ -175,6 +177,27 @@ def records_topic(new_topic, produce_to) -> Callable[..., str]:
 @pytest.fixture
 def postgres_target(postgres: str) -> Callable[..., PostgresTarget]:
     return lambda commit_mode="twophase": PostgresTarget(postgres, commit_mode)
+
+
+@pytest.fixture(scope="module")
+def postgres_workload(kafka: str) -> Workload:
+    """20,000 records in 4 partitions, 4 batches, one topic per test module:
+    what a runtime scenario needs (each run reads it into a table of its own)."""
+    return Workload.produce(kafka, records=20_000, partitions=4, batches=4)
+
+
+@pytest.fixture
+def postgres_run(postgres_target, postgres_workload, tmp_path) -> Iterator[Run]:
+    """The conformance job into a new PostgreSQL table (two-phase) on
+    ``postgres_workload``; its prepared transactions rolled back and its
+    table dropped after the test."""
+    target = postgres_target()
+    run = Run(target, postgres_workload, tmp_path)
+    target.create_table(run.table)
+    yield run
+    for txn in target.prepared(f"eoskit:{run.sink_id}:"):
+        target.rollback(txn)
+    target.drop_table(run.table)
 
 
 # -- stateful jobs without a broker: JSON files in, rows gathered on the driver ----

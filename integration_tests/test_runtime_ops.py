@@ -27,20 +27,14 @@ def eoskit(*args: str, env: dict[str, str] | None = None, timeout: float = 300) 
                           capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.fixture(scope="module")
-def workload(kafka: str) -> Workload:
-    return Workload.produce(kafka, records=20_000, partitions=4, batches=4)
+@pytest.fixture
+def workload(postgres_workload: Workload) -> Workload:
+    return postgres_workload
 
 
 @pytest.fixture
-def run(postgres_target, workload, tmp_path):
-    target = postgres_target()
-    run = Run(target, workload, tmp_path)
-    target.create_table(run.table)
-    yield run
-    for txn in target.prepared(f"eoskit:{run.sink_id}:"):
-        target.rollback(txn)
-    target.drop_table(run.table)
+def run(postgres_run: Run) -> Run:
+    return postgres_run
 
 
 def faulty(run: Run, strategy: str, once: bool) -> tuple[int, str]:

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -182,13 +182,14 @@ class JobRun:
         env.update(extra)
         return env
 
-    def start(self, until_caught_up: bool = True, **extra: str) -> subprocess.Popen:
-        """``eoskit run`` of the job, in a process group of its own (a driver
-        crash point kills the whole group), its output in ``run-<n>.log``."""
+    def start(self, until_caught_up: bool = True, args: Sequence[str] = (), **extra: str) -> subprocess.Popen:
+        """``eoskit run`` of the job (``args``: more of its arguments), in a
+        process group of its own (a driver crash point kills the whole
+        group), its output in ``run-<n>.log``."""
         job = self.workdir / "job.py"
         job.write_text(JOB)
         command = [str(Path(sys.executable).with_name("eoskit")), "run", str(job),
-                   "--checkpoint-dir", str(self.checkpoint)]
+                   "--checkpoint-dir", str(self.checkpoint), *args]
         if until_caught_up:
             command.append("--until-caught-up")
         log = open(self.workdir / f"run-{time.monotonic_ns()}.log", "w")

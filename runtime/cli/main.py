@@ -22,7 +22,7 @@ from eoskit.runtime.cli.checkpoint import (
     spark_conf,
     storage_options,
 )
-from eoskit.runtime.cli.errors import EXIT_CODES, add_verbose, guarded, is_verbose
+from eoskit.runtime.cli.errors import EXIT_CODES, UsageError, add_verbose, guarded, is_verbose
 from eoskit.runtime.cli.logs import add_log_format, configure, log_format, progress_stream
 from eoskit.runtime.cli.savepoint import register_cli as register_savepoint_cli
 from eoskit.runtime.cli.state import register_cli as register_state_cli
@@ -53,9 +53,14 @@ def run_loaded(pipeline: Any, args: argparse.Namespace, conf: dict[str, str],
     session (spark-submit's, if it started this process), the listeners the
     flags ask for, and the run."""
     from eoskit.core.fs import use_storage_options
+    from eoskit.runtime.job.control import ControlDir
     from eoskit.runtime.job.listeners import PrometheusMetrics, StatusFile
+    from eoskit.runtime.job.standby import stand_by
     from eoskit.runtime.spark.session import get_session, quiet_failure_logs
 
+    if args.standby and args.from_savepoint:
+        raise UsageError("--standby takes over the job running on --checkpoint-dir; --from-savepoint "
+                         "starts a job from a savepoint: give one of them")
     options = storage_options(args.storage_option)  # a bad --storage-option is refused here
     # Before the session: Spark's Python processes inherit them (Pipeline.run).
     use_storage_options(options)
@@ -65,10 +70,13 @@ def run_loaded(pipeline: Any, args: argparse.Namespace, conf: dict[str, str],
     spark = get_session(pipeline.name, {**pipeline.spark_conf, **conf})
     if not is_verbose(args):
         quiet_failure_logs(spark)  # the failure's root cause is our one line
+    out = progress_stream(log_format(args))
+    if args.standby and not stand_by(spark, ControlDir(args.checkpoint_dir), pipeline.name, out):
+        return 0  # the run it stood by for ended as it decided to
     listeners = ([PrometheusMetrics(args.metrics_port, args.metrics_host)] if args.metrics_port else []) + \
         ([StatusFile(args.status_file)] if args.status_file else [])
     summary = pipeline.run(args.checkpoint_dir, until_caught_up=args.until_caught_up, spark=spark,
-                           out=progress_stream(log_format(args)), settings=flags,
+                           out=out, settings=flags,
                            listeners=tuple(listeners), from_savepoint=args.from_savepoint,
                            allow_non_restored_state=args.allow_non_restored_state,
                            storage_options=options, print_summary=not args.json)
@@ -174,6 +182,12 @@ def add_run_arguments(run: argparse.ArgumentParser, submitted: bool = False) -> 
     run.add_argument(
         "--until-caught-up", action="store_true",
         help="read what exists at start (availableNow trigger), then exit 0",
+    )
+    run.add_argument(
+        "--standby", action="store_true",
+        help="start and warm the session now, then wait beside the job running on --checkpoint-dir "
+        "and take over when its driver dies (a restart without the cold start; ends when the job "
+        "ends by itself); see docs/runtime.md, 'A standby driver'",
     )
     run.add_argument("--from-savepoint", metavar="PATH",
                      help="start from this savepoint, restored into the (empty) checkpoint directory")

@@ -94,11 +94,7 @@ class ControlDir:
     def live_run(self) -> dict[str, Any] | None:
         """The run record of a job running now, or None."""
         record = self._read(_RUN)
-        if record is None or time.time() - record.get("heartbeat", 0) > STALE_AFTER_S:
-            return None
-        if record.get("host") == socket.gethostname() and not _pid_alive(record.get("pid", -1)):
-            return None
-        return record
+        return record if record is not None and is_live(record) else None
 
     def claim(self, job: str, app: dict[str, Any] | None = None) -> "RunRecord":
         """Become the job running on this checkpoint, or refuse naming the other."""
@@ -189,6 +185,14 @@ class RunRecord:
 
     def release(self) -> None:
         self.control._remove(_RUN)
+
+
+def is_live(record: Mapping[str, Any]) -> bool:
+    """Whether a run record is a job running now: a heartbeat newer than
+    ``STALE_AFTER_S``, and on this host a live pid."""
+    if time.time() - record.get("heartbeat", 0) > STALE_AFTER_S:
+        return False
+    return record.get("host") != socket.gethostname() or _pid_alive(record.get("pid", -1))
 
 
 def _pid_alive(pid: int) -> bool:

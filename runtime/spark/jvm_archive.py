@@ -183,48 +183,19 @@ def start_maker(archive: Path) -> bool:
     return True
 
 
-#: The query the maker's JVM runs: what a job's first batch loads (a Python
-#: streaming data source, a micro-batch, a write, a commit), without services.
-_WARM_JOB = '''
+#: What the maker's JVM runs: a job's first batch's path, without services
+#: (eoskit.runtime.spark.warmup).
+_WARM_JOB = """
+import sys
+
 from pyspark.sql import SparkSession
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
-
-class _Reader(DataSourceStreamReader):
-    def initialOffset(self):
-        return {"n": 0}
-
-    def latestOffset(self):
-        return {"n": 2}
-
-    def partitions(self, start, end):
-        return [InputPartition(i) for i in range(start["n"], end["n"])]
-
-    def read(self, partition):
-        yield (partition.value, "x")
-
-
-class _Source(DataSource):
-    @classmethod
-    def name(cls):
-        return "eoskit_jvm_archive_warmup"
-
-    def schema(self):
-        return "n int, s string"
-
-    def streamReader(self, schema):
-        return _Reader()
-
+from eoskit.runtime.spark.warmup import warm_up
 
 spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
-spark.dataSource.register(_Source)
-query = (spark.readStream.format("eoskit_jvm_archive_warmup").load()
-         .groupBy("s").count().writeStream.outputMode("complete").format("noop")
-         .option("checkpointLocation", __import__("sys").argv[1]).trigger(availableNow=True).start())
-query.awaitTermination()
-spark.range(10).selectExpr("sum(id)").collect()
+warm_up(spark, sys.argv[1])
 spark.stop()
-'''
+"""
 
 
 def make(archive: Path) -> bool:

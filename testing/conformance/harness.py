@@ -20,7 +20,7 @@ import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -116,10 +116,12 @@ class Run:
         env.update(extra)
         return env
 
-    def start(self, until_caught_up: bool = True, **extra: str) -> subprocess.Popen:
+    def start(self, until_caught_up: bool = True, args: Sequence[str] = (), **extra: str) -> subprocess.Popen:
+        """The job in a process of its own; ``args``: more of the run's
+        arguments (``--standby``), ``extra``: more environment."""
         job = self.workdir / "job.py"
         job.write_text(JOB)
-        command = [*self.launcher, *self.runner(job), "--checkpoint-dir", self.checkpoint_arg]
+        command = [*self.launcher, *self.runner(job), "--checkpoint-dir", self.checkpoint_arg, *args]
         if until_caught_up:
             command.append("--until-caught-up")
         log = open(self.workdir / f"run-{time.monotonic_ns()}.log", "w")
