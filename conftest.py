@@ -114,6 +114,10 @@ SUBMISSION_CRASH_MATRIX = (
                 "worker_killed_before_its_end")),
     CrashSuite("integration_tests/test_files_conformance.py::test_files_s3", "files-s3", "twophase",
                ("driver_killed_after_some_commits",)),
+    CrashSuite("integration_tests/test_chained_conformance.py::test_postgres_chained_twophase", "postgres-chained",
+               "twophase", ("task_killed_after_prepare", "driver_killed_after_decision")),
+    CrashSuite("integration_tests/test_chained_conformance.py::test_postgres_chained_idempotent", "postgres-chained",
+               "idempotent", ("driver_killed_after_some_task_commits",)),
     CrashSuite("integration_tests/test_cluster.py::test_postgres_on_cluster", "postgres-cluster", "twophase",
                ("executor_killed_after_prepare",)),
 )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Pipeline", "PipelineError", "RunSummary"]
+__all__ = ["ArrowTransform", "Pipeline", "PipelineError", "RunSummary"]
 
 
 def __getattr__(name: str) -> Any:
@@ -16,6 +16,10 @@ def __getattr__(name: str) -> Any:
         from eoskit.runtime.job import pipeline
 
         return getattr(pipeline, name)
+    if name == "ArrowTransform":
+        from eoskit.runtime.job.chain import ArrowTransform
+
+        return ArrowTransform
     if name == "RunSummary":
         from eoskit.runtime.job.progress import RunSummary
 

@@ -86,6 +86,7 @@ class CaughtUpQuery:
 
 class Pipeline:
     name = "orders"
+    chained = False
 
     def __init__(self, bus: FakeBus) -> None:
         self.bus = bus

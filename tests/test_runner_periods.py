@@ -137,6 +137,7 @@ class Pipeline:
     """Each start returns the next query, or raises the next error."""
 
     name = "flaky"
+    chained = False
 
     def __init__(self, *starts) -> None:
         self.starts = list(starts)

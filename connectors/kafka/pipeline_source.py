@@ -14,6 +14,8 @@ from eoskit.connectors.kafka.scratch_input import KafkaScratchInput
 from eoskit.connectors.plugins import register_data_source
 from eoskit.connectors.kafka.settings import KafkaSourceSettings
 from eoskit.connectors.kafka.source import SHORT_NAME, KafkaDataSource
+from eoskit.connectors.spark.chain import ACKS_SPARK, CHAIN_OPTION, AcksDataSource
+from eoskit.core.options import OptionError
 
 
 def kafka_servers(bootstrap: str) -> tuple[tuple[str, str, int], ...]:
@@ -96,6 +98,22 @@ class KafkaSource:
         """A scratch copy of this source's one input topic, named with
         ``suffix``, and this source reading it (``runtime.components.Fillable``)."""
         return KafkaScratchInput(self, suffix)
+
+    def chains_values(self) -> str | None:
+        """``runtime.components.Chainable``: what the transform receives."""
+        return self.value_schema
+
+    def chained_stream(self, spark: SparkSession, plan: str) -> DataFrame:
+        """``runtime.components.Chainable``: this source's tasks running ``plan``."""
+        if self.broadcast is not None:
+            raise OptionError("a source with broadcast state cannot be chained: its rows need the "
+                              "broadcast version column the plan does not carry")
+        register_data_source(spark, KafkaDataSource)
+        register_data_source(spark, AcksDataSource)
+        reader = spark.readStream.format(SHORT_NAME).options(**self.all_options()).option(CHAIN_OPTION, plan)
+        if self.value_schema is not None and not any(k.lower() == "value.timezone" for k in self.options):
+            reader = reader.option("value.timeZone", spark.conf.get("spark.sql.session.timeZone"))
+        return reader.schema(ACKS_SPARK).load()
 
     def read_stream(self, spark: SparkSession) -> DataFrame:
         register_data_source(spark, KafkaDataSource)

@@ -497,6 +497,11 @@ class KafkaSourceSettings:
     metadata_columns: tuple[str, ...] = setting(METADATA_COLUMNS, derive=lambda text, _: metadata_columns(text),
                                                 default=())
     commit_group: str | None = setting(COMMIT_GROUP)
+    #: eoskit.chain: set by a Pipeline whose transform is chained (connectors/spark/chain.py)
+    chain: str | None = setting(Option(
+        "eoskit.chain", parse_str, None,
+        "Set by a Pipeline, not by hand: the chained transform and sink the source's tasks "
+        "write to (the setting operator_chaining; docs/design/chaining.md)."))
     kafka: dict[str, str] = setting(derive=_consumer, reads=(GROUP_ID_PREFIX, *security.OPTIONS))
     #: names of the options given, as the user spelled them in Spark's casing
     given: frozenset[str] = setting(

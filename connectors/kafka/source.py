@@ -66,6 +66,7 @@ from eoskit.connectors.kafka.sink_settings import KafkaSinkSettings
 from eoskit.connectors.kafka.transactions import KafkaTransactions
 from eoskit.connectors.kafka.value_json import JsonValues, make_json_values
 from eoskit.core.options import OptionError
+from eoskit.connectors.spark.chain import ACKS_SPARK, CHAIN_OPTION, ChainPlan, chained_write
 from eoskit.connectors.spark.datasource import TransactionalDataSource
 from eoskit.twophase.decision_log import last_commit_time
 
@@ -146,7 +147,14 @@ class KafkaDataSource(TransactionalDataSource):
                                 self.settings.value_time_zone)
 
     def streamReader(self, schema: StructType) -> "KafkaStreamReader":
-        return KafkaStreamReader(self.settings, self.values(schema))
+        if self.settings.chain is None:
+            return KafkaStreamReader(self.settings, self.values(schema))
+        # Chained (connectors/spark/chain.py, step 1): the query's rows are the
+        # tasks' acks; the values decode into the schema the plan reads.
+        if schema != ACKS_SPARK:
+            raise OptionError(f"option '{CHAIN_OPTION}': the chained query's schema is {ACKS_SPARK.simpleString()}")
+        plan = ChainPlan.decode(self.settings.chain).resolved()
+        return KafkaStreamReader(self.settings, self.values(plan.input_spark_schema or self.kafka_schema()), plan)
 
     def reader(self, schema: StructType) -> "KafkaBatchReader":
         return KafkaBatchReader(self.settings, self.values(schema))
@@ -216,11 +224,14 @@ def _report(losses: list[DataLoss], settings: KafkaSourceSettings) -> None:
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Plans micro-batches from the broker's last stable offsets."""
 
-    def __init__(self, settings: KafkaSourceSettings, values: JsonValues | None = None) -> None:
+    def __init__(self, settings: KafkaSourceSettings, values: JsonValues | None = None,
+                 chain: ChainPlan | None = None) -> None:
         settings.check_stream()
         self.settings = settings
         #: value.format's decoder, pickled with the reader to each task
         self.values = values
+        #: The chained transform and sink (resolved on the driver), pickled to each task; None: not chained
+        self.chain = chain
         #: The batches' Arrow schema, made here on the driver: it travels
         #: pickled with the reader to each task's ``read``.
         self.arrow_schema = arrow_schema(settings.include_headers)
@@ -356,7 +367,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return [KafkaInputPartition(r, ref) for r in _split(ranges, self.settings)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return _read(self.settings, self.arrow_schema, partition, self.values)
+        batches = _read(self.settings, self.arrow_schema, partition, self.values)
+        return batches if self.chain is None else chained_write(self.chain, batches)
 
     def commit(self, end: dict) -> None:
         if self._broadcast is not None:

@@ -73,6 +73,24 @@ class Pausable(Protocol):
 
 
 @runtime_checkable
+class Chainable(Protocol):
+    """A source whose tasks can run a chained transform and write to the
+    sink themselves (``runtime/job/chain.py``; eoskit-kafka). Asked on the
+    driver, when the query starts."""
+
+    def chained_stream(self, spark: SparkSession, plan: str) -> DataFrame:
+        """The streaming DataFrame of the tasks' acknowledgements (one binary
+        column, ``ack``), its tasks doing what ``plan`` says (an encoded
+        ``ChainPlan``); not started."""
+        ...
+
+    def chains_values(self) -> str | None:
+        """The schema (DDL) its values are decoded into, as the transform
+        receives them; None: Kafka's own columns."""
+        ...
+
+
+@runtime_checkable
 class Checkpointed(Protocol):
     """A source that keeps state of its own beside the query's checkpoint
     (eoskit-kafka's broadcast state). Asked on the driver, before the

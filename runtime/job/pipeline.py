@@ -19,7 +19,8 @@ from pyspark.sql.streaming import StreamingQuery
 
 from eoskit.core.fs import use_storage_options
 from eoskit.runtime.state import backend as state_backend
-from eoskit.runtime.job.components import Checkpointed, Pausable, Sink, Source
+from eoskit.runtime.job.chain import chained_writer
+from eoskit.runtime.job.components import Checkpointed, Formatted, Pausable, Sink, Source
 from eoskit.runtime.spark.executors import check_executors, connector_modules
 from eoskit.runtime.job.listeners import RunListener
 from eoskit.runtime.job.progress import RunSummary
@@ -52,6 +53,8 @@ class Pipeline:
         self.sink = sink
         self.transform = transform
         self.spark_conf = dict(spark_conf or {})
+        #: Whether the last ``start`` chained the transform into the source's tasks (runtime/job/chain.py).
+        self.chained = False
         self.settings = JobSettings.of(**state_backend.settings_with_spark_conf(self.spark_conf, settings))
         self.check_settings(self.settings)
 
@@ -68,13 +71,16 @@ class Pipeline:
         """The source, transformed: the query's input, not started.
         ``min_pause``: (seconds, checkpoint) for a source that holds batches back;
         ``checkpoint``: the query's, for a source that keeps state beside it."""
+        df = self._source(min_pause, checkpoint).read_stream(spark)
+        return df if self.transform is None else self.transform(df)
+
+    def _source(self, min_pause: tuple[float, str] | None, checkpoint: str | None) -> Source:
         source = self.source
         if checkpoint is not None and isinstance(source, Checkpointed):
             source = source.with_checkpoint(checkpoint)
         if min_pause is not None and isinstance(source, Pausable):
             source = source.with_min_pause(*min_pause)
-        df = source.read_stream(spark)
-        return df if self.transform is None else self.transform(df)
+        return source
 
     def start(self, spark: SparkSession, checkpoint_dir: str, until_caught_up: bool = False,
               settings: JobSettings | None = None) -> StreamingQuery:
@@ -91,12 +97,18 @@ class Pipeline:
         state_backend.apply(spark, settings)
         # An availableNow run ends at a trigger without data: no pause there.
         pause = (settings.min_pause, checkpoint) if settings.min_pause and not until_caught_up else None
-        df = self.dataframe(spark, pause, checkpoint)
-        state_backend.check_plan(df, settings, self.name)
-        writer = self.sink.write_stream(df).queryName(self.name)
-        writer = writer.option("checkpointLocation", checkpoint)
-        if settings.mode == "at_least_once":
-            writer = writer.option("commitMode", "at_least_once")  # every eoskit sink's mode
+        # every eoskit sink's mode
+        modes = {"commitMode": "at_least_once"} if settings.mode == "at_least_once" else {}
+        writer = None
+        if settings.operator_chaining and isinstance(self.sink, Formatted):  # runtime/job/chain.py
+            writer = chained_writer(self.transform, self._source(pause, checkpoint), self.sink, spark,
+                                    {**self.sink.all_options(), "checkpointLocation": checkpoint, **modes})
+        self.chained = writer is not None
+        if writer is None:
+            df = self.dataframe(spark, pause, checkpoint)
+            state_backend.check_plan(df, settings, self.name)
+            writer = self.sink.write_stream(df).options(**modes)
+        writer = writer.queryName(self.name).option("checkpointLocation", checkpoint)
         if until_caught_up:
             writer = writer.trigger(availableNow=True)
         else:

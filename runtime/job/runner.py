@@ -177,6 +177,10 @@ class Runner:
                 raise PipelineError(f"pipeline {self.pipeline.name} could not start: {exc}",
                                      "eoskit.runtime.spark.executors.ExecutorCheckError") from exc
             else:
+                if restarts == 0 and self.pipeline.chained:
+                    self.printer.out.write(f"[{self.pipeline.name}] chained: {self.pipeline.source.describe()}'s "
+                                           f"tasks run the transform and write to {self.pipeline.sink.describe()} "
+                                           "(operator_chaining)\n")
                 # Step 3: watch it.
                 outcome = self._watch(query, record)
             if outcome is FINISHED:

@@ -152,6 +152,13 @@ class JobSettings:
         Setting("mode", _mode, "exactly_once",
                 "exactly_once or at_least_once: sets the commitMode of every eoskit sink.",
                 flink="execution.checkpointing.mode"))
+    operator_chaining: bool = setting(
+        Setting("operator_chaining", parse_bool, True,
+                "Run a transform given as an ArrowTransform in the source's tasks, which then write "
+                "to the sink themselves, when the source and the sink can chain (eoskit-kafka into "
+                "an eoskit sink, append): the rows never enter the JVM (docs/design/chaining.md). "
+                "false: Spark's mapInArrow between them, as for any transform.",
+                flink="pipeline.operator-chaining.enabled"))
     restart_strategy: RestartStrategy | None = setting(
         Setting("restart_strategy", _strategy, None,
                 "none, fixed_delay(attempts, delay), failure_rate(max_failures, interval, delay) or "

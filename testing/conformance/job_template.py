@@ -5,6 +5,9 @@ Written to a file and run with ``eoskit run`` (or ``spark-submit job.py``:
 ``EOSKIT_TEST_STATEFUL`` makes it a stateful job: running totals per
 customer (``groupBy`` and ``agg``, Spark's state store) in Spark's update
 output mode, which reaches the sink through ``foreachBatch``.
+``EOSKIT_TEST_CHAINED`` makes it a chained job (``runtime/job/chain.py``):
+the values decoded in the source and an ``ArrowTransform``, run in the
+source's tasks, which write to the sink themselves.
 ``EOSKIT_TEST_MASTER`` selects the master (``local[2,3]`` by default, a
 ``spark://`` cluster's URL for the cluster tier) and ``EOSKIT_TEST_SPARK_CONF``
 (a JSON object) adds Spark settings. On a cluster, executors do not inherit
@@ -16,17 +19,19 @@ JOB = '''
 import json
 import os
 
+import pyarrow.compute as pc
 from pyspark.sql import functions as F
 
 from eoskit.connectors.format_sink import FormatSink
 from eoskit.connectors.kafka import KafkaSource
-from eoskit.runtime import Pipeline
+from eoskit.runtime import ArrowTransform, Pipeline
 
 SCHEMA = "id BIGINT, amount BIGINT, customer STRING"
 FAIL_ID = os.environ.get("EOSKIT_TEST_FAIL_ID")
 SELECT = json.loads(os.environ.get("EOSKIT_TEST_SELECT") or "[]")
 MIN_PARTITIONS = os.environ.get("EOSKIT_TEST_MIN_PARTITIONS")
 STATEFUL = bool(os.environ.get("EOSKIT_TEST_STATEFUL"))
+CHAINED = bool(os.environ.get("EOSKIT_TEST_CHAINED"))
 FAULTS = ("EOSKIT_CRASH_AT", "EOSKIT_CRASH_ONCE", "EOSKIT_PAUSE_AT", "EOSKIT_PAUSE_DIR")
 
 
@@ -43,6 +48,17 @@ def parse(df):
     return rows.selectExpr(*SELECT) if SELECT else rows
 
 
+def parse_arrow(batch):
+    """The chained job's transform (EOSKIT_TEST_CHAINED): the values decoded in
+    the source into SCHEMA, the poison record failing its task as parse() does."""
+    if FAIL_ID and pc.any(pc.equal(batch.column("id"), int(FAIL_ID))).as_py():
+        raise ValueError("poison record")
+    return batch
+
+
+if CHAINED and (SELECT or STATEFUL):
+    raise SystemExit("EOSKIT_TEST_CHAINED: the chained job writes SCHEMA's columns as they are, stateless")
+
 pipeline = Pipeline(
     name="conformance",
     source=KafkaSource(os.environ["EOSKIT_TEST_KAFKA"], {
@@ -50,8 +66,8 @@ pipeline = Pipeline(
         "startingOffsets": "earliest",
         "maxOffsetsPerTrigger": os.environ["EOSKIT_TEST_MAX_OFFSETS"],
         **({"minPartitions": MIN_PARTITIONS} if MIN_PARTITIONS else {}),
-    }),
-    transform=parse,
+    }, value_schema=SCHEMA if CHAINED else None),
+    transform=ArrowTransform(parse_arrow, SCHEMA) if CHAINED else parse,
     sink=FormatSink(os.environ["EOSKIT_TEST_FORMAT"], json.loads(os.environ["EOSKIT_TEST_OPTIONS"]),
                     output_mode="update" if STATEFUL else "append"),
     checkpoint_interval="500 milliseconds",
