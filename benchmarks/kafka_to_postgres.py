@@ -214,6 +214,11 @@ POSTGRES = Target(
 )
 
 
+def chained_postgres_options(postgres_url: str, table: str) -> dict[str, str]:
+    """``postgres_writer``'s options (two-phase), for the chained line."""
+    return {"url": postgres_url, "dbtable": table, "mode": "append", "createTable": "true"}
+
+
 #: eoskit-postgres's commit modes besides the default (two-phase), for --commit-modes.
 OTHER_COMMIT_MODES = ("idempotent", "at_least_once")
 
@@ -235,6 +240,10 @@ def postgres_options(parser: argparse.ArgumentParser) -> None:
                         help="also run eoskit with the values decoded in the source (value.format=json, "
                              "no from_json in the JVM), into its own table, in the same session after the "
                              "default run (issue 33, item 1)")
+    parser.add_argument("--chained", action="store_true",
+                        help="also run eoskit chained (issue 33, item 2: decoded, transformed and written in "
+                             "the source's tasks, the rows never in the JVM), into its own table, in the same "
+                             "session after the default run")
     parser.add_argument("--commit-modes", action="store_true",
                         help=f"also run eoskit with commitMode={' and '.join(OTHER_COMMIT_MODES)}, each into "
                              "its own table, in the same session after the default (two-phase) run")
@@ -252,7 +261,8 @@ def main(argv: list[str] | None = None) -> int:
         contenders += (plain_script_contender(args.max_offsets_per_trigger),
                        plain_script_contender(args.max_offsets_per_trigger, warm=False))
     target = replace(POSTGRES, contenders=contenders,
-                     commit_modes=OTHER_COMMIT_MODES if args.commit_modes else (), decoded_line=args.decoded)
+                     commit_modes=OTHER_COMMIT_MODES if args.commit_modes else (), decoded_line=args.decoded,
+                     chained_options=chained_postgres_options if args.chained else None)
     return run_benchmark(args, target)
 
 

@@ -53,6 +53,7 @@ from benchlib.spark import (
     kafka_stream,
     parse_orders,
     run_breakdown,
+    run_chained,
     run_stream,
     spark_session,
 )
@@ -107,6 +108,9 @@ class Target:
     #: Also run eoskit with the values decoded in the source (value.format=json,
     #: no from_json), after the default run, into its own table.
     decoded_line: bool = False
+    #: Also run eoskit chained (issue 33, item 2), after the default run,
+    #: into its own table: the sink's options for (url, table); None: not run.
+    chained_options: Callable[[str, str], dict[str, str]] | None = None
 
 
 def non_negative(text: str) -> int:
@@ -335,6 +339,15 @@ def _run_spark(args: argparse.Namespace, target: Target, runs: _Runs, master: st
         writer = target.mode_writer(url, table, "twophase") if target.mode_writer else target.writer(url)
         modes.append((DECODED, table, runs.measured(f"eoskit {DECODED}", lambda: run_stream(
             writer, decoded, f"eoskit-{DECODED}"))))
+    if target.chained_options is not None:
+        table = f"{EOSKIT_TABLE}_{CHAINED}"
+        say("eoskit, chained: decoded, transformed and written in the source's tasks (the same session, "
+            "after the default run)")
+        target.reset_table(url, table)
+        runs.outputs.append((f"eoskit {CHAINED}", table))
+        options = target.chained_options(url, table)
+        modes.append((CHAINED, table, runs.measured(f"eoskit {CHAINED}", lambda: run_chained(
+            spark, bootstrap, topic, args.max_offsets_per_trigger, target.sink, options, f"eoskit-{CHAINED}"))))
     breakdown: list[tuple[str, StreamResult]] = []
     if args.breakdown:
         say("breakdown: the same stream into Spark's noop sink, with and without the "
@@ -373,9 +386,14 @@ def _write_peers(args: argparse.Namespace, target: Target, runs: _Runs, spark_ru
 
 #: The mode name of the line whose values are decoded in the source.
 DECODED = "decoded"
+#: The mode name of the chained line.
+CHAINED = "chained"
 
 
 def _mode_label(mode: str) -> str:
+    if mode == CHAINED:
+        return ("eoskit chained: eoskit-kafka decoding, transforming and writing to the sink in its own "
+                "tasks, two-phase (same session, after the default run)")
     if mode == DECODED:
         return ("eoskit-kafka value.format=json (decoded in the source, no from_json) -> two-phase "
                 "(same session, after the default run)")

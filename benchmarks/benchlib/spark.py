@@ -13,6 +13,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter
 
+from eoskit.connectors.format_sink import FormatSink
+from eoskit.connectors.kafka import KafkaSource
+from eoskit.runtime.job.chain import ArrowTransform, chained_writer
 from eoskit.runtime.spark.session import get_session
 from eoskit.core import timings
 
@@ -81,16 +84,41 @@ def failed_task_attempts(spark: SparkSession) -> int | None:
 def run_stream(configure: WriterSetup, orders: DataFrame, name: str) -> StreamResult:
     """Run one availableNow query to its end in a fresh checkpoint and read
     its progress, every batch of it (``benchlib.progress``)."""
+    return run_query(orders.sparkSession, lambda checkpoint: configure(
+        orders.writeStream.option("checkpointLocation", checkpoint)), name)
+
+
+def run_chained(spark: SparkSession, bootstrap: str, topic: str, max_offsets: int, sink: str,
+                options: dict[str, str], name: str) -> StreamResult:
+    """``run_stream`` of the chained query (issue 33, item 2): eoskit-kafka
+    decoding the orders in its tasks (``value.format=json``), which write to
+    ``sink`` themselves; an identity ``ArrowTransform``, as ``parse_orders``
+    has nothing more to do once the values are decoded."""
+    source = KafkaSource(bootstrap, {"subscribe": topic, "startingOffsets": "earliest",
+                                     "maxOffsetsPerTrigger": str(max_offsets)}, value_schema=ORDER_SCHEMA)
+    transform = ArrowTransform(lambda batch: batch, ORDER_SCHEMA)
+
+    def writer_for(checkpoint: str) -> DataStreamWriter:
+        writer = chained_writer(transform, source, FormatSink(sink, options), spark,
+                                {**options, "checkpointLocation": checkpoint})
+        if writer is None:
+            raise RuntimeError(f"{name}: the query did not chain")
+        return writer.option("checkpointLocation", checkpoint)
+
+    return run_query(spark, writer_for, name)
+
+
+def run_query(spark: SparkSession, writer_for: Callable[[str], DataStreamWriter], name: str) -> StreamResult:
+    """``run_stream`` of the writer ``writer_for`` gives for a fresh checkpoint."""
     checkpoint = tempfile.mkdtemp(prefix=f"eoskit-bench-{name}-")
-    failed_before = failed_task_attempts(orders.sparkSession)
+    failed_before = failed_task_attempts(spark)
     spans_dir = timings.directory()
     if spans_dir is not None:
         timings.load(spans_dir, clear=True)  # an earlier query's spans are not this one's
     try:
-        with recording(orders.sparkSession) as log:  # every batch, not recentProgress's last 100
+        with recording(spark) as log:  # every batch, not recentProgress's last 100
             started = time.perf_counter()
-            writer = configure(orders.writeStream.option("checkpointLocation", checkpoint))
-            query = writer.trigger(availableNow=True).start()
+            query = writer_for(checkpoint).trigger(availableNow=True).start()
             query.awaitTermination()
             wall = time.perf_counter() - started
             if query.exception() is not None:
@@ -98,7 +126,7 @@ def run_stream(configure: WriterSetup, orders: DataFrame, name: str) -> StreamRe
             progress = log.batches(query)
     finally:
         shutil.rmtree(checkpoint, ignore_errors=True)
-    failed_after = failed_task_attempts(orders.sparkSession)
+    failed_after = failed_task_attempts(spark)
     spans = timings.load(spans_dir, clear=True) if spans_dir is not None else []
     return StreamResult(
         rows=sum(p["numInputRows"] for p in progress),

@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 
 #: Records per Arrow batch handed to Spark: big enough to amortise the
 #: per-batch cost, small enough to keep a task's memory flat.
-ARROW_BATCH_ROWS = 32_768
+ARROW_BATCH_ROWS = 32_768  # a batch may pass it by less than one poll (_POLL_BATCH)
 _POLL_BATCH = 10_000
 #: ``consume`` returns once it has the records asked for, or after this
 #: long. A task asks for no more than its range still holds, so a range
@@ -112,6 +112,19 @@ class _Columns:
                 None if headers is None else [{"key": k, "value": v} for k, v in headers]
             )
 
+    def extend(self, messages: list[Any]) -> None:
+        """``add`` of each of ``messages``, a column at a time: a third of the
+        per-record Python of calling ``add`` for each."""
+        self.keys += [m.key() for m in messages]
+        self.values += [m.value() for m in messages]
+        self.offsets += [m.offset() for m in messages]
+        stamps = [m.timestamp() for m in messages]
+        self.timestamps += [ms * 1000 if kind != 0 else None for kind, ms in stamps]
+        self.timestamp_types += [_TIMESTAMP_TYPE.get(kind, -1) for kind, _ in stamps]
+        if self.include_headers:
+            self.headers += [None if h is None else [{"key": k, "value": v} for k, v in h]
+                             for h in (m.headers() for m in messages)]
+
     def to_batch(self, topic: str, partition: int, schema: pa.Schema) -> pa.RecordBatch:
         n = len(self.offsets)
         arrays = [
@@ -193,6 +206,16 @@ def _read_range(
                 messages = consumer.consume(wanted, timeout=wait)
                 fetch_seconds[0] += time.perf_counter() - started
             wait = _POLL_GAP_S if messages else _POLL_WAIT_S
+            if messages and messages[-1].offset() < end and not any(m.error() for m in messages):
+                # The usual poll: records only, all in the range (a partition's
+                # offsets ascend), taken column by column in bulk.
+                columns.extend(messages)
+                position = messages[-1].offset() + 1
+                deadline = time.monotonic() + poll_timeout_ms / 1000
+                if len(columns) >= ARROW_BATCH_ROWS:
+                    yield columns.to_batch(topic, partition, schema)
+                    columns = _Columns(include_headers)
+                messages = []
             for message in messages:
                 error = message.error()
                 if error is not None:

@@ -127,7 +127,7 @@ def chained_write(plan: ChainPlan, batches: Iterator[pa.RecordBatch]) -> Iterato
     # The data source arrived pickled with the source's reader: its task side,
     # as Spark unpickles a sink's, which builds the writer without driver work.
     writer: TransactionalStreamWriter = plan.data_source.streamWriter(plan.spark_schema, False)
-    expected = to_arrow_schema(plan.spark_schema)
+    expected = to_arrow_schema(plan.spark_schema, timezone="UTC")  # as the source decodes timestamps
     ack = write_task(writer.sink, writer.decisions, writer.commit_mode,
                      _checked(_transformed(plan.transform, batches), expected), parallelism=writer.parallelism)
     yield ack_rows(ack)
