@@ -112,3 +112,8 @@ def test_a_source_with_broadcast_state_is_not_chained():
     source.broadcast = object()
     assert chained_writer(ArrowTransform(double, "id BIGINT"), source, Formatted("eoskit-postgres"),
                           None, {}) is None
+
+
+def test_a_plan_s_repr_shows_none_of_the_sink_s_options():
+    plan = ChainPlan("eoskit-postgres", {"url": "postgresql://app:s3cret-pw@db/shop"}, SCHEMA.json())
+    assert "s3cret-pw" not in repr(plan) and "eoskit-postgres" in repr(plan)

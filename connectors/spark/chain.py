@@ -72,13 +72,13 @@ class ChainPlan:
     planner and task processes do not have."""
 
     sink_format: str
-    sink_options: dict[str, str]
+    sink_options: dict[str, str] = field(repr=False)  # a database URL's password among them
     output_schema: str
     transform: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None
     #: The schema the source decodes values into (value.format), None: Kafka's columns.
     input_schema: str | None = None
     #: The sink's data source, resolved on the driver (``resolved``); None in a plan not yet resolved.
-    data_source: Any = field(default=None, compare=False)
+    data_source: Any = field(default=None, compare=False, repr=False)
 
     def encode(self) -> str:
         return base64.b64encode(cloudpickle.dumps(self)).decode("ascii")
