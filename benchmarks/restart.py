@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -92,6 +94,8 @@ def restart_once(run: JobRun, batch: int, postgres_url: str) -> tuple[dict[str, 
     return seen, code, log
 
 
+#: The most a takeover may take before the round fails (a standby that hangs).
+TAKEOVER_TIMEOUT_S = 300.0
 #: How long a standby's idle cost is sampled before the job is started.
 IDLE_SAMPLE_S = 5.0
 
@@ -140,6 +144,10 @@ def standby_once(run: JobRun, batch: int, postgres_url: str) -> tuple[dict[str, 
             raise RuntimeError(f"the crash point did not fire (exit {code}):\n{run.last_log()[-3000:]}")
         while not committed.exists():
             now = time.perf_counter() - died
+            if now > TAKEOVER_TIMEOUT_S:
+                os.killpg(standby.pid, signal.SIGKILL)
+                raise RuntimeError(f"the standby did not commit batch {batch} within {TAKEOVER_TIMEOUT_S:.0f} s "
+                                   f"of the driver's death:\n{log.read_text()[-3000:]}")
             if standby.poll() is not None:
                 raise RuntimeError(f"the standby ended (exit {standby.returncode}) before batch {batch} "
                                    f"committed:\n{log.read_text()[-3000:]}")
