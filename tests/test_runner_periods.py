@@ -1,8 +1,9 @@
 """The runner's timers across several of their periods, on a fake query
 (the runner asks a StreamingQuery for isActive, status, lastProgress and
 stop, and waits for Spark's listener to hear of its end; nothing else here
-is faked): ``checkpoint_timeout`` is per batch, and
-a stop request that stays pending is counted once."""
+is faked): ``checkpoint_timeout`` is per batch,
+a stop request that stays pending is counted once, and a stop waits for a
+batch Spark logged before the runner saw the one in flight end."""
 
 from __future__ import annotations
 
@@ -118,6 +119,63 @@ def test_a_pending_stop_request_counts_once_however_many_polls_see_it(tmp_path):
     assert query._done() >= 1, "the batch in flight was cut"
 
 
+class LoggedQuery(FakeQuery):
+    """A FakeQuery that keeps Spark's offset and commit logs in ``checkpoint``
+    as it goes: each batch logged when it starts (the moment the one before
+    ends), committed when it ends. ``forever``: batches never stop coming."""
+
+    def __init__(self, checkpoint, lengths: list[float], forever: bool = False) -> None:
+        super().__init__(lengths)
+        self.checkpoint = checkpoint
+        self.forever = forever
+        for log in ("offsets", "commits"):
+            (checkpoint / log).mkdir()
+
+    def _done(self) -> int:
+        done = super()._done()
+        for n in range(min(done + 1, len(self.lengths)) if not self.stopped else 0):
+            (self.checkpoint / "offsets" / str(n)).touch()
+        for n in range(done if not self.stopped else 0):
+            (self.checkpoint / "commits" / str(n)).touch()
+        return done
+
+    @property
+    def status(self) -> dict:
+        return {"isTriggerActive": self.forever or self._done() < len(self.lengths)}
+
+    def cut(self) -> list[int]:
+        """Batches logged and not committed."""
+        logged = {int(p.name) for p in (self.checkpoint / "offsets").iterdir()}
+        return sorted(logged - {int(p.name) for p in (self.checkpoint / "commits").iterdir()})
+
+
+def test_a_stop_waits_for_a_batch_planned_before_the_one_in_flight_was_seen_ending(tmp_path):
+    """Batches back to back: the next one is in the offset log by the time
+    the runner sees the batch in flight at the stop end. Stopping then cut
+    it short (replayed at the next start, but not the boundary promised):
+    the stop now waits for it too, and ends with every logged batch committed."""
+    r = runner(tmp_path)
+    query = LoggedQuery(tmp_path, [0.3, 0.3])
+    threading.Timer(0.1, lambda: r.stop._handle(0, None)).start()
+    assert r._watch(query, r.control.claim("job")) is runner_module.FINISHED
+    assert query.stopped and query._done() == 2
+    assert query.cut() == [], "a logged batch was cut short"
+
+
+def test_a_stop_among_endless_back_to_back_batches_waits_a_bounded_number(tmp_path, caplog):
+    """Batches that never leave a gap: the stop waits for the batch in flight
+    and STOP_DRAIN_BATCHES more, then stops in the next one, saying so."""
+    r = runner(tmp_path)
+    query = LoggedQuery(tmp_path, [0.15] * 30, forever=True)
+    threading.Timer(0.05, lambda: r.stop._handle(0, None)).start()
+    with caplog.at_level("WARNING", logger=runner_module.__name__):
+        assert r._watch(query, r.control.claim("job")) is runner_module.FINISHED
+    assert query.stopped
+    cut = query.cut()
+    assert cut == [runner_module.STOP_DRAIN_BATCHES + 1], cut
+    assert f"stopped in batch {cut[0]}, which the next start replays" in caplog.text
+
+
 # -- a restart whose start fails --------------------------------------------------
 
 
@@ -186,3 +244,32 @@ def test_the_first_start_fails_at_once_and_the_strategy_still_bounds_restarts(tm
                         *[_broker_down() for _ in range(3)])
     with pytest.raises(PipelineError, match="gave up after 2 restart"):
         run_loop(tmp_path / "b", pipeline, "fixed_delay(attempts=2, delay=0s)")
+
+
+# -- where a stop's boundary is (signals.BoundaryStop) ------------------------------
+
+def test_a_boundary_stop_is_ready_between_triggers_and_after_the_batch_in_flight():
+    from eoskit.runtime.job.signals import BoundaryStop
+
+    def never():
+        raise AssertionError("the offset log read before a batch completed")
+
+    assert BoundaryStop(4).ready(4, trigger_active=False, newest_planned=never)
+    assert not BoundaryStop(4).ready(4, trigger_active=True, newest_planned=never)
+    assert not BoundaryStop(-1).ready(None, trigger_active=True, newest_planned=never)
+    assert BoundaryStop(4).ready(5, trigger_active=True, newest_planned=lambda: 5)
+    assert BoundaryStop(-1).ready(0, trigger_active=True, newest_planned=lambda: None)
+
+
+def test_a_boundary_stop_follows_batches_logged_back_to_back_up_to_its_bound():
+    from eoskit.runtime.job.signals import STOP_DRAIN_BATCHES, BoundaryStop
+
+    stop = BoundaryStop(4)
+    done = 5
+    for _ in range(STOP_DRAIN_BATCHES):
+        assert not stop.ready(done, trigger_active=True, newest_planned=lambda: done + 1)
+        assert stop.after == done
+        assert not stop.ready(done, trigger_active=True, newest_planned=lambda: done + 1)
+        done += 1
+    assert stop.ready(done, trigger_active=True, newest_planned=lambda: done + 1)
+    assert stop.drained == STOP_DRAIN_BATCHES + 1

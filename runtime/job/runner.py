@@ -48,7 +48,8 @@ from eoskit.runtime.job.failures import Failure, classify
 from eoskit.runtime.job.listeners import CheckpointStatus, Listeners, RunListener
 from eoskit.runtime.job.progress import ProgressPrinter, RunSummary
 from eoskit.runtime.job.settings import JobSettings
-from eoskit.runtime.job.signals import StopRequest
+from eoskit.runtime.job.signals import STOP_DRAIN_BATCHES, BoundaryStop, StopRequest
+from eoskit.runtime.state.checkpoints import Checkpoint, CheckpointError
 from eoskit.runtime.state.rescale import refuse_unfinished
 from eoskit.runtime.state.savepoints import create_savepoint, restore_savepoint
 from eoskit.twophase.decision_log import settlements
@@ -283,8 +284,16 @@ class Runner:
             log.warning("eoskit: Spark's listener was not told of the query's end within %g s; "
                         "going on", LISTENER_DRAIN_S)
 
+    def _newest_planned(self) -> int | None:
+        """The newest batch in the offset log; None when there is none yet."""
+        try:
+            planned = Checkpoint(self.checkpoint).batch_ids()
+        except (CheckpointError, OSError):
+            return None
+        return planned[-1] if planned else None
+
     def _watch(self, query: StreamingQuery, record) -> Failure | _Finished:
-        in_flight_after: int | None = None
+        boundary: BoundaryStop | None = None
         reported: int | None = None
         # When the batch in flight started (as seen by this loop), and after
         # which completed batch: the timeout is per batch, however many run
@@ -302,11 +311,14 @@ class Runner:
                 reported = last_done
                 self._report_settled()
             if self.stop.requested:
-                if in_flight_after is None:
+                if boundary is None:
                     # The batch in flight when the stop came must finish first.
-                    in_flight_after = -1 if last_done is None else last_done
-                finished = last_done is not None and last_done > in_flight_after
-                if self.stop.forced or finished or not query.status["isTriggerActive"]:
+                    boundary = BoundaryStop(-1 if last_done is None else last_done)
+                if self.stop.forced or boundary.ready(last_done, query.status["isTriggerActive"],
+                                                      self._newest_planned):
+                    if boundary.drained > STOP_DRAIN_BATCHES:
+                        log.warning("eoskit: batches kept starting back to back; stopped in batch %s, "
+                                    "which the next start replays", boundary.after + 1)
                     query.stop()
                     break
             if timeout is not None:
