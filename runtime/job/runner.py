@@ -49,7 +49,7 @@ from eoskit.runtime.job.listeners import CheckpointStatus, Listeners, RunListene
 from eoskit.runtime.job.progress import ProgressPrinter, RunSummary
 from eoskit.runtime.job.settings import JobSettings
 from eoskit.runtime.job.signals import STOP_DRAIN_BATCHES, BoundaryStop, StopRequest
-from eoskit.runtime.state.checkpoints import Checkpoint, CheckpointError
+from eoskit.runtime.state.checkpoints import Checkpoint
 from eoskit.runtime.state.rescale import refuse_unfinished
 from eoskit.runtime.state.savepoints import create_savepoint, restore_savepoint
 from eoskit.twophase.decision_log import settlements
@@ -285,10 +285,11 @@ class Runner:
                         "going on", LISTENER_DRAIN_S)
 
     def _newest_planned(self) -> int | None:
-        """The newest batch in the offset log; None when there is none yet."""
+        """The newest batch in the offset log; None when there is none yet,
+        or it cannot be read (the stop then goes on as if nothing were logged)."""
         try:
             planned = Checkpoint(self.checkpoint).batch_ids()
-        except (CheckpointError, OSError):
+        except (OSError, ValueError):  # CheckpointError among them
             return None
         return planned[-1] if planned else None
 
