@@ -18,6 +18,7 @@ from eoskit.runtime.job.failures import Failure
 from eoskit.runtime.job.listeners import Listeners
 from eoskit.runtime.job.runner import Runner
 from eoskit.runtime.job.settings import JobSettings
+from eoskit.runtime.job.signals import STOP_DRAIN_BATCHES
 
 
 class FakeQuery:
@@ -151,8 +152,8 @@ class LoggedQuery(FakeQuery):
 
 def test_a_stop_waits_for_a_batch_planned_before_the_one_in_flight_was_seen_ending(tmp_path):
     """Batches back to back: the next one is in the offset log by the time
-    the runner sees the batch in flight at the stop end. Stopping then cut
-    it short (replayed at the next start, but not the boundary promised):
+    the runner sees the end of the batch that was in flight when the stop
+    came. Stopping then cut it short (replayed at the next start, but not the boundary promised):
     the stop now waits for it too, and ends with every logged batch committed."""
     r = runner(tmp_path)
     query = LoggedQuery(tmp_path, [0.3, 0.3])
@@ -172,7 +173,7 @@ def test_a_stop_among_endless_back_to_back_batches_waits_a_bounded_number(tmp_pa
         assert r._watch(query, r.control.claim("job")) is runner_module.FINISHED
     assert query.stopped
     cut = query.cut()
-    assert cut == [runner_module.STOP_DRAIN_BATCHES + 1], cut
+    assert cut == [STOP_DRAIN_BATCHES + 1], cut
     assert f"stopped in batch {cut[0]}, which the next start replays" in caplog.text
 
 
@@ -272,4 +273,4 @@ def test_a_boundary_stop_follows_batches_logged_back_to_back_up_to_its_bound():
         assert not stop.ready(done, trigger_active=True, newest_planned=lambda: done + 1)
         done += 1
     assert stop.ready(done, trigger_active=True, newest_planned=lambda: done + 1)
-    assert stop.drained == STOP_DRAIN_BATCHES + 1
+    assert stop.gave_up and stop.drained == STOP_DRAIN_BATCHES + 1

@@ -48,7 +48,7 @@ from eoskit.runtime.job.failures import Failure, classify
 from eoskit.runtime.job.listeners import CheckpointStatus, Listeners, RunListener
 from eoskit.runtime.job.progress import ProgressPrinter, RunSummary
 from eoskit.runtime.job.settings import JobSettings
-from eoskit.runtime.job.signals import STOP_DRAIN_BATCHES, BoundaryStop, StopRequest
+from eoskit.runtime.job.signals import BoundaryStop, StopRequest
 from eoskit.runtime.state.checkpoints import Checkpoint
 from eoskit.runtime.state.rescale import refuse_unfinished
 from eoskit.runtime.state.savepoints import create_savepoint, restore_savepoint
@@ -317,7 +317,7 @@ class Runner:
                     boundary = BoundaryStop(-1 if last_done is None else last_done)
                 if self.stop.forced or boundary.ready(last_done, query.status["isTriggerActive"],
                                                       self._newest_planned):
-                    if boundary.drained > STOP_DRAIN_BATCHES:
+                    if boundary.gave_up:
                         log.warning("eoskit: batches kept starting back to back; stopped in batch %s, "
                                     "which the next start replays", boundary.after + 1)
                     query.stop()

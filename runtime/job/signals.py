@@ -87,4 +87,10 @@ class BoundaryStop:
         # The next batch was logged before this loop saw the last one end: it is in flight now.
         self.after = done
         self.drained += 1
+        return self.gave_up
+
+    @property
+    def gave_up(self) -> bool:
+        """Whether the stop stopped waiting with a logged batch in flight
+        (``after + 1``), which the next start replays."""
         return self.drained > STOP_DRAIN_BATCHES
