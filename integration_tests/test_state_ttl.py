@@ -297,7 +297,7 @@ def test_state_expires_across_several_ttl_periods_and_a_killed_evicting_batch_re
     keys = producer.snapshot()
     ck = Checkpoint(str(checkpoint))
     committed = [b.batch for b in ck.batches() if b.committed]
-    assert_stopped_at_a_boundary(ck, log.read_text())
+    assert all(b.committed for b in ck.batches()), "a batch left uncommitted after the stop"
     assert int(ck.batch(committed[-1]).offsets[0][topic]["0"]) == len(keys), "records left unread"
     truth = oracle(checkpoint, topic, keys)
 
@@ -327,22 +327,6 @@ def test_state_expires_across_several_ttl_periods_and_a_killed_evicting_batch_re
     probes |= {killed - 1, killed, committed[-1]} & set(committed)
     for n in sorted(probes):
         assert live_keys(spark, checkpoint, n) == truth.live[n], f"state after batch {n}"
-
-
-def assert_stopped_at_a_boundary(ck: Checkpoint, log: str) -> None:
-    """Every logged batch committed, but for one case docs/runtime.md names:
-    in ``ProcessingTime`` mode the query runs a batch every trigger, so on a
-    machine slow enough that a batch outlasts the 1 s trigger there is never
-    a gap between batches. The stop then waits ``STOP_DRAIN_BATCHES`` of them,
-    stops in the next, and says so; that one batch, the newest, is left for
-    the next start to replay (its offsets are logged, as after a crash)."""
-    open_batches = [b.batch for b in ck.batches() if not b.committed]
-    if not open_batches:
-        return
-    newest = ck.batch_ids()[-1]
-    assert open_batches == [newest], f"batches {open_batches} left uncommitted after the stop"
-    assert f"stopped in batch {newest}, which the next start replays" in log, \
-        f"batch {newest} left uncommitted after the stop, with no warning from the runner"
 
 
 @dataclass

@@ -87,11 +87,12 @@ class CaughtUpQuery:
 class Pipeline:
     name = "orders"
     chained = False
+    gated = False
 
     def __init__(self, bus: FakeBus) -> None:
         self.bus = bus
 
-    def start(self, spark, checkpoint, until_caught_up, settings):
+    def start(self, spark, checkpoint, until_caught_up, settings, stop_gate=None):
         return CaughtUpQuery(self.bus, self.name)
 
 

@@ -3,7 +3,8 @@
 stop, and waits for Spark's listener to hear of its end; nothing else here
 is faked): ``checkpoint_timeout`` is per batch,
 a stop request that stays pending is counted once, and a stop waits for a
-batch Spark logged before the runner saw the one in flight end."""
+batch Spark logged before the runner saw the one in flight end, or, with a
+source that holds a planning (core/stop_gate.py), for that planning."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import time
 
 import pytest
 
+from eoskit.core.stop_gate import StopGate
 from eoskit.runtime.job import runner as runner_module
 from eoskit.runtime.job.control import ControlDir
 from eoskit.runtime.job.failures import Failure
@@ -73,8 +75,10 @@ class FakeQuery:
         return None
 
 
-def runner(tmp_path, **settings: str) -> Runner:
+def runner(tmp_path, gate: StopGate | None = None, **settings: str) -> Runner:
     r = Runner.__new__(Runner)  # only what _watch and _read_requests use
+    r.pipeline = type("Pipeline", (), {"gated": gate is not None})()
+    r.gate = gate
     r.settings = JobSettings.of(**settings)
     r.checkpoint = str(tmp_path)
     r.control = ControlDir(str(tmp_path))
@@ -177,6 +181,82 @@ def test_a_stop_among_endless_back_to_back_batches_waits_a_bounded_number(tmp_pa
     assert f"stopped in batch {cut[0]}, which the next start replays" in caplog.text
 
 
+class GatedLoop(FakeQuery):
+    """Spark's micro-batch loop with a gated source, on a thread: batches
+    back to back for ever, each planned by the source (the real
+    ``StopGate.hold``) and logged only if the planning returns, then run,
+    then committed. ``stop()`` ends the loop, as Spark's interrupt ends a
+    held planning."""
+
+    def __init__(self, checkpoint, gate: StopGate, length: float) -> None:
+        super().__init__([])
+        self.checkpoint, self.gate, self.length = checkpoint, gate, length
+        self.done, self.planning = 0, False
+        self.held_returned = threading.Event()
+        for log in ("offsets", "commits"):
+            (checkpoint / log).mkdir()
+        threading.Thread(target=self._loop, daemon=True).start()
+
+    def _loop(self) -> None:
+        n = 0
+        while not self.stopped:
+            self.planning = True
+            if self.gate.hold(hold_s=10):
+                self.held_returned.set()
+                return  # interrupted (stopped) or released: nothing more is logged
+            if self.stopped:
+                return
+            (self.checkpoint / "offsets" / str(n)).touch()
+            time.sleep(self.length)
+            (self.checkpoint / "commits" / str(n)).touch()
+            n += 1
+            self.done = n
+
+    def _done(self) -> int:
+        return self.done
+
+    @property
+    def status(self) -> dict:
+        return {"isTriggerActive": True}
+
+    def cut(self) -> list[int]:
+        logged = {int(p.name) for p in (self.checkpoint / "offsets").iterdir()}
+        return sorted(logged - {int(p.name) for p in (self.checkpoint / "commits").iterdir()})
+
+
+def test_with_a_gated_source_a_stop_among_endless_back_to_back_batches_cuts_none(tmp_path):
+    """The case the bound above gives up on: with the source holding the
+    next planning, the stop ends at a boundary however long batches keep
+    coming, and releases the held planning afterwards."""
+    (tmp_path / "gate").mkdir()
+    gate = StopGate(str(tmp_path / "gate"))
+    r = runner(tmp_path / "ck", gate)
+    (tmp_path / "ck").mkdir()
+    query = GatedLoop(tmp_path / "ck", gate, 0.1)
+    threading.Timer(0.25, lambda: r.stop._handle(0, None)).start()
+    assert r._watch(query, r.control.claim("job")) is runner_module.FINISHED
+    assert query.stopped and query.done >= 2
+    assert query.cut() == [], "a logged batch was cut short"
+    assert query.held_returned.wait(5), "the held planning was never released"
+    assert not gate.held() and not (tmp_path / "gate" / "stop").exists()
+
+
+def test_a_stop_gate_holds_only_while_closed_and_only_for_its_bound(tmp_path):
+    gate = StopGate(str(tmp_path))
+    assert gate.hold() is False and not gate.held()  # open: planning goes on at once
+    gate.close()
+    released = threading.Timer(0.2, gate.release)
+    released.start()
+    started = time.monotonic()
+    assert gate.hold(hold_s=10) is True
+    assert 0.15 < time.monotonic() - started < 5  # held until released
+    assert not gate.held()
+    gate.close()
+    started = time.monotonic()
+    assert gate.hold(hold_s=0.1) is True and gate.held()  # never released: the bound ends it
+    assert time.monotonic() - started < 5
+
+
 # -- a restart whose start fails --------------------------------------------------
 
 
@@ -197,11 +277,12 @@ class Pipeline:
 
     name = "flaky"
     chained = False
+    gated = False
 
     def __init__(self, *starts) -> None:
         self.starts = list(starts)
 
-    def start(self, spark, checkpoint, until_caught_up, settings):
+    def start(self, spark, checkpoint, until_caught_up, settings, stop_gate=None):
         what = self.starts.pop(0)
         if isinstance(what, BaseException):
             raise what

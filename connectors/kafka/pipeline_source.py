@@ -79,6 +79,11 @@ class KafkaSource:
                                       "minPauseBetweenBatches": f"{math.ceil(seconds * 1000)}ms",
                                       "checkpointLocation": checkpoint})
 
+    def with_stop_gate(self, directory: str) -> "KafkaSource":
+        """This source holding the next batch's planning while a stop waits
+        for a batch boundary (``runtime.components.Gated``; core/stop_gate.py)."""
+        return replace(self, options={**self.options, "eoskit.stopGate": directory})
+
     def pin(self) -> dict:
         """The input as it is now (``runtime.components.Replayable``)."""
         return pin(KafkaSourceSettings.parse(self.all_options()))

@@ -502,6 +502,11 @@ class KafkaSourceSettings:
         "eoskit.chain", parse_str, None,
         "Set by a Pipeline, not by hand: the chained transform and sink the source's tasks "
         "write to (the setting operator_chaining; docs/design/chaining.md)."))
+    #: eoskit.stopGate: set by ``eoskit run`` (core/stop_gate.py)
+    stop_gate: str | None = setting(Option(
+        "eoskit.stopGate", parse_str, None,
+        "Set by eoskit run, not by hand: the directory of the gate that holds the next batch's "
+        "planning while a stop waits for a batch boundary (core/stop_gate.py)."))
     kafka: dict[str, str] = setting(derive=_consumer, reads=(GROUP_ID_PREFIX, *security.OPTIONS))
     #: names of the options given, as the user spelled them in Spark's casing
     given: frozenset[str] = setting(

@@ -67,6 +67,7 @@ from eoskit.connectors.kafka.transactions import KafkaTransactions
 from eoskit.connectors.kafka.value_json import JsonValues, make_json_values
 from eoskit.core.options import OptionError
 from eoskit.connectors.spark.chain import ACKS_SPARK, CHAIN_OPTION, ChainPlan, chained_write
+from eoskit.core.stop_gate import StopGate
 from eoskit.connectors.spark.datasource import TransactionalDataSource
 from eoskit.twophase.decision_log import last_commit_time
 
@@ -249,6 +250,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         )
         self._broadcast = (BroadcastPlanner(settings, lambda: self.metadata)
                            if settings.broadcast_topic else None)
+        self._stop_gate = StopGate(settings.stop_gate) if settings.stop_gate else None
 
     @property
     def metadata(self) -> KafkaMetadata:
@@ -290,6 +292,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {tp: min(offset, pinned[tp]) for tp, offset in stop.items() if tp in pinned}
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        if self._stop_gate is not None and self._stop_gate.hold():
+            return start  # a stop held this planning (core/stop_gate.py, step 2): nothing is logged
         start_offsets = from_json_dict(start, "checkpointed offsets")
         if self._pausing():
             return start  # no new data: Spark plans no batch

@@ -73,6 +73,17 @@ class Pausable(Protocol):
 
 
 @runtime_checkable
+class Gated(Protocol):
+    """A source that can hold the next batch's planning while a stop waits
+    for a batch boundary (``core/stop_gate.py``; eoskit-kafka)."""
+
+    def with_stop_gate(self, directory: str) -> Source:
+        """The same source, holding its planning while the gate in
+        ``directory`` is closed."""
+        ...
+
+
+@runtime_checkable
 class Chainable(Protocol):
     """A source whose tasks can run a chained transform and write to the
     sink themselves (``runtime/job/chain.py``; eoskit-kafka). Asked on the

@@ -20,7 +20,7 @@ from pyspark.sql.streaming import StreamingQuery
 from eoskit.core.fs import use_storage_options
 from eoskit.runtime.state import backend as state_backend
 from eoskit.runtime.job.chain import chained_writer
-from eoskit.runtime.job.components import Checkpointed, Formatted, Pausable, Sink, Source
+from eoskit.runtime.job.components import Checkpointed, Formatted, Gated, Pausable, Sink, Source
 from eoskit.runtime.spark.executors import check_executors, connector_modules
 from eoskit.runtime.job.listeners import RunListener
 from eoskit.runtime.job.progress import RunSummary
@@ -55,6 +55,8 @@ class Pipeline:
         self.spark_conf = dict(spark_conf or {})
         #: Whether the last ``start`` chained the transform into the source's tasks (runtime/job/chain.py).
         self.chained = False
+        #: Whether the last ``start`` gave the source a stop gate (core/stop_gate.py).
+        self.gated = False
         self.settings = JobSettings.of(**state_backend.settings_with_spark_conf(self.spark_conf, settings))
         self.check_settings(self.settings)
 
@@ -67,15 +69,19 @@ class Pipeline:
                 "remove the setting or use a longer checkpoint_interval")
 
     def dataframe(self, spark: SparkSession, min_pause: tuple[float, str] | None = None,
-                  checkpoint: str | None = None) -> DataFrame:
+                  checkpoint: str | None = None, stop_gate: str | None = None) -> DataFrame:
         """The source, transformed: the query's input, not started.
         ``min_pause``: (seconds, checkpoint) for a source that holds batches back;
-        ``checkpoint``: the query's, for a source that keeps state beside it."""
-        df = self._source(min_pause, checkpoint).read_stream(spark)
+        ``checkpoint``: the query's, for a source that keeps state beside it;
+        ``stop_gate``: the runner's gate directory, for a source that can hold a planning."""
+        df = self._source(min_pause, checkpoint, stop_gate).read_stream(spark)
         return df if self.transform is None else self.transform(df)
 
-    def _source(self, min_pause: tuple[float, str] | None, checkpoint: str | None) -> Source:
+    def _source(self, min_pause: tuple[float, str] | None, checkpoint: str | None,
+                stop_gate: str | None = None) -> Source:
         source = self.source
+        if stop_gate is not None and isinstance(source, Gated):
+            source = source.with_stop_gate(stop_gate)
         if checkpoint is not None and isinstance(source, Checkpointed):
             source = source.with_checkpoint(checkpoint)
         if min_pause is not None and isinstance(source, Pausable):
@@ -83,8 +89,9 @@ class Pipeline:
         return source
 
     def start(self, spark: SparkSession, checkpoint_dir: str, until_caught_up: bool = False,
-              settings: JobSettings | None = None) -> StreamingQuery:
-        """Start the query; ``until_caught_up`` reads what exists now, then ends.
+              settings: JobSettings | None = None, stop_gate: str | None = None) -> StreamingQuery:
+        """Start the query; ``until_caught_up`` reads what exists now, then ends;
+        ``stop_gate``: the directory of the runner's ``core.stop_gate.StopGate``.
         On a cluster, first check that the executors can run it
         (``eoskit.runtime.spark.executors``): an ``ExecutorCheckError`` names the node."""
         settings = settings or self.settings
@@ -101,11 +108,12 @@ class Pipeline:
         modes = {"commitMode": "at_least_once"} if settings.mode == "at_least_once" else {}
         writer = None
         if settings.operator_chaining and isinstance(self.sink, Formatted):  # runtime/job/chain.py
-            writer = chained_writer(self.transform, self._source(pause, checkpoint), self.sink, spark,
+            writer = chained_writer(self.transform, self._source(pause, checkpoint, stop_gate), self.sink, spark,
                                     {**self.sink.all_options(), "checkpointLocation": checkpoint, **modes})
         self.chained = writer is not None
+        self.gated = stop_gate is not None and isinstance(self.source, Gated)
         if writer is None:
-            df = self.dataframe(spark, pause, checkpoint)
+            df = self.dataframe(spark, pause, checkpoint, stop_gate)
             state_backend.check_plan(df, settings, self.name)
             writer = self.sink.write_stream(df).options(**modes)
         writer = writer.queryName(self.name).option("checkpointLocation", checkpoint)

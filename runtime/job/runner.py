@@ -19,7 +19,8 @@ One run, step by step:
    logs by Spark's planning process), take a savepoint when asked (a copy of the
    last committed batch, safe while the next one runs: nothing of a
    committed batch changes), fail a batch that outlives the checkpoint
-   timeout, and stop at a batch boundary on SIGINT/SIGTERM or ``eoskit stop``.
+   timeout, and stop at a batch boundary on SIGINT/SIGTERM or ``eoskit stop``
+   (with the source holding the next batch's planning: ``core/stop_gate.py``).
    Once the query has ended, wait for Spark's listener bus to tell the
    listener so (it runs behind the query), before going on.
 4. When the query fails: a cause a restart cannot fix (``failures.py``) ends
@@ -34,6 +35,8 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
+import tempfile
 import time
 from typing import TYPE_CHECKING, TextIO
 
@@ -41,6 +44,7 @@ from pyspark.errors import PySparkException, StreamingQueryException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from eoskit.core.stop_gate import StopGate
 from eoskit.runtime.job import fingerprint
 from eoskit.runtime.job.control import ControlDir, LocalRuns, Request
 from eoskit.runtime.spark.executors import ExecutorCheckError
@@ -108,6 +112,8 @@ class Runner:
         self.listeners = Listeners(self.printer, self.status, *listeners)
         self.spark_listener = self.listeners.spark_listener(pipeline.name)
         self.stop = StopRequest()
+        #: Where a stop holds the next batch's planning (core/stop_gate.py), made by ``run``.
+        self.gate: StopGate | None = None
         self.stop_savepoint: Request | None = None
         self.started_at = time.time()
         self._settled_seen: set[str] = set()
@@ -136,6 +142,7 @@ class Runner:
         registered = LocalRuns().add(self.control.checkpoint, self.pipeline.name, app)  # None: unwritable
         failed: str | None = None
         self.spark.streams.addListener(self.spark_listener)
+        self.gate = gate = StopGate(tempfile.mkdtemp(prefix="eoskit-stop-"))
         try:
             self.listeners.on_start(self.pipeline.name, self.checkpoint)
             with self.stop.installed():
@@ -148,6 +155,7 @@ class Runner:
             self.summary.ended = time.monotonic()
             self.listeners.on_end(failed)
             record.release()
+            shutil.rmtree(gate.directory, ignore_errors=True)
             if registered:
                 LocalRuns.remove(registered)
         if self.print_summary:
@@ -161,9 +169,11 @@ class Runner:
         while True:
             # Step 2: start from the checkpoint.
             batches_before = self.summary.batches
+            if self.gate is not None:
+                self.gate.release()
             try:
-                query = self.pipeline.start(self.spark, self.checkpoint, self.until_caught_up,
-                                            self.settings)
+                query = self.pipeline.start(self.spark, self.checkpoint, self.until_caught_up, self.settings,
+                                            stop_gate=None if self.gate is None else self.gate.directory)
             except PySparkException as exc:
                 cause = classify(exc)
                 # The first start fails at once, whatever the cause: the
@@ -293,6 +303,23 @@ class Runner:
             return None
         return planned[-1] if planned else None
 
+    def _at_boundary(self, query: StreamingQuery, boundary: BoundaryStop, last_done: int | None) -> bool:
+        """Whether a requested stop can stop the query now without cutting a
+        logged batch short (a second request: at once)."""
+        if self.stop.forced:
+            return True
+        if self.pipeline.gated and self.gate is not None:
+            # core/stop_gate.py, step 3: the next planning is held, or no
+            # trigger runs (one starting after the gate closed is held).
+            return self.gate.held() or not query.status["isTriggerActive"]
+        # A source without a gate: watch the offset log (signals.BoundaryStop).
+        if not boundary.ready(last_done, query.status["isTriggerActive"], self._newest_planned):
+            return False
+        if boundary.gave_up:
+            log.warning("eoskit: batches kept starting back to back; stopped in batch %s, "
+                        "which the next start replays", boundary.after + 1)
+        return True
+
     def _watch(self, query: StreamingQuery, record) -> Failure | _Finished:
         boundary: BoundaryStop | None = None
         reported: int | None = None
@@ -315,12 +342,12 @@ class Runner:
                 if boundary is None:
                     # The batch in flight when the stop came must finish first.
                     boundary = BoundaryStop(-1 if last_done is None else last_done)
-                if self.stop.forced or boundary.ready(last_done, query.status["isTriggerActive"],
-                                                      self._newest_planned):
-                    if boundary.gave_up:
-                        log.warning("eoskit: batches kept starting back to back; stopped in batch %s, "
-                                    "which the next start replays", boundary.after + 1)
+                    if self.pipeline.gated and self.gate is not None:
+                        self.gate.close()  # core/stop_gate.py, step 1
+                if self._at_boundary(query, boundary, last_done):
                     query.stop()
+                    if self.gate is not None:
+                        self.gate.release()  # step 4
                     break
             if timeout is not None:
                 if query.status["isTriggerActive"]:

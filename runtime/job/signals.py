@@ -2,7 +2,10 @@
 boundary, a second stops at once (the batch in flight is then replayed from
 the offset log on the next start).
 
-Where the boundary is (``BoundaryStop``): Spark's micro-batch loop plans the
+Where the boundary is: a source that can hold the next batch's planning
+(eoskit-kafka) is given a gate, and the runner stops the query while that
+planning is held (``core/stop_gate.py``). For any other source,
+``BoundaryStop`` watches the offset log: Spark's micro-batch loop plans the
 next batch as soon as one ends when batches run back to back (a batch longer
 than the trigger interval, or the no-data batches a stateful query runs), so
 by the time the runner sees the batch in flight end, the next one may already
