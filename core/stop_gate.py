@@ -58,10 +58,18 @@ class StopGate:
 
     # The runner's side (the driver) ------------------------------------------
 
-    def close(self) -> None:
-        """Step 1: from now on, a planning is held."""
-        with open(self.stop_path, "w"):
-            pass
+    def close(self) -> bool:
+        """Step 1: from now on, a planning is held. False if the gate could
+        not be closed (the caller stops as it would without a gate). The
+        folder is made again if it is gone: a job runs for weeks, and a
+        temp cleaner may remove an empty folder that old."""
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+            with open(self.stop_path, "w"):
+                pass
+        except OSError:
+            return False
+        return True
 
     def held(self) -> bool:
         """Step 3: whether a source holds the next batch's planning."""

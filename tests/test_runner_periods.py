@@ -241,6 +241,16 @@ def test_with_a_gated_source_a_stop_among_endless_back_to_back_batches_cuts_none
     assert not gate.held() and not (tmp_path / "gate" / "stop").exists()
 
 
+def test_a_stop_gate_whose_folder_a_temp_cleaner_removed_is_made_again(tmp_path):
+    """A job runs for weeks; its gate's empty temp folder may be cleaned
+    away meanwhile. Closing the gate makes it again, and a gate that cannot
+    be closed says so (the runner then watches the offset log)."""
+    gate = StopGate(str(tmp_path / "gone"))
+    assert gate.close() and gate.hold(hold_s=0.05)
+    (tmp_path / "file").touch()
+    assert StopGate(str(tmp_path / "file" / "gate")).close() is False
+
+
 def test_a_stop_gate_holds_only_while_closed_and_only_for_its_bound(tmp_path):
     gate = StopGate(str(tmp_path))
     assert gate.hold() is False and not gate.held()  # open: planning goes on at once

@@ -303,16 +303,17 @@ class Runner:
             return None
         return planned[-1] if planned else None
 
-    def _at_boundary(self, query: StreamingQuery, boundary: BoundaryStop, last_done: int | None) -> bool:
+    def _at_boundary(self, query: StreamingQuery, boundary: BoundaryStop, last_done: int | None,
+                     gate_closed: bool) -> bool:
         """Whether a requested stop can stop the query now without cutting a
         logged batch short (a second request: at once)."""
         if self.stop.forced:
             return True
-        if self.pipeline.gated and self.gate is not None:
+        if gate_closed and self.gate is not None:
             # core/stop_gate.py, step 3: the next planning is held, or no
             # trigger runs (one starting after the gate closed is held).
             return self.gate.held() or not query.status["isTriggerActive"]
-        # A source without a gate: watch the offset log (signals.BoundaryStop).
+        # A source without a gate (or a gate that could not close): watch the offset log (signals.BoundaryStop).
         if not boundary.ready(last_done, query.status["isTriggerActive"], self._newest_planned):
             return False
         if boundary.gave_up:
@@ -322,6 +323,7 @@ class Runner:
 
     def _watch(self, query: StreamingQuery, record) -> Failure | _Finished:
         boundary: BoundaryStop | None = None
+        gate_closed = False
         reported: int | None = None
         # When the batch in flight started (as seen by this loop), and after
         # which completed batch: the timeout is per batch, however many run
@@ -342,9 +344,9 @@ class Runner:
                 if boundary is None:
                     # The batch in flight when the stop came must finish first.
                     boundary = BoundaryStop(-1 if last_done is None else last_done)
-                    if self.pipeline.gated and self.gate is not None:
-                        self.gate.close()  # core/stop_gate.py, step 1
-                if self._at_boundary(query, boundary, last_done):
+                    # core/stop_gate.py, step 1
+                    gate_closed = self.pipeline.gated and self.gate is not None and self.gate.close()
+                if self._at_boundary(query, boundary, last_done, gate_closed):
                     query.stop()
                     if self.gate is not None:
                         self.gate.release()  # step 4
