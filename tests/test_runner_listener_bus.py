@@ -87,7 +87,7 @@ class CaughtUpQuery:
 class Pipeline:
     name = "orders"
     chained = False
-    gated = False
+    source = None
 
     def __init__(self, bus: FakeBus) -> None:
         self.bus = bus

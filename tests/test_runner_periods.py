@@ -75,9 +75,16 @@ class FakeQuery:
         return None
 
 
+class GatedSource:
+    """A source the runner gives its stop gate (``runtime.components.Gated``)."""
+
+    def with_stop_gate(self, directory: str) -> "GatedSource":
+        return self
+
+
 def runner(tmp_path, gate: StopGate | None = None, **settings: str) -> Runner:
     r = Runner.__new__(Runner)  # only what _watch and _read_requests use
-    r.pipeline = type("Pipeline", (), {"gated": gate is not None})()
+    r.pipeline = type("Pipeline", (), {"source": GatedSource() if gate is not None else None})()
     r.gate = gate
     r.settings = JobSettings.of(**settings)
     r.checkpoint = str(tmp_path)
@@ -287,7 +294,7 @@ class Pipeline:
 
     name = "flaky"
     chained = False
-    gated = False
+    source = None
 
     def __init__(self, *starts) -> None:
         self.starts = list(starts)

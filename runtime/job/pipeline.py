@@ -55,8 +55,6 @@ class Pipeline:
         self.spark_conf = dict(spark_conf or {})
         #: Whether the last ``start`` chained the transform into the source's tasks (runtime/job/chain.py).
         self.chained = False
-        #: Whether the last ``start`` gave the source a stop gate (core/stop_gate.py).
-        self.gated = False
         self.settings = JobSettings.of(**state_backend.settings_with_spark_conf(self.spark_conf, settings))
         self.check_settings(self.settings)
 
@@ -111,7 +109,6 @@ class Pipeline:
             writer = chained_writer(self.transform, self._source(pause, checkpoint, stop_gate), self.sink, spark,
                                     {**self.sink.all_options(), "checkpointLocation": checkpoint, **modes})
         self.chained = writer is not None
-        self.gated = stop_gate is not None and isinstance(self.source, Gated)
         if writer is None:
             df = self.dataframe(spark, pause, checkpoint, stop_gate)
             state_backend.check_plan(df, settings, self.name)

@@ -46,6 +46,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from eoskit.core.stop_gate import StopGate
 from eoskit.runtime.job import fingerprint
+from eoskit.runtime.job.components import Gated
 from eoskit.runtime.job.control import ControlDir, LocalRuns, Request
 from eoskit.runtime.spark.executors import ExecutorCheckError
 from eoskit.runtime.job.failures import Failure, classify
@@ -303,16 +304,23 @@ class Runner:
             return None
         return planned[-1] if planned else None
 
+    def _close_gate(self) -> StopGate | None:
+        """core/stop_gate.py, step 1, when the source was given the gate:
+        the gate, closed; None when there is none or it could not close."""
+        if self.gate is None or not isinstance(self.pipeline.source, Gated):
+            return None
+        return self.gate if self.gate.close() else None
+
     def _at_boundary(self, query: StreamingQuery, boundary: BoundaryStop, last_done: int | None,
-                     gate_closed: bool) -> bool:
+                     closed: StopGate | None) -> bool:
         """Whether a requested stop can stop the query now without cutting a
         logged batch short (a second request: at once)."""
         if self.stop.forced:
             return True
-        if gate_closed and self.gate is not None:
+        if closed is not None:
             # core/stop_gate.py, step 3: the next planning is held, or no
             # trigger runs (one starting after the gate closed is held).
-            return self.gate.held() or not query.status["isTriggerActive"]
+            return closed.held() or not query.status["isTriggerActive"]
         # A source without a gate (or a gate that could not close): watch the offset log (signals.BoundaryStop).
         if not boundary.ready(last_done, query.status["isTriggerActive"], self._newest_planned):
             return False
@@ -323,7 +331,7 @@ class Runner:
 
     def _watch(self, query: StreamingQuery, record) -> Failure | _Finished:
         boundary: BoundaryStop | None = None
-        gate_closed = False
+        closed: StopGate | None = None
         reported: int | None = None
         # When the batch in flight started (as seen by this loop), and after
         # which completed batch: the timeout is per batch, however many run
@@ -344,9 +352,8 @@ class Runner:
                 if boundary is None:
                     # The batch in flight when the stop came must finish first.
                     boundary = BoundaryStop(-1 if last_done is None else last_done)
-                    # core/stop_gate.py, step 1
-                    gate_closed = self.pipeline.gated and self.gate is not None and self.gate.close()
-                if self._at_boundary(query, boundary, last_done, gate_closed):
+                    closed = self._close_gate()
+                if self._at_boundary(query, boundary, last_done, closed):
                     query.stop()
                     if self.gate is not None:
                         self.gate.release()  # step 4
