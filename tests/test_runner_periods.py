@@ -17,7 +17,7 @@ from eoskit.core.stop_gate import StopGate
 from eoskit.runtime.job import runner as runner_module
 from eoskit.runtime.job.control import ControlDir
 from eoskit.runtime.job.failures import Failure
-from eoskit.runtime.job.listeners import Listeners
+from eoskit.runtime.job.listeners import CheckpointStatus, Listeners
 from eoskit.runtime.job.runner import Runner
 from eoskit.runtime.job.settings import JobSettings
 from eoskit.runtime.job.signals import STOP_DRAIN_BATCHES
@@ -89,6 +89,7 @@ def runner(tmp_path, gate: StopGate | None = None, **settings: str) -> Runner:
     r.settings = JobSettings.of(**settings)
     r.checkpoint = str(tmp_path)
     r.control = ControlDir(str(tmp_path))
+    r.status = CheckpointStatus(r.control)
     r.stop = runner_module.StopRequest()
     r.stop_savepoint = None
     r._stops_seen = set()

@@ -219,7 +219,10 @@ class CheckpointStatus(RunStatus):
     on any file system the checkpoint is on), for ``eoskit status`` and
     ``eoskit list``. Every run writes it. Progress is written at most every
     ``EVERY_S`` seconds (a store such as S3 pays a request per write); a
-    change of state (start, restart, savepoint, end) at once."""
+    change of state (start, restart, savepoint, end) at once. Progress held
+    back by that bound is written by ``flush``, which the run loop calls as
+    it polls: a job gone idle after two quick batches must not show the
+    first of them for good."""
 
     EVERY_S = 1.0
 
@@ -227,14 +230,27 @@ class CheckpointStatus(RunStatus):
         super().__init__()
         self.control = control
         self._last = 0.0
+        self._pending = False
+        self._writing = threading.Lock()
 
     def _write(self) -> None:
-        self.state["updated"] = self._last = time.time()
-        self.control.write_status(self.state)
+        # Spark's listener thread and the run loop both write: one at a time,
+        # each a copy (a dict's copy is one step under the GIL; the values
+        # are replaced, never changed in place).
+        with self._writing:
+            self.state["updated"] = self._last = time.time()
+            self._pending = False
+            self.control.write_status(dict(self.state))
 
     def on_progress(self, progress: dict[str, Any]) -> None:
         self._count(progress)
-        if time.time() - self._last >= self.EVERY_S:
+        self._pending = True
+        self.flush()
+
+    def flush(self) -> None:
+        """Write progress held back, once ``EVERY_S`` has passed since the
+        last write. Runs on the driver: the run loop, and Spark's listener."""
+        if self._pending and time.time() - self._last >= self.EVERY_S:
             self._write()
 
 

@@ -341,6 +341,7 @@ class Runner:
         timeout = self.settings.checkpoint_timeout
         while query.isActive:
             record.beat(force=False)
+            self.status.flush()  # progress its write bound held back
             for request in self._read_requests():
                 self._savepoint(request)
             progress = query.lastProgress
