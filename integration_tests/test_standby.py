@@ -11,6 +11,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from eoskit.core import crash
 from eoskit.testing.conformance.harness import Run
 
@@ -40,6 +42,7 @@ def test_a_standby_takes_over_a_killed_driver_and_every_record_is_there_once(pos
     run.verify_exactly_once()  # psql: every record once, nothing prepared
 
 
+@pytest.mark.full  # the same decision on the run record: tests/test_standby.py, every tier
 def test_a_job_that_ends_by_itself_is_not_taken_over(postgres_run):
     run = postgres_run
     standby, log = start_standby(run)

@@ -52,7 +52,10 @@ spark.stop()
 '''
 
 
-@pytest.mark.parametrize("warm", [True, False], ids=["warm", "turned-off"])
+# Turned off, the hook and the wrapper do nothing (tests/test_warm_start.py,
+# every tier); the whole plain script turned off runs in the full tier.
+@pytest.mark.parametrize("warm", [pytest.param(True, id="warm"),
+                                  pytest.param(False, id="turned-off", marks=pytest.mark.full)])
 def test_a_plain_script_gets_the_warm_start_and_every_record_once(
         warm, kafka, postgres, records_topic, tmp_path):
     target = PostgresTarget(postgres)

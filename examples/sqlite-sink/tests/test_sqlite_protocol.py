@@ -117,13 +117,18 @@ def count(path, table: str) -> int:
 
 
 @pytest.mark.parametrize("mode", [CommitMode.TWOPHASE, CommitMode.IDEMPOTENT])
-def test_what_the_sink_keeps_beside_the_rows_stays_flat_across_many_pruning_periods(setup, mode):
+def test_what_the_sink_keeps_beside_the_rows_stays_flat_across_many_pruning_periods(setup, mode, monkeypatch):
     """A job runs for weeks: the committed ids (two-phase evidence) and the
     markers (idempotent) are forgotten every PRUNE_EVERY batches, once Spark
-    can no longer replay their batches, through eoskit's own commit paths."""
-    from eoskit.twophase import marked
-    from eoskit.twophase.decision_log import PRUNE_EVERY, RETAIN_BATCHES
+    can no longer replay their batches, through eoskit's own commit paths.
+    Without an offset log, what Spark may replay is the newest
+    RETAIN_BATCHES (1,000); 30 here keeps six pruning periods past it to
+    90 batches instead of 1,060 (the same code; the bound is read per call)."""
+    from eoskit.twophase import decision_log, marked
+    from eoskit.twophase.decision_log import PRUNE_EVERY
 
+    monkeypatch.setattr(decision_log, "RETAIN_BATCHES", 3 * PRUNE_EVERY)
+    RETAIN_BATCHES = decision_log.RETAIN_BATCHES
     path, sink, decisions = setup
     batches = 6 * PRUNE_EVERY + RETAIN_BATCHES
     kept = "eoskit_committed" if mode is CommitMode.TWOPHASE else "eoskit_markers"
