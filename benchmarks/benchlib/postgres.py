@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
+from psycopg import sql
 from sqlalchemy.engine import make_url
 
 from eoskit.connectors.postgres.connection import connect_kwargs
@@ -21,9 +22,21 @@ def pg_connect(sqlalchemy_url: str, **kwargs: Any) -> psycopg.Connection:
 
 def reset_table(sqlalchemy_url: str, table: str) -> None:
     """Both runs start from an empty table of the same layout (no index, no key),
-    so neither pays for anything the other does not."""
+    so neither pays for anything the other does not.
+
+    An earlier run that failed mid-batch leaves its transactions prepared
+    (in doubt until a restart of its job settles them); they hold locks on
+    the table, and the DROP would wait on them for good. The benchmarks'
+    jobs are never restarted, so those are rolled back first, and said."""
     with pg_connect(sqlalchemy_url, autocommit=True) as conn:
-        conn.execute(f"DROP TABLE IF EXISTS {table}")
+        left = [gid for (gid,) in conn.execute(
+            "SELECT gid FROM pg_prepared_xacts WHERE database = current_database() AND gid LIKE 'eoskit:%'")]
+        for gid in left:
+            conn.execute(sql.SQL("ROLLBACK PREPARED {}").format(sql.Literal(gid)))
+        if left:
+            print(f"==> rolled back {len(left)} transaction(s) an earlier failed run left prepared", flush=True)
+        conn.execute("SET lock_timeout = '60s'")  # anything else holding the table: an error, not a hang
+        conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(table)))
         conn.execute(f"CREATE TABLE {table} {TABLE_DDL}")
 
 

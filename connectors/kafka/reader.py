@@ -29,6 +29,11 @@ log = logging.getLogger(__name__)
 #: Records per Arrow batch handed to Spark: big enough to amortise the
 #: per-batch cost, small enough to keep a task's memory flat.
 ARROW_BATCH_ROWS = 32_768  # a batch may pass it by less than one poll (_POLL_BATCH)
+#: The keys' and values' bytes per Arrow batch, which bounds a batch of
+#: large records: Spark reads each batch into the JVM's direct memory
+#: (1 GiB for a 1 GiB driver), and 32,768 records of 10 KB would take 320 MB
+#: a task there. Records this size or less pass ARROW_BATCH_ROWS first.
+ARROW_BATCH_BYTES = 32 << 20
 _POLL_BATCH = 10_000
 #: ``consume`` returns once it has the records asked for, or after this
 #: long. A task asks for no more than its range still holds, so a range
@@ -95,17 +100,25 @@ class _Columns:
         self.timestamps: list[int | None] = []
         self.timestamp_types: list[int] = []
         self.headers: list[list[dict[str, Any]] | None] = []
+        #: The keys' and values' bytes so far.
+        self.bytes = 0
 
     def __len__(self) -> int:
         return len(self.offsets)
+
+    def full(self) -> bool:
+        return len(self.offsets) >= ARROW_BATCH_ROWS or self.bytes >= ARROW_BATCH_BYTES
 
     def add(self, message: Any) -> None:
         self.extend([message])
 
     def extend(self, messages: list[Any]) -> None:
         """Each of ``messages`` (records, not errors), a column at a time."""
-        self.keys += [m.key() for m in messages]
-        self.values += [m.value() for m in messages]
+        keys = [m.key() for m in messages]
+        values = [m.value() for m in messages]
+        self.bytes += sum(map(len, filter(None, keys))) + sum(map(len, filter(None, values)))
+        self.keys += keys
+        self.values += values
         self.offsets += [m.offset() for m in messages]
         stamps = [m.timestamp() for m in messages]
         self.timestamps += [ms * 1000 if kind != 0 else None for kind, ms in stamps]
@@ -128,6 +141,20 @@ class _Columns:
         if self.include_headers:
             arrays.append(pa.array(self.headers, HEADER_ARROW_TYPE))
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+    def batches(self, topic: str, partition: int, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+        """The records as Arrow batches of at most about ARROW_BATCH_BYTES
+        each: one poll of large records passes the bound by up to a poll, so
+        the batch is cut into slices (no copy; Arrow's IPC writer sends a
+        slice's own bytes)."""
+        batch = self.to_batch(topic, partition, schema)
+        rows = batch.num_rows
+        if self.bytes <= ARROW_BATCH_BYTES or rows <= 1:
+            yield batch
+            return
+        step = max(1, rows * ARROW_BATCH_BYTES // self.bytes)
+        for start in range(0, rows, step):
+            yield batch.slice(start, step)
 
 
 def read_range(
@@ -201,8 +228,8 @@ def _read_range(
                 columns.extend(messages)
                 position = messages[-1].offset() + 1
                 deadline = time.monotonic() + poll_timeout_ms / 1000
-                if len(columns) >= ARROW_BATCH_ROWS:
-                    yield columns.to_batch(topic, partition, schema)
+                if columns.full():
+                    yield from columns.batches(topic, partition, schema)
                     columns = _Columns(include_headers)
                 messages = []
             for message in messages:
@@ -218,8 +245,8 @@ def _read_range(
                 columns.add(message)
                 position = offset + 1
                 deadline = time.monotonic() + poll_timeout_ms / 1000
-                if len(columns) >= ARROW_BATCH_ROWS:
-                    yield columns.to_batch(topic, partition, schema)
+                if columns.full():
+                    yield from columns.batches(topic, partition, schema)
                     columns = _Columns(include_headers)
             if position < end:
                 # The consumer's own position steps over control records and
@@ -237,7 +264,7 @@ def _read_range(
                     + _logs[key].reason()
                 )
         if len(columns):
-            yield columns.to_batch(topic, partition, schema)
+            yield from columns.batches(topic, partition, schema)
         finished = True
     finally:
         if finished:
