@@ -27,10 +27,17 @@ def reset_table(sqlalchemy_url: str, table: str) -> None:
     An earlier run that failed mid-batch leaves its transactions prepared
     (in doubt until a restart of its job settles them); they hold locks on
     the table, and the DROP would wait on them for good. The benchmarks'
-    jobs are never restarted, so those are rolled back first, and said."""
+    jobs are never restarted, so those holding a lock on this table (and
+    no other job's) are rolled back first, and said."""
     with pg_connect(sqlalchemy_url, autocommit=True) as conn:
         left = [gid for (gid,) in conn.execute(
-            "SELECT gid FROM pg_prepared_xacts WHERE database = current_database() AND gid LIKE 'eoskit:%'")]
+            # A prepared transaction's locks are those of its virtual
+            # transaction, the one that holds its transaction id's lock.
+            "SELECT p.gid FROM pg_prepared_xacts p WHERE p.database = current_database() "
+            "AND p.gid LIKE 'eoskit:%%' AND EXISTS (SELECT 1 FROM pg_locks x JOIN pg_locks r "
+            "ON r.virtualtransaction = x.virtualtransaction WHERE x.locktype = 'transactionid' "
+            "AND x.transactionid = p.transaction AND r.relation = to_regclass(%s))",
+            (table,))]
         for gid in left:
             conn.execute(sql.SQL("ROLLBACK PREPARED {}").format(sql.Literal(gid)))
         if left:

@@ -147,16 +147,25 @@ class _SparkListener(StreamingQueryListener):
 
 class RunStatus(RunListener, ABC):
     """The run's state as one JSON document, written at every event by
-    ``_write`` (where: the subclass's)."""
+    ``_write`` into the subclass's ``_store``."""
 
     def __init__(self) -> None:
         self.state: dict[str, Any] = {"state": "starting", "restarts": 0, "batches": 0,
                                       "in_doubt_settled": 0, "in_doubt_committed": 0,
                                       "in_doubt_rolled_back": 0}
+        self._writing = threading.Lock()
+
+    def _write(self) -> None:
+        # Spark's listener thread and the run loop (settlements, flushes) both
+        # write: one at a time, each a copy (a dict's copy is one step under
+        # the GIL; the values are replaced, never changed in place).
+        with self._writing:
+            self.state["updated"] = time.time()
+            self._store(dict(self.state))
 
     @abstractmethod
-    def _write(self) -> None:
-        """Store ``state``."""
+    def _store(self, state: dict[str, Any]) -> None:
+        """Keep ``state`` (where: the subclass's). Called one at a time."""
 
     def on_start(self, job: str, checkpoint: str) -> None:
         self.state.update(job=job, checkpoint=checkpoint, state="running", pid=os.getpid())
@@ -206,11 +215,10 @@ class StatusFile(RunStatus):
         super().__init__()
         self.path = path
 
-    def _write(self) -> None:
-        self.state["updated"] = time.time()
+    def _store(self, state: dict[str, Any]) -> None:
         temporary = f"{self.path}.tmp"
         with open(temporary, "w") as handle:
-            json.dump(self.state, handle, sort_keys=True)
+            json.dump(state, handle, sort_keys=True)
         os.replace(temporary, self.path)
 
 
@@ -230,17 +238,13 @@ class CheckpointStatus(RunStatus):
         super().__init__()
         self.control = control
         self._last = 0.0
+        #: Progress counted and not yet written. Set after the count and
+        #: cleared before the write's copy, so a count is never dropped.
         self._pending = False
-        self._writing = threading.Lock()
 
-    def _write(self) -> None:
-        # Spark's listener thread and the run loop both write: one at a time,
-        # each a copy (a dict's copy is one step under the GIL; the values
-        # are replaced, never changed in place).
-        with self._writing:
-            self.state["updated"] = self._last = time.time()
-            self._pending = False
-            self.control.write_status(dict(self.state))
+    def _store(self, state: dict[str, Any]) -> None:
+        self._last = state["updated"]
+        self.control.write_status(state)
 
     def on_progress(self, progress: dict[str, Any]) -> None:
         self._count(progress)
@@ -251,6 +255,7 @@ class CheckpointStatus(RunStatus):
         """Write progress held back, once ``EVERY_S`` has passed since the
         last write. Runs on the driver: the run loop, and Spark's listener."""
         if self._pending and time.time() - self._last >= self.EVERY_S:
+            self._pending = False
             self._write()
 
 
