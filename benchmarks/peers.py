@@ -46,6 +46,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import textwrap
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -372,6 +373,10 @@ def targets_lines(results: dict[str, Any]) -> list[str]:
     return lines
 
 
+#: Characters per line of a peer's label in the charts.
+LABEL_WIDTH = 40
+
+
 def draw_charts(results: dict[str, Any], directory: Path) -> list[Path] | None:
     """One PNG per group: each peer's figures as horizontal bars (the
     medians), every round's value as a dot. None when matplotlib is missing."""
@@ -404,7 +409,9 @@ def draw_charts(results: dict[str, Any], directory: Path) -> list[Path] | None:
                 widths.append(statistics.median(values) if values else 0)
                 ax.scatter(values, [y] * len(values), color="black", s=12, zorder=3)
             ax.barh(ys, widths, height=height * 0.9, label=legend)
-        ax.set_yticks(range(len(table)), [records[0]["peer"] for records in table.values()], fontsize=8)
+        # A peer's label is a sentence; wrapped, it leaves the bars the figure's width.
+        labels = [textwrap.fill(records[0]["peer"], LABEL_WIDTH) for records in table.values()]
+        ax.set_yticks(range(len(table)), labels, fontsize=8)
         ax.invert_yaxis()
         ax.set_xlabel(axis)
         ax.xaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
