@@ -20,14 +20,15 @@ def produce_records(
     headers: list[tuple[str, bytes]] | None = None,
     config: dict[str, str | int] | None = None,
 ) -> None:
-    """Produce ``records``, each in order, then wait until the broker has
-    acknowledged all of them. ``config``: more producer settings.
+    """Produce ``records``, then wait until none is left in the producer's
+    queue (``_flush``). ``config``: more producer settings.
 
     The producer's local queue holds 100,000 records by default; a broker
     slower than this loop (many partitions, a busy machine) fills it, and
     ``produce`` raises ``BufferError``. The record is then produced again
     once the producer has delivered some (``poll``), so a slow broker slows
-    the loop down instead of failing it."""
+    the loop down instead of failing it. The wait is bounded: a record the
+    broker never takes leaves the queue after ``message.timeout.ms``."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
                          "compression.type": "lz4", **(config or {})})
     for count, (partition, key, value) in enumerate(records):
