@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -37,6 +36,8 @@ TABLE = "bench_first_batch_warmup"
 RECORDS = 1_000_000
 PARTITIONS = 4
 MAX_OFFSETS = 250_000
+#: The longest one run (a fresh process: its session, the query of 1M records) may take.
+RUN_TIMEOUT_S = 600
 #: The warm-up's rows per task: a handful, as the job is to warm, not to load.
 WARM_ROWS = 64
 WARM_VALUE = json.dumps({"order_id": 1, "customer": "customer-1", "amount": "3.50",
@@ -117,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from eoskit.runtime.devtools.services import LocalServices
 
+    from benchlib.harness import Unavailable, run_peer_process
     from benchlib.postgres import table_stats, verify
     from benchlib.report import say
     from benchlib.topics import delete_topic, produce
@@ -130,15 +132,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for round_ in range(args.rounds):
             for mode in MODES[round_ % len(MODES):] + MODES[:round_ % len(MODES)]:
-                out = subprocess.run([sys.executable, __file__, "--one", mode, bootstrap, url, topic],
-                                     capture_output=True, text=True, check=False)
-                if out.returncode != 0:
-                    return say(f"{mode}: exit {out.returncode}\n{out.stderr[-3000:]}") or 1
-                figures = json.loads(out.stdout.strip().splitlines()[-1])
-                problems += verify(f"round {round_ + 1} {mode}", table_stats(url, TABLE), expected)
+                label = f"round {round_ + 1} {mode}"
+                try:
+                    figures, _ = run_peer_process(label, [sys.executable, __file__, "--one", mode, bootstrap,
+                                                          url, topic], timeout=RUN_TIMEOUT_S)
+                except Unavailable as error:
+                    print(error, file=sys.stderr)
+                    return 1
+                problems += verify(label, table_stats(url, TABLE), expected)
                 runs[mode].append(figures)
-                say(f"round {round_ + 1} {mode}: " + ", ".join(f"{k} {v:.2f}" for k, v in figures.items()
-                                                              if isinstance(v, float)))
+                say(f"{label}: " + ", ".join(f"{k} {v:.2f}" for k, v in figures.items() if isinstance(v, float)))
     finally:
         delete_topic(bootstrap, topic)
     print(f"\n{'mode':8} {'first batch s':>14} {'later batch s':>14} {'query wall s':>13} {'warm-up s':>10}")

@@ -62,20 +62,28 @@ def test_progress_is_written_at_most_once_a_second_and_state_changes_at_once(mon
 
 def test_progress_held_back_by_the_bound_is_written_by_the_next_flush(monkeypatch):
     """Two batches in one second, then an idle job: the run loop's flush
-    writes the second once the bound has passed, and nothing more after."""
+    writes the second once the bound has passed, and nothing more after;
+    the same in each of several periods of the bound, as a job that runs
+    for weeks goes through them."""
     clock = [1000.0]
     monkeypatch.setattr("eoskit.runtime.job.listeners.time.time", lambda: clock[0])
     recorder = Recorder()
     status = CheckpointStatus(recorder)
     status.on_start("orders", "/ck")
-    status.on_progress(progress(0, lag=1, rate=100.0))
-    status.on_progress(progress(1, lag=0, rate=100.0))
-    status.flush()  # within the bound: held
-    assert [w["batches"] for w in recorder.written] == [0]
-    clock[0] += 1.0
-    status.flush()
-    status.flush()
-    assert [w["batches"] for w in recorder.written] == [0, 2] and recorder.written[-1]["last_batch"] == 1
+    expected = [0]
+    for period in range(4):
+        clock[0] += 5.0  # idle since the last write: the first batch is written at once
+        status.on_progress(progress(2 * period, lag=1, rate=100.0))
+        status.on_progress(progress(2 * period + 1, lag=0, rate=100.0))
+        status.flush()  # within the bound: held
+        expected.append(2 * period + 1)
+        assert [w["batches"] for w in recorder.written] == expected, f"period {period}"
+        clock[0] += CheckpointStatus.EVERY_S
+        status.flush()
+        status.flush()
+        expected.append(2 * period + 2)
+        assert [w["batches"] for w in recorder.written] == expected, f"period {period}"
+        assert recorder.written[-1]["last_batch"] == 2 * period + 1
 
 
 def test_a_run_s_state_as_status_shows_it(tmp_path):

@@ -44,7 +44,7 @@ def reset_table(sqlalchemy_url: str, table: str) -> None:
             print(f"==> rolled back {len(left)} transaction(s) an earlier failed run left prepared", flush=True)
         conn.execute("SET lock_timeout = '60s'")  # anything else holding the table: an error, not a hang
         conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(table)))
-        conn.execute(f"CREATE TABLE {table} {TABLE_DDL}")
+        conn.execute(sql.SQL("CREATE TABLE {} {}").format(sql.Identifier(table), sql.SQL(TABLE_DDL)))
 
 
 def table_stats(sqlalchemy_url: str, table: str) -> TableStats:
